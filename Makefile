@@ -1,0 +1,43 @@
+# attnviz: `make run` serves the app, `make test` runs every test. Both set up
+# everything first on a fresh machine (virtual environment, pinned packages,
+# Debian's chromium for the browser tests).
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+PORT ?= 8501
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: setup run test lint browser bench screenshots clean
+
+$(STAMP): requirements.txt requirements-dev.txt constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install -r requirements.txt -r requirements-dev.txt -c constraints.txt
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+run: setup
+	@echo "attnviz: open http://localhost:$(PORT)"
+	$(BIN)/streamlit run app.py --server.port $(PORT)
+
+browser:
+	@command -v chromium >/dev/null 2>&1 || { $(SUDO) apt-get update && \
+		$(SUDO) apt-get install -y --no-install-recommends chromium fonts-noto-cjk fonts-noto-color-emoji; }
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+test: setup browser lint
+	$(BIN)/python -m pytest
+
+bench: setup
+	$(BIN)/python -m benchmarks.payload
+
+screenshots: setup browser
+	$(BIN)/python -m tests.screenshots
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -1,0 +1,163 @@
+"""The embedded default model: a small stack of attnviz's own attention layers.
+
+It needs no download and no GPU, and it is deterministic: token embeddings are
+drawn from a generator seeded by a hash of the token text and the model seed,
+positions are sinusoidal, and every weight comes from the seed. Its weights
+are random, so its patterns show the mechanics of attention (how the same
+token attracts the same queries, how position shapes the rows, what a causal
+mask does), not language.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import asdict, dataclass
+
+import torch
+from torch import Tensor, nn
+
+from attnviz.attention import MultiHeadAttention, group_size
+from attnviz.masks import causal_mask
+from attnviz.record import AttentionRecord, LayerQKV
+from attnviz.tokenizer import tokenize
+
+MAX_D_MODEL = 1024
+MAX_LAYERS = 12
+QK_GAIN = 1.4
+
+
+@dataclass(frozen=True)
+class EmbeddedConfig:
+    """Size and seed of the embedded model; invalid combinations raise ValueError."""
+
+    d_model: int = 64
+    n_head: int = 4
+    n_kv_head: int | None = None
+    n_layer: int = 2
+    seed: int = 0
+    causal: bool = False
+
+    def __post_init__(self) -> None:
+        if not 2 <= self.d_model <= MAX_D_MODEL or self.d_model % 2:
+            raise ValueError(f"d_model ({self.d_model}) must be an even number from 2 to {MAX_D_MODEL}")
+        if self.n_head < 1:
+            raise ValueError(f"n_head ({self.n_head}) must be at least 1")
+        if self.d_model % self.n_head:
+            raise ValueError(
+                f"d_model ({self.d_model}) must be divisible by n_head ({self.n_head}); "
+                f"{self.d_model} % {self.n_head} = {self.d_model % self.n_head}"
+            )
+        group_size(self.n_head, self.kv_heads)
+        if not 1 <= self.n_layer <= MAX_LAYERS:
+            raise ValueError(f"n_layer ({self.n_layer}) must be from 1 to {MAX_LAYERS}")
+        if self.seed < 0:
+            raise ValueError(f"seed ({self.seed}) must be non-negative")
+
+    @property
+    def kv_heads(self) -> int:
+        return self.n_head if self.n_kv_head is None else self.n_kv_head
+
+
+def token_embedding(text: str, d_model: int, seed: int) -> Tensor:
+    """A fixed random vector for a token string: the same text always gets the same vector."""
+    digest = hashlib.blake2b(f"{seed}\x00{text}".encode(), digest_size=8).digest()
+    generator = torch.Generator().manual_seed(int.from_bytes(digest, "little") & (2**63 - 1))
+    return torch.randn(d_model, generator=generator)  # (d_model,)
+
+
+def sinusoidal_positions(seq_len: int, d_model: int) -> Tensor:
+    """The transformer's sin/cos position code: (seq_len, d_model)."""
+    position = torch.arange(seq_len, dtype=torch.float32)[:, None]  # (seq, 1)
+    freq = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(10000.0) / d_model))
+    table = torch.zeros(seq_len, d_model)
+    table[:, 0::2] = torch.sin(position * freq)  # (seq, d_model / 2)
+    table[:, 1::2] = torch.cos(position * freq)
+    return table
+
+
+class Block(nn.Module):
+    """Pre-norm transformer block: x + attn(ln(x)), then x + mlp(ln(x))."""
+
+    def __init__(self, config: EmbeddedConfig) -> None:
+        super().__init__()
+        self.ln_attn = nn.LayerNorm(config.d_model)
+        self.attn = MultiHeadAttention(config.d_model, config.n_head, config.kv_heads)
+        self.ln_mlp = nn.LayerNorm(config.d_model)
+        self.mlp = nn.Sequential(
+            nn.Linear(config.d_model, 4 * config.d_model), nn.GELU(), nn.Linear(4 * config.d_model, config.d_model)
+        )
+
+    def forward(self, x: Tensor, mask: Tensor | None, on_qkv=None) -> tuple[Tensor, Tensor]:
+        """x (B, T, d_model) -> (B, T, d_model), weights (B, n_head, T, T)."""
+        h = self.ln_attn(x)
+        attn_out, weights = self.attn(h, h, h, mask=mask, need_weights=True, on_qkv=on_qkv)
+        x = x + attn_out
+        return x + self.mlp(self.ln_mlp(x)), weights
+
+
+class EmbeddedModel(nn.Module):
+    """Seeded embeddings + sinusoidal positions + ``n_layer`` attention blocks."""
+
+    name = "embedded default"
+
+    def __init__(self, config: EmbeddedConfig) -> None:
+        super().__init__()
+        self.config = config
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(config.seed)
+            self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layer))
+            for block in self.blocks:
+                # torch's default init makes q·k tiny and every row near-uniform. Unit-variance
+                # V/O projections, and Q/K with gain QK_GAIN so that q·k/sqrt(d_k) has a standard
+                # deviation of about QK_GAIN² ≈ 2, as peaked as a trained model's rows often are.
+                for proj, gain in (
+                    (block.attn.w_q, QK_GAIN),
+                    (block.attn.w_k, QK_GAIN),
+                    (block.attn.w_v, 1.0),
+                    (block.attn.w_o, 1.0),
+                ):
+                    nn.init.normal_(proj.weight, std=gain / math.sqrt(config.d_model))
+        self.eval()
+
+    def embed(self, tokens: list[str]) -> Tensor:
+        """Token strings -> (1, T, d_model): seeded token vectors plus positions."""
+        d_model = self.config.d_model
+        device = next(self.parameters()).device
+        if not tokens:
+            return torch.zeros(1, 0, d_model, device=device)
+        table = torch.stack([token_embedding(t, d_model, self.config.seed) for t in tokens])  # (T, d_model)
+        return (table + sinusoidal_positions(len(tokens), d_model))[None].to(device)  # (1, T, d_model)
+
+    @torch.no_grad()
+    def run(self, text: str, max_tokens: int, with_qkv: bool = False) -> AttentionRecord:
+        """Tokenize, truncate to ``max_tokens`` and record every layer's attention."""
+        if max_tokens < 1:
+            raise ValueError(f"max_tokens ({max_tokens}) must be at least 1")
+        all_tokens = tokenize(text)
+        tokens = all_tokens[:max_tokens]
+        x = self.embed([t.text for t in tokens])  # (1, T, d_model)
+        T = x.shape[1]
+        mask = causal_mask(T, device=x.device) if self.config.causal else None  # (T, T)
+        qkv: list[LayerQKV] = []
+
+        def keep(q: Tensor, k: Tensor, v: Tensor) -> None:
+            qkv.append(LayerQKV(q[0].float().cpu(), k[0].float().cpu(), v[0].float().cpu()))
+
+        layers = []
+        for block in self.blocks:
+            x, weights = block(x, mask, keep if with_qkv else None)
+            layers.append(weights[0])  # (n_head, T, T)
+        attention = torch.stack(layers).float().cpu() if T else torch.zeros(len(self.blocks), self.config.n_head, 0, 0)
+        cfg = asdict(self.config)
+        return AttentionRecord(
+            model_name=f"{self.name} ({', '.join(f'{k}={v}' for k, v in cfg.items() if v is not None)})",
+            tokens=tokens,
+            attention=attention,  # (n_layer, n_head, T, T)
+            n_kv_head=self.config.kv_heads,
+            causal=self.config.causal,
+            implementation="attnviz.attention.scaled_dot_product_attention",
+            n_input_tokens=len(all_tokens),
+            mask=None if mask is None else mask.cpu(),
+            qkv=qkv if with_qkv else None,
+        )

@@ -1,0 +1,43 @@
+"""Overview: attention as dynamic weighted aggregation, Q/K/V, the formula, and where to go next."""
+
+import streamlit as st
+
+from attnviz import ui
+
+st.title("attnviz: see what attention does to your text")
+st.markdown(
+    """
+Attention is a **dynamic weighted average**. Every position builds its new
+representation as a mix of all the positions it may see, and the mixing
+weights are computed on the fly from the content itself.
+
+- **Q (query)**: what a position is looking for.
+- **K (key)**: what each position offers to be found by.
+- **V (value)**: the content a position hands over once it is chosen.
+"""
+)
+st.latex(r"\operatorname{Attention}(Q, K, V) = \operatorname{softmax}\!\left(\frac{QK^\top}{\sqrt{d_k}} + M\right) V")
+st.markdown(
+    """
+Dividing by $\\sqrt{d_k}$ keeps the variance of $q \\cdot k$ near 1, so the
+softmax does not saturate and gradients keep flowing. $M$ is the mask: $0$
+where a query may attend, $-\\infty$ where it may not (the future, padding).
+**Multi-head** attention runs several of these in parallel on slices of
+$d_{\\text{model}}$, so each head can specialise; **GQA/MQA** let query heads
+share key/value heads to shrink the KV cache.
+"""
+)
+
+record = ui.current_record(ui.frame_settings())
+if record is not None:
+    cols = st.columns(4)
+    cols[0].metric("tokens", len(record.tokens))
+    cols[1].metric("layers", record.n_layer)
+    cols[2].metric("query heads", record.n_head)
+    cols[3].metric("key/value heads", record.n_kv_head)
+    st.caption("Tokens: " + " · ".join(t.text for t in record.tokens[:64]) + (" …" if len(record.tokens) > 64 else ""))
+
+st.subheader("Pages")
+st.page_link(
+    "pages/heads.py", label="Heads: every head's pattern, the layer × head grid and per-head statistics", icon="🧠"
+)

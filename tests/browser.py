@@ -1,0 +1,132 @@
+"""Real-browser helpers: serve the app with streamlit, drive Debian's chromium with Playwright.
+
+Never `playwright install`: the browser is Debian's package, found on PATH.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def streamlit_server(timeout: float = 90.0) -> Iterator[str]:
+    """Run ``streamlit run app.py`` on a free port; yield its base URL."""
+    port = free_port()
+    cmd = [
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        str(ROOT / "app.py"),
+        "--server.port",
+        str(port),
+        "--server.address",
+        "127.0.0.1",
+        "--server.headless",
+        "true",
+        "--browser.gatherUsageStats",
+        "false",
+        "--server.fileWatcherType",
+        "none",
+    ]
+    log_dir = ROOT / ".pytest_cache"
+    log_dir.mkdir(exist_ok=True)
+    log = open(log_dir / f"streamlit-{port}.log", "w")  # noqa: SIM115 (closed in the finally below)
+    proc = subprocess.Popen(
+        cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"}
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as resp:
+                    if resp.status == 200:
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"streamlit did not start (exit code {proc.poll()})")
+            time.sleep(0.3)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+def chromium_path() -> str:
+    path = shutil.which("chromium")
+    if path is None:
+        raise RuntimeError("Debian's chromium is not installed: run `make browser` (apt-get install chromium)")
+    return path
+
+
+@contextmanager
+def chromium_browser() -> Iterator:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_FLAGS, headless=True)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+def wait_until_idle(page, timeout_ms: int = 120_000) -> None:
+    """Wait for the script run that an interaction started (if any) to finish."""
+    state = "document.querySelector('[data-testid=\"stApp\"]')?.getAttribute('data-test-script-state')"
+    page.wait_for_selector('[data-testid="stApp"]', timeout=timeout_ms)
+    with contextlib.suppress(Exception):  # the run was quicker than the poll, or nothing changed
+        page.wait_for_function(f"() => {state} === 'running'", timeout=1_500)
+    page.wait_for_function(f"() => {state} === 'notRunning'", timeout=timeout_ms)
+    page.wait_for_timeout(200)
+
+
+def set_sidebar_value(page, label: str, value: str) -> None:
+    """Type into a sidebar input found by its label and commit it as a user does."""
+    box = page.locator('[data-testid="stSidebar"]').get_by_label(label, exact=True)
+    box.fill(value)
+    box.press("Control+Enter" if box.evaluate("e => e.tagName") == "TEXTAREA" else "Enter")
+    wait_until_idle(page)
+
+
+def wait_for_charts(page, count: int, timeout_ms: int = 90_000) -> None:
+    """Wait until ``count`` plotly charts have been drawn (an SVG main layer each)."""
+    page.wait_for_function(
+        "n => document.querySelectorAll('.js-plotly-plot .main-svg').length >= n",
+        arg=count,
+        timeout=timeout_ms,
+    )

@@ -1,0 +1,51 @@
+"""Take the README's screenshots in headless Chromium: ``python -m tests.screenshots``.
+
+Each shot opens the app as a new user would (a fresh browser context), sets
+the sidebar, waits for every chart to be drawn and saves a PNG under assets/.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from tests.browser import ROOT, chromium_browser, set_sidebar_value, streamlit_server, wait_for_charts, wait_until_idle
+
+# name -> (page path, sidebar values to set, charts to wait for)
+SHOTS = {
+    "overview": ("", [], 0),
+    "heads": ("heads", [], 3),
+}
+
+
+def take(browser, url: str, name: str, height: int = 2300) -> None:
+    path, values, charts = SHOTS[name]
+    context = browser.new_context(viewport={"width": 1400, "height": height})
+    page = context.new_page()
+    page.goto(f"{url}/{path}")
+    wait_until_idle(page)
+    for label, value in values:
+        set_sidebar_value(page, label, value)
+    if charts:
+        wait_for_charts(page, charts)
+    wait_until_idle(page)
+    page.wait_for_timeout(800)
+    out = ROOT / "assets" / f"{name}.png"
+    page.screenshot(path=str(out))
+    context.close()
+    print(f"wrote {out.relative_to(ROOT)}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("names", nargs="*", help=f"which shots (default: all of {', '.join(SHOTS)})")
+    args = parser.parse_args()
+    unknown = set(args.names) - set(SHOTS)
+    if unknown:
+        parser.error(f"unknown shot(s): {', '.join(sorted(unknown))}")
+    with streamlit_server() as url, chromium_browser() as browser:
+        for name in args.names or SHOTS:
+            take(browser, url, name)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,143 @@
+"""The app driven through Streamlit's AppTest: every page, the charts it draws and bad input."""
+
+import ast
+from pathlib import Path
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from attnviz.embedded import EmbeddedConfig, EmbeddedModel
+from tests.plotly_json import decode, spec_of
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "pages").glob("*.py"))
+
+
+def app() -> AppTest:
+    return AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
+
+
+def test_every_page_opens_without_exception():
+    at = app()
+    assert not at.exception
+    for page in PAGES:
+        at.switch_page(page).run()
+        assert not at.exception, page
+        assert not at.error, (page, [e.value for e in at.error])
+
+
+def test_heads_page_draws_grid_large_head_and_stats():
+    at = app()
+    at.switch_page("pages/heads.py").run()
+    specs = [spec_of(c) for c in at.get("plotly_chart")]
+    assert len(specs) == 3
+    grid, large, stats = specs
+    assert grid["data"][0]["z"]["dtype"] == "u1"
+    # the large heatmap is exactly layer 0 head 0 of the default model's record
+    record = EmbeddedModel(EmbeddedConfig()).run(at.session_state["text"], 256)
+    z = decode(large["data"][0]["z"])
+    assert np.allclose(z, record.attention[0, 0].numpy(), atol=1e-6)
+    assert large["data"][0]["x"] == record.labels()
+    assert decode(stats["data"][0]["z"]).shape == (2, 4)
+    assert len(at.dataframe) == 1 and len(at.dataframe[0].value) == 8
+    # choose a real head: the big picture follows
+    at.selectbox(key="heads_layer").set_value(1)
+    at.selectbox(key="heads_head").set_value(2).run()
+    z = decode(spec_of(at.get("plotly_chart")[1])["data"][0]["z"])
+    assert np.allclose(z, record.attention[1, 2].numpy(), atol=1e-6)
+    at.selectbox(key="heads_head").set_value("mean").run()
+    z = decode(spec_of(at.get("plotly_chart")[1])["data"][0]["z"])
+    assert np.allclose(z, record.attention[1].mean(0).numpy(), atol=1e-6)
+
+
+def test_text_survives_page_switches_and_examples_fill_it():
+    at = app()
+    at.text_area(key="text").input("私 my own words").run()
+    at.switch_page("pages/heads.py").run()
+    at.switch_page("pages/overview.py").run()
+    assert at.text_area(key="text").value == "私 my own words"
+    at.selectbox(key="example").set_value("中文: 猫").run()
+    assert at.text_area(key="text").value == "猫坐在垫子上，因为它累了。"
+    at.switch_page("pages/heads.py").run()
+    assert spec_of(at.get("plotly_chart")[1])["data"][0]["x"][0] == "0 猫"
+
+
+@pytest.mark.parametrize("text", ["", "   \n\t "])
+def test_empty_text_shows_a_hint(text):
+    at = app()
+    at.text_area(key="text").input(text).run()
+    at.switch_page("pages/heads.py").run()
+    assert not at.exception
+    assert any("Type some text" in i.value for i in at.info)
+    assert not at.get("plotly_chart")
+
+
+def test_long_text_is_truncated_with_a_notice():
+    at = app()
+    at.number_input(key="max_tokens").set_value(5)
+    at.text_area(key="text").input("one two three four five six seven").run()
+    at.switch_page("pages/heads.py").run()
+    assert any("7 tokens; only the first 5" in w.value for w in at.warning)
+    assert len(spec_of(at.get("plotly_chart")[1])["data"][0]["x"]) == 5
+
+
+def test_invalid_model_settings_show_the_reason():
+    at = app()
+    at.number_input(key="d_model").set_value(10)
+    at.number_input(key="n_head").set_value(3).run()
+    at.switch_page("pages/heads.py").run()
+    assert not at.exception
+    assert any("d_model (10) must be divisible by n_head (3)" in e.value for e in at.error)
+    at.number_input(key="n_head").set_value(2)
+    at.number_input(key="n_kv_head").set_value(3).run()
+    assert any("n_kv_head (3)" in e.value for e in at.error)
+
+
+def test_causal_setting_greys_the_future():
+    at = app()
+    at.checkbox(key="causal").check().run()
+    at.switch_page("pages/heads.py").run()
+    z = decode(spec_of(at.get("plotly_chart")[1])["data"][0]["z"])
+    assert np.isnan(z[np.triu_indices(len(z), 1)]).all()
+    assert not np.isnan(z[np.tril_indices(len(z))]).any()
+
+
+WIDGETS = {
+    "text_area",
+    "text_input",
+    "number_input",
+    "selectbox",
+    "multiselect",
+    "slider",
+    "select_slider",
+    "checkbox",
+    "toggle",
+    "radio",
+    "button",
+    "download_button",
+    "file_uploader",
+    "color_picker",
+    "date_input",
+    "time_input",
+    "data_editor",
+    "segmented_control",
+    "pills",
+    "chat_input",
+    "dataframe",
+    "plotly_chart",
+}
+
+
+def test_every_widget_has_a_key():
+    missing = []
+    for path in [ROOT / "app.py", ROOT / "attnviz" / "ui.py", *(ROOT / "pages").glob("*.py")]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in WIDGETS
+                and not any(kw.arg == "key" for kw in node.keywords)
+            ):
+                missing.append(f"{path.name}:{node.lineno} {node.func.attr}")
+    assert not missing, missing

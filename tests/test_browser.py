@@ -1,0 +1,94 @@
+"""The app in a real headless Chromium: deep links, drawn charts, hover and the payload size."""
+
+import time
+
+import pytest
+
+from tests.browser import chromium_browser, set_sidebar_value, streamlit_server, wait_for_charts, wait_until_idle
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture(scope="module")
+def server():
+    with streamlit_server() as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with chromium_browser() as b:
+        yield b
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 1400, "height": 1600})
+    page = context.new_page()
+    errors = []
+    page.on("pageerror", lambda err: errors.append(str(err)))
+    yield page
+    context.close()
+    assert not errors, errors
+
+
+def assert_no_exception(page):
+    assert page.locator('[data-testid="stException"]').count() == 0, page.locator(
+        '[data-testid="stException"]'
+    ).first.inner_text()
+
+
+def test_deep_link_to_heads_draws_the_heatmaps(server, page):
+    page.goto(f"{server}/heads")  # a first visit straight to a page, as a shared link does
+    wait_for_charts(page, 3)
+    wait_until_idle(page)
+    assert_no_exception(page)
+    # the shared sidebar is there even though app.py's page was never opened
+    assert page.locator('[data-testid="stSidebar"]').get_by_label("Text to analyse").input_value().startswith("The cat")
+    assert page.locator(".js-plotly-plot").count() == 3
+    assert page.get_by_text("The embedded model's weights are random").count() == 1
+
+
+def test_hover_on_the_large_head_shows_the_weight(server, page):
+    page.goto(f"{server}/heads")
+    wait_for_charts(page, 3)
+    wait_until_idle(page)
+    large = page.locator(".js-plotly-plot").nth(1)
+    large.scroll_into_view_if_needed()
+    box = large.locator(".nsewdrag").first.bounding_box()
+    page.mouse.move(box["x"] + box["width"] * 0.3, box["y"] + box["height"] * 0.3)
+    hover = page.locator(".hoverlayer .hovertext").first
+    hover.wait_for(timeout=10_000)
+    text = hover.text_content()
+    assert "query" in text and "key" in text and "weight 0." in text
+
+
+def test_overview_links_to_heads(server, page):
+    page.goto(server)
+    wait_until_idle(page)
+    assert_no_exception(page)
+    page.get_by_role("link", name="Heads: every head's pattern", exact=False).click()
+    wait_for_charts(page, 3)
+    assert "/heads" in page.url
+
+
+def test_12_heads_of_512_tokens_stay_under_2mb_and_draw(server, page):
+    received = []
+    page.on("websocket", lambda ws: ws.on("framereceived", lambda payload: received.append(len(payload))))
+    page.goto(f"{server}/heads")
+    wait_for_charts(page, 3)
+    wait_until_idle(page)
+    for label, value in [("Max tokens", "512"), ("n_layer", "1"), ("n_head", "12"), ("d_model", "768")]:
+        set_sidebar_value(page, label, value)
+    assert_no_exception(page)
+    received.clear()
+    started = time.monotonic()
+    set_sidebar_value(page, "Text to analyse", " ".join(f"word{i % 97}" for i in range(600)))
+    wait_for_charts(page, 3)
+    drawn_s = time.monotonic() - started
+    payload = sum(received)
+    assert_no_exception(page)
+    assert page.get_by_text("The text has 600 tokens; only the first 512").count() == 1
+    assert page.get_by_text("1 layers × 12 heads", exact=False).count() == 1
+    assert payload < 2_000_000, f"{payload} bytes"
+    print(f"12 heads x 512 tokens: {payload / 1e6:.2f} MB over the websocket, drawn in {drawn_s:.1f} s")

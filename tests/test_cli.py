@@ -1,0 +1,60 @@
+"""The command line, run as a user runs it: a subprocess, stdout, stderr and the exit code."""
+
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+
+from attnviz import __version__
+from attnviz.devices import available_devices
+
+MISSING_DEVICE = next(d for d in ("cuda", "mps") if d not in available_devices())
+
+
+def run(*args):
+    return subprocess.run([sys.executable, "-m", "attnviz", *args], capture_output=True, text=True, timeout=120)
+
+
+def test_version():
+    proc = run("--version")
+    assert proc.returncode == 0 and proc.stdout.strip() == f"attnviz {__version__}"
+
+
+def test_heads_json():
+    proc = run("heads", "The cat sat. 猫坐着 👍", "--json", "--n-layer", "3", "--n-head", "2", "--d-model", "16")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["tokens"] == ["The", "cat", "sat", ".", "猫", "坐", "着", "👍"]
+    assert out["n_layer"] == 3 and out["n_head"] == 2
+    assert len(out["stats"]) == 6
+    first = out["stats"][0]
+    assert {"layer", "head", "entropy", "max_weight", "first_token_weight"} <= set(first)
+    assert (first["layer"], first["head"]) == (0, 0)
+    assert 0 <= first["entropy"] <= math.log(8) + 1e-6
+
+
+def test_heads_table_and_truncation():
+    proc = run("heads", "a b c d e", "--max-tokens", "3")
+    assert proc.returncode == 0
+    assert "truncated from 5 tokens" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    "args,reason",
+    [
+        (["heads", "   "], "text is empty"),
+        (["heads", "hi", "--d-model", "10", "--n-head", "3"], "d_model (10) must be divisible by n_head (3)"),
+        (["heads", "hi", "--max-tokens", "0"], "--max-tokens (0) must be at least 1"),
+        (["heads", "hi", "--n-layer", "0"], "n_layer (0) must be from 1 to 12"),
+        (["heads", "hi", "--device", MISSING_DEVICE], f"device '{MISSING_DEVICE}' is not available here"),
+        ([], "usage"),
+    ],
+)
+def test_errors_exit_nonzero_with_a_reason_and_no_traceback(args, reason):
+    proc = run(*args)
+    assert proc.returncode != 0
+    assert "Traceback" not in proc.stderr
+    assert reason in proc.stderr
+    assert proc.stderr.strip()

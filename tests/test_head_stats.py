@@ -1,0 +1,60 @@
+"""Per-head statistics on cases small enough to compute by hand."""
+
+import math
+
+import pytest
+import torch
+
+from attnviz.head_stats import entropy, head_flags, head_statistics, normalized_entropy
+from attnviz.masks import causal_mask
+
+
+def test_entropy_uniform_and_one_hot():
+    assert entropy(torch.full((4,), 0.25)).item() == pytest.approx(math.log(4))
+    assert entropy(torch.tensor([1.0, 0.0, 0.0])).item() == 0.0
+    assert entropy(torch.tensor([0.5, 0.5, 0.0])).item() == pytest.approx(math.log(2))
+    norm = normalized_entropy(torch.tensor([[0.5, 0.5, 0.0], [1.0, 0.0, 0.0]]), torch.tensor([2, 1]))
+    assert norm[0].item() == pytest.approx(1.0)
+    assert math.isnan(norm[1].item())  # one visible key: normalised entropy is undefined
+
+
+def test_previous_token_head_by_hand():
+    # 3 tokens, causal; every row puts all weight on the previous token (row 0 on itself)
+    w = torch.tensor([[1.0, 0.0, 0.0], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
+    stats = head_statistics(w[None], causal_mask(3)).iloc[0]
+    assert stats["entropy"] == pytest.approx(0.0)
+    assert stats["entropy_norm"] == pytest.approx(0.0)  # rows 1, 2 are one-hot; row 0 excluded
+    assert stats["max_weight"] == pytest.approx(1.0)
+    assert stats["first_token_weight"] == pytest.approx(2 / 3)
+    assert stats["prev_token_weight"] == pytest.approx(1.0)  # rows 1 and 2 only
+    assert stats["self_weight"] == pytest.approx(1 / 3)
+    assert stats["mean_distance"] == pytest.approx((0 + 1 + 1) / 3)
+    assert stats["flags"] == "saturated, sink, previous-token"
+
+
+def test_uniform_causal_head_by_hand():
+    w = torch.tensor([[1.0, 0, 0, 0], [0.5, 0.5, 0, 0], [1 / 3, 1 / 3, 1 / 3, 0], [0.25, 0.25, 0.25, 0.25]])
+    stats = head_statistics(w[None], causal_mask(4)).iloc[0]
+    assert stats["entropy"] == pytest.approx((0 + math.log(2) + math.log(3) + math.log(4)) / 4)
+    assert stats["entropy_norm"] == pytest.approx(1.0)
+    assert stats["max_weight"] == pytest.approx((1 + 0.5 + 1 / 3 + 0.25) / 4)
+    assert stats["prev_token_weight"] == pytest.approx((0.5 + 1 / 3 + 0.25) / 3)
+    # mean distance: row1 0.5, row2 (2+1+0)/3 = 1, row3 (3+2+1+0)/4 = 1.5
+    assert stats["mean_distance"] == pytest.approx((0 + 0.5 + 1 + 1.5) / 4)
+    assert "uniform" in stats["flags"] and "saturated" not in stats["flags"]
+
+
+def test_fully_masked_rows_are_left_out_and_layers_indexed():
+    w = torch.zeros(2, 3, 2, 2)  # (n_layer, n_head, q, k)
+    w[..., 1, :] = torch.tensor([0.0, 1.0])  # row 0 is dead (all zero), row 1 attends to itself
+    mask = torch.tensor([[False, False], [True, True]])
+    stats = head_statistics(w, mask)
+    assert list(stats["layer"]) == [0, 0, 0, 1, 1, 1] and list(stats["head"]) == [0, 1, 2, 0, 1, 2]
+    assert stats["self_weight"].tolist() == pytest.approx([1.0] * 6)
+    assert stats["first_token_weight"].tolist() == pytest.approx([0.0] * 6)
+
+
+def test_shape_error_and_flags():
+    with pytest.raises(ValueError, match="n_layer, n_head"):
+        head_statistics(torch.zeros(3, 3))
+    assert head_flags({"entropy_norm": float("nan"), "max_weight": 0.95}) == ["saturated"]

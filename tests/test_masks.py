@@ -1,0 +1,58 @@
+"""Mask builders on hand-written cases, in the True-means-may-attend convention."""
+
+import pytest
+import torch
+
+from attnviz.attention import scaled_dot_product_attention
+from attnviz.masks import causal_mask, padding_mask, sliding_window_mask, visible_keys
+
+T, F_ = True, False
+
+
+def test_causal_mask_square_and_with_cache_offset():
+    assert causal_mask(3).tolist() == [[T, F_, F_], [T, T, F_], [T, T, T]]
+    # two new queries after three cached tokens: positions 3 and 4
+    assert causal_mask(2, 5).tolist() == [[T, T, T, T, F_], [T, T, T, T, T]]
+    assert causal_mask(1, 4, offset=1).tolist() == [[T, T, F_, F_]]
+    with pytest.raises(ValueError, match="offset"):
+        causal_mask(4, 2)
+
+
+def test_sliding_window_mask():
+    assert sliding_window_mask(4, window=2).tolist() == [
+        [T, F_, F_, F_],
+        [T, T, F_, F_],
+        [F_, T, T, F_],
+        [F_, F_, T, T],
+    ]
+    assert sliding_window_mask(1, window=2, k_len=5).tolist() == [[F_, F_, F_, T, T]]
+    with pytest.raises(ValueError, match="window"):
+        sliding_window_mask(3, window=0)
+
+
+def test_padding_mask_right_and_left():
+    right = padding_mask([3, 1], 4)
+    assert right.shape == (2, 1, 1, 4)
+    assert right[:, 0, 0].tolist() == [[T, T, T, F_], [T, F_, F_, F_]]
+    left = padding_mask([3, 1], 4, side="left")
+    assert left[:, 0, 0].tolist() == [[F_, T, T, T], [F_, F_, F_, T]]
+    with pytest.raises(ValueError, match="side"):
+        padding_mask([1], 2, side="middle")
+    with pytest.raises(ValueError, match="lengths"):
+        padding_mask([5], 4)
+
+
+@pytest.mark.parametrize("side", ["left", "right"])
+def test_pad_keys_get_exactly_zero_weight(side):
+    q = k = v = torch.randn(2, 3, 5, 8)
+    mask = padding_mask([5, 2], 5, side=side)
+    _, w = scaled_dot_product_attention(q, k, v, mask=mask)
+    pads = ~mask.expand(2, 3, 5, 5)
+    assert w[pads].abs().max().item() == 0.0
+    assert torch.allclose(w.sum(-1), torch.ones(2, 3, 5))
+
+
+def test_visible_keys():
+    assert visible_keys(causal_mask(3), 3, 3).tolist() == [1, 2, 3]
+    assert visible_keys(None, 2, 5).tolist() == [5, 5]
+    assert visible_keys(padding_mask([2, 3], 3), 3, 3).tolist() == [[[2, 2, 2]], [[3, 3, 3]]]
