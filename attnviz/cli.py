@@ -17,6 +17,8 @@ from attnviz import __version__
 from attnviz.devices import DEVICE_CHOICES, resolve_device
 from attnviz.embedded import EmbeddedConfig, EmbeddedModel
 from attnviz.head_stats import STAT_COLUMNS, head_statistics
+from attnviz.hf_models import ModelUnavailableError, load_model
+from attnviz.parity import ParityUnsupportedError, reproduce
 
 
 class CommandError(Exception):
@@ -27,10 +29,10 @@ def _finite(value: float) -> float | None:
     return None if math.isnan(value) else round(float(value), 6)
 
 
-def heads_command(args: argparse.Namespace) -> int:
-    if not args.text.strip():
-        raise CommandError("the text is empty; give some words to analyse")
-    try:
+def load_cli_model(args: argparse.Namespace):
+    """The model named by --model: "default" (embedded, sized by the flags), "minilm", "smollm2" or a path."""
+    device = resolve_device(args.device)
+    if args.model == "default":
         config = EmbeddedConfig(
             d_model=args.d_model,
             n_head=args.n_head,
@@ -39,12 +41,23 @@ def heads_command(args: argparse.Namespace) -> int:
             seed=args.seed,
             causal=args.causal,
         )
-        device = resolve_device(args.device)
+        return EmbeddedModel(config).to(device)
+    progress = (
+        (lambda fraction, message: print(f"[{fraction:4.0%}] {message}", file=sys.stderr)) if not args.quiet else None
+    )
+    return load_model(args.model, device, allow_pickle=args.allow_pickle, progress=progress)
+
+
+def heads_command(args: argparse.Namespace) -> int:
+    if not args.text.strip():
+        raise CommandError("the text is empty; give some words to analyse")
+    try:
         if args.max_tokens < 1:
             raise ValueError(f"--max-tokens ({args.max_tokens}) must be at least 1")
-    except ValueError as err:
+        model = load_cli_model(args)
+    except (ValueError, ModelUnavailableError) as err:
         raise CommandError(str(err)) from err
-    record = EmbeddedModel(config).to(device).run(args.text, args.max_tokens)
+    record = model.run(args.text, args.max_tokens)
     stats = head_statistics(record.attention, record.mask)
     result = {
         "model": record.model_name,
@@ -55,6 +68,7 @@ def heads_command(args: argparse.Namespace) -> int:
         "n_layer": record.n_layer,
         "n_head": record.n_head,
         "n_kv_head": record.n_kv_head,
+        "causal": record.causal,
         "stats": [
             {
                 "layer": int(row["layer"]),
@@ -65,12 +79,24 @@ def heads_command(args: argparse.Namespace) -> int:
             for row in stats.to_dict("records")
         ],
     }
+    if args.parity:
+        if isinstance(model, EmbeddedModel):
+            result["parity_max_abs_diff"] = None
+            result["parity_note"] = "the embedded model runs attnviz's own attention; there is no other to compare"
+        else:
+            try:
+                parity = reproduce(model, model.encode(args.text, args.max_tokens)[0])
+            except ParityUnsupportedError as err:
+                raise CommandError(f"--parity: {err}") from err
+            result["parity_max_abs_diff"] = parity.worst
     if args.json:
         print(json.dumps(result, ensure_ascii=False, indent=2))
     else:
         print(f"{record.model_name}: {len(record.tokens)} tokens, {record.n_layer} layers x {record.n_head} heads")
         if record.truncated:
             print(f"(truncated from {record.n_input_tokens} tokens)")
+        if "parity_max_abs_diff" in result and result["parity_max_abs_diff"] is not None:
+            print(f"parity: max |ours - model| = {result['parity_max_abs_diff']:.3e}")
         print(stats.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     return 0
 
@@ -85,6 +111,16 @@ def build_parser() -> argparse.ArgumentParser:
     heads = sub.add_parser("heads", help="per-head attention statistics for a text")
     heads.add_argument("text", help="the text to analyse")
     heads.add_argument("--json", action="store_true", help="print a JSON object")
+    heads.add_argument(
+        "--model", default="default", help="default (embedded), minilm, smollm2, or a local model folder / hub id"
+    )
+    heads.add_argument("--parity", action="store_true", help="also run our attention on the model's layers and compare")
+    heads.add_argument(
+        "--allow-pickle",
+        action="store_true",
+        help="allow a local model whose weights are pickled (*.bin); trust it first",
+    )
+    heads.add_argument("--quiet", action="store_true", help="no loading progress on stderr")
     heads.add_argument("--max-tokens", type=int, default=256)
     heads.add_argument("--device", choices=DEVICE_CHOICES, default="auto")
     heads.add_argument("--d-model", type=int, default=64)
@@ -105,6 +141,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         return args.func(args)
+    except BrokenPipeError:  # `... | head` closed the pipe: not an error
+        sys.stderr.close()
+        return 0
     except CommandError as err:
         print(f"attnviz {args.command}: error: {err}", file=sys.stderr)
         return 2

@@ -18,13 +18,15 @@ import torch
 from torch import Tensor, nn
 
 from attnviz.attention import MultiHeadAttention, group_size
-from attnviz.masks import causal_mask
-from attnviz.record import AttentionRecord, LayerQKV
-from attnviz.tokenizer import tokenize
+from attnviz.masks import causal_mask, padding_mask
+from attnviz.record import AttentionRecord, BatchRecord, GenerationRecord, LayerQKV
+from attnviz.tokenizer import Token, tokenize
 
 MAX_D_MODEL = 1024
 MAX_LAYERS = 12
 QK_GAIN = 1.4
+PAD = "[PAD]"
+IMPLEMENTATION = "attnviz.attention.scaled_dot_product_attention"
 
 
 @dataclass(frozen=True)
@@ -120,14 +122,38 @@ class EmbeddedModel(nn.Module):
                     nn.init.normal_(proj.weight, std=gain / math.sqrt(config.d_model))
         self.eval()
 
-    def embed(self, tokens: list[str]) -> Tensor:
-        """Token strings -> (1, T, d_model): seeded token vectors plus positions."""
+    @property
+    def decoder(self) -> bool:
+        return self.config.causal
+
+    @property
+    def n_kv_head(self) -> int:
+        return self.config.kv_heads
+
+    @property
+    def description(self) -> str:
+        return f"{self.name} ({', '.join(f'{k}={v}' for k, v in asdict(self.config).items() if v is not None)})"
+
+    def embed(self, tokens: list[list[str]], positions: Tensor) -> Tensor:
+        """Token strings (batch of lists, equal length) and positions (batch, T) -> (batch, T, d_model)."""
         d_model = self.config.d_model
         device = next(self.parameters()).device
-        if not tokens:
-            return torch.zeros(1, 0, d_model, device=device)
-        table = torch.stack([token_embedding(t, d_model, self.config.seed) for t in tokens])  # (T, d_model)
-        return (table + sinusoidal_positions(len(tokens), d_model))[None].to(device)  # (1, T, d_model)
+        batch, T = positions.shape
+        if T == 0:
+            return torch.zeros(batch, 0, d_model, device=device)
+        table = torch.stack(
+            [torch.stack([token_embedding(t, d_model, self.config.seed) for t in row]) for row in tokens]
+        )  # (batch, T, d_model)
+        pe = sinusoidal_positions(int(positions.max()) + 1, d_model)[positions]  # (batch, T, d_model)
+        return (table + pe).to(device)
+
+    def _attend(self, x: Tensor, mask: Tensor | None, on_qkv=None) -> Tensor:
+        """x (batch, T, d_model) through every block -> attention (batch, n_layer, n_head, T, T)."""
+        layers = []
+        for block in self.blocks:
+            x, weights = block(x, mask, on_qkv)
+            layers.append(weights)  # (batch, n_head, T, T)
+        return torch.stack(layers, dim=1).float().cpu()
 
     @torch.no_grad()
     def run(self, text: str, max_tokens: int, with_qkv: bool = False) -> AttentionRecord:
@@ -136,28 +162,58 @@ class EmbeddedModel(nn.Module):
             raise ValueError(f"max_tokens ({max_tokens}) must be at least 1")
         all_tokens = tokenize(text)
         tokens = all_tokens[:max_tokens]
-        x = self.embed([t.text for t in tokens])  # (1, T, d_model)
-        T = x.shape[1]
-        mask = causal_mask(T, device=x.device) if self.config.causal else None  # (T, T)
+        T = len(tokens)
+        device = next(self.parameters()).device
+        x = self.embed([[t.text for t in tokens]], torch.arange(T)[None])  # (1, T, d_model)
+        mask = causal_mask(T, device=device) if self.config.causal else None  # (T, T)
         qkv: list[LayerQKV] = []
 
         def keep(q: Tensor, k: Tensor, v: Tensor) -> None:
             qkv.append(LayerQKV(q[0].float().cpu(), k[0].float().cpu(), v[0].float().cpu()))
 
-        layers = []
-        for block in self.blocks:
-            x, weights = block(x, mask, keep if with_qkv else None)
-            layers.append(weights[0])  # (n_head, T, T)
-        attention = torch.stack(layers).float().cpu() if T else torch.zeros(len(self.blocks), self.config.n_head, 0, 0)
-        cfg = asdict(self.config)
+        if T:
+            attention = self._attend(x, mask, keep if with_qkv else None)[0]  # (n_layer, n_head, T, T)
+        else:
+            attention = torch.zeros(len(self.blocks), self.config.n_head, 0, 0)
         return AttentionRecord(
-            model_name=f"{self.name} ({', '.join(f'{k}={v}' for k, v in cfg.items() if v is not None)})",
+            model_name=self.description,
             tokens=tokens,
-            attention=attention,  # (n_layer, n_head, T, T)
+            attention=attention,
             n_kv_head=self.config.kv_heads,
             causal=self.config.causal,
-            implementation="attnviz.attention.scaled_dot_product_attention",
+            implementation=IMPLEMENTATION,
             n_input_tokens=len(all_tokens),
             mask=None if mask is None else mask.cpu(),
             qkv=qkv if with_qkv else None,
         )
+
+    @torch.no_grad()
+    def run_batch(self, texts: list[str], max_tokens: int, side: str = "right") -> BatchRecord:
+        """Several texts padded to one length on ``side``, masked with ``padding_mask``."""
+        all_tokens = [tokenize(t) for t in texts]
+        rows = [tokens[:max_tokens] for tokens in all_tokens]
+        lengths = [len(r) for r in rows]
+        T = max(lengths)
+        key_mask = padding_mask(lengths, T, side=side)[:, 0, 0]  # (batch, T)
+        pad = Token(PAD, 0, 0, special=True, pad=True, raw=PAD)
+        token_rows = [r + [pad] * (T - len(r)) if side == "right" else [pad] * (T - len(r)) + r for r in rows]
+        positions = (key_mask.long().cumsum(-1) - 1).clamp_min(0)  # (batch, T): real tokens count from 0
+        x = self.embed([[t.text for t in r] for r in token_rows], positions)
+        mask = key_mask[:, None, None, :]  # (batch, 1, 1, T)
+        if self.config.causal:
+            mask = mask & causal_mask(T)
+        attention = self._attend(x, mask.to(x.device))  # (batch, n_layer, n_head, T, T)
+        return BatchRecord.build(
+            model_name=self.description,
+            token_rows=token_rows,
+            attention=attention,
+            key_mask=key_mask,
+            causal=self.config.causal,
+            n_kv_head=self.config.kv_heads,
+            implementation=IMPLEMENTATION,
+            n_input_tokens=[len(t) for t in all_tokens],
+            side=side,
+        )
+
+    def generate(self, prompt: str, n_new: int, max_tokens: int) -> GenerationRecord:
+        raise ValueError("the embedded model has no language-model head; pick a decoder such as SmolLM2 to generate")

@@ -212,3 +212,55 @@ def make_head_stats_figure(stats: pd.DataFrame, metric: str) -> go.Figure:
         xaxis={"type": "category", "side": "top"},
     )
     return fig
+
+
+def make_padding_mask_figure(key_mask: Tensor, token_rows: list[list[str]]) -> go.Figure:
+    """The batch's padding mask: key_mask (batch, T), True on real tokens; pads greyed, tokens written in."""
+    keep = key_mask.to(torch.uint8).numpy()  # (batch, T)
+    fig = go.Figure(
+        go.Heatmap(
+            z=keep,
+            text=[[tok for tok in row] for row in token_rows],
+            texttemplate="%{text}",
+            zmin=0,
+            zmax=1,
+            colorscale=[[0.0, MASKED_COLOR], [0.5, MASKED_COLOR], [0.5, "#9ecae1"], [1.0, "#9ecae1"]],
+            showscale=False,
+            xgap=2,
+            ygap=2,
+            hovertemplate="sentence %{y}, position %{x}: %{text}<extra></extra>",
+        )
+    )
+    fig.update_layout(
+        height=int(min(600, 80 + 44 * len(token_rows))),
+        margin={"l": 10, "r": 10, "t": 10, "b": 10},
+        xaxis={"title": {"text": "position"}, "dtick": 1},
+        yaxis={"autorange": "reversed", "dtick": 1, "title": {"text": "sentence"}},
+    )
+    return fig
+
+
+def make_parity_figure(max_abs_diff: Tensor, tolerance: float = 1e-5) -> go.Figure:
+    """Largest |ours - model| for every head: (n_layer, n_head) on a log colour scale."""
+    diff = max_abs_diff.double().clamp_min(1e-12).log10().numpy()  # (n_layer, n_head)
+    n_layer, n_head = diff.shape
+    fig = go.Figure(
+        go.Heatmap(
+            z=diff.astype(np.float32),
+            x=[f"H{h}" for h in range(n_head)],
+            y=[f"L{layer}" for layer in range(n_layer)],
+            customdata=max_abs_diff.numpy().astype(np.float32),
+            zmin=-12,
+            zmax=max(-3.0, float(diff.max())),
+            colorscale=[[0.0, "#1a9850"], [(np.log10(tolerance) + 12) / 9, "#d9ef8b"], [1.0, "#d73027"]],
+            colorbar={"title": {"text": "log10 diff"}, "thickness": 14},
+            hovertemplate="%{y} %{x}<br>max |ours − model| %{customdata:.2e}<extra></extra>",
+        )
+    )
+    fig.update_layout(
+        height=int(min(900, 120 + 22 * n_layer)),
+        margin={"l": 10, "r": 10, "t": 30, "b": 10},
+        yaxis={"autorange": "reversed", "type": "category"},
+        xaxis={"type": "category", "side": "top"},
+    )
+    return fig

@@ -34,12 +34,19 @@ _TOKEN = regex.compile(
 
 @dataclass(frozen=True)
 class Token:
-    """One token: its display text, the (start, end) span in the source, and whether it is special."""
+    """One token: its display text and (start, end) span in the source text.
+
+    ``special`` marks tokens the model adds ([CLS], <|im_start|>, pads), which
+    have an empty span; ``pad`` marks padding; ``raw`` is the model's own token
+    string ("##ing", "Ġcat") where it differs from the display text.
+    """
 
     text: str
     start: int
     end: int
     special: bool = False
+    pad: bool = False
+    raw: str = ""
 
 
 def tokenize(text: str) -> list[Token]:

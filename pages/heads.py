@@ -27,14 +27,7 @@ st.caption(
 ui.plotly(make_head_grid_figure(record.attention, gamma=gamma), key="heads_grid")
 
 st.subheader("One head, large")
-cols = st.columns(2)
-layer = cols[0].selectbox("Layer", range(record.n_layer), key="heads_layer", format_func=lambda i: f"L{i}")
-head = cols[1].selectbox(
-    "Head",
-    [*range(record.n_head), "mean"],
-    key="heads_head",
-    format_func=lambda h: "mean over heads" if h == "mean" else f"H{h}",
-)
+layer, head = ui.layer_head_picker(record.n_layer, record.n_head, key="heads")
 weights = record.attention[layer].mean(dim=0) if head == "mean" else record.attention[layer, head]
 title = f"L{layer} {'mean over heads' if head == 'mean' else f'H{head}'}"
 labels = record.labels()

@@ -35,6 +35,7 @@ if record is not None:
     cols[1].metric("layers", record.n_layer)
     cols[2].metric("query heads", record.n_head)
     cols[3].metric("key/value heads", record.n_kv_head)
+    st.caption(f"Model: **{record.model_name}**. Weights from `{record.implementation}`.")
     st.caption("Tokens: " + " · ".join(t.text for t in record.tokens[:64]) + (" …" if len(record.tokens) > 64 else ""))
 
 st.subheader("Pages")

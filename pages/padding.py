@@ -1,0 +1,43 @@
+"""Padding: several sentences as one batch, the padding mask, and each sentence's attention with pads marked."""
+
+import streamlit as st
+
+from attnviz import ui
+from attnviz.figures import make_head_heatmap_figure, make_padding_mask_figure
+
+DEFAULT = "The cat sat on the mat.\nDogs bark.\n注意力机制很有用。"
+
+st.title("Padding")
+st.markdown(
+    "Sentences of different lengths are padded to one length to run as a batch. The padding mask must stop every "
+    "real token from attending to a pad. **Right** padding puts the pads after the text (encoders), **left** "
+    "padding before it (decoders generating in a batch)."
+)
+settings = ui.frame_settings()
+model = ui.current_model(settings)
+if model is None:
+    st.stop()
+if "pad_texts" not in st.session_state:
+    st.session_state.pad_texts = DEFAULT
+st.text_area("Sentences, one per line", key="pad_texts", height=100)
+side = st.radio("Pad on the", ["right", "left"], key="pad_side", horizontal=True)
+texts = tuple(line for line in st.session_state.pad_texts.splitlines() if line.strip())
+if len(texts) < 2:
+    st.info("Give at least two sentences, one per line.")
+    st.stop()
+
+batch = ui.compute_batch(settings.choice, texts, settings.max_tokens, side)
+token_rows = [[t.text for t in r.tokens] for r in batch.records]
+st.subheader("Padding mask")
+st.caption("Blue: real token (may be attended to). Grey: pad.")
+ui.plotly(make_padding_mask_figure(batch.key_mask, token_rows), key="pad_mask")
+st.metric("largest weight a real token puts on a pad", f"{batch.pad_key_weight():.1e}")
+
+st.subheader("Each sentence's attention")
+first = batch.records[0]
+layer, head = ui.layer_head_picker(first.n_layer, first.n_head, key="pad")
+for i, record in enumerate(batch.records):
+    weights = record.attention[layer].mean(0) if head == "mean" else record.attention[layer, head]
+    labels = [f"{j} {'▢ ' if t.pad else ''}{t.text}" for j, t in enumerate(record.tokens)]
+    fig = make_head_heatmap_figure(weights, labels, labels, title=f"sentence {i}: {texts[i][:40]}", mask=record.mask)
+    ui.plotly(fig, key=f"pad_sentence_{i}")

