@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import threading
 from dataclasses import asdict, dataclass
 
 import torch
@@ -26,6 +27,7 @@ MAX_D_MODEL = 1024
 MAX_LAYERS = 12
 QK_GAIN = 1.4
 PAD = "[PAD]"
+_BUILD_LOCK = threading.Lock()
 IMPLEMENTATION = "attnviz.attention.scaled_dot_product_attention"
 
 
@@ -106,7 +108,8 @@ class EmbeddedModel(nn.Module):
     def __init__(self, config: EmbeddedConfig) -> None:
         super().__init__()
         self.config = config
-        with torch.random.fork_rng(devices=[]):
+        # the global RNG is seeded, so two sessions building at once must take turns
+        with _BUILD_LOCK, torch.random.fork_rng(devices=[]):
             torch.manual_seed(config.seed)
             self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layer))
             for block in self.blocks:

@@ -117,8 +117,8 @@ def thumbnail(weights: Tensor, size: int) -> Tensor:
 
 
 def grid_tile_size(n_layer: int, n_col: int, seq_len: int) -> int:
-    """Tile side in cells: small enough that the mosaic stays around 300k cells."""
-    budget = int((300_000 / max(1, n_layer * n_col)) ** 0.5)
+    """Tile side in cells: small enough that the mosaic stays around 200k cells (about 270 kB sent)."""
+    budget = int((200_000 / max(1, n_layer * n_col)) ** 0.5)
     return max(1, min(seq_len, 64, max(12, budget)))
 
 

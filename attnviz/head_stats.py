@@ -1,7 +1,10 @@
 """Per-head statistics over attention rows, and flags for the heads worth a look.
 
-Each statistic is computed per query row and averaged over the rows that can
-attend to something (fully masked rows, which carry zero weight, are left out).
+Each statistic is computed per query row and averaged over the rows that have
+a choice to make: rows that see fewer than two keys are left out (a fully
+masked row carries no weight; a row that sees one key, like the first row
+under a causal mask, puts weight 1 on it whatever the head does, which would
+push every head towards "saturated" and "sink").
 Query ``i`` sits at absolute position ``offset + i``; ``offset`` defaults to
 ``k_len - q_len`` (queries are the last positions, as with a KV cache).
 """
@@ -52,14 +55,14 @@ def normalized_entropy(weights: Tensor, n_visible: Tensor) -> Tensor:
 def row_statistics(weights: Tensor, mask: Tensor | None = None, offset: int | None = None) -> dict[str, Tensor]:
     """Every statistic for every row: weights (..., q_len, k_len) -> {name: (..., q_len)}.
 
-    Rows that can attend to nothing come back as NaN, so nan-means skip them.
+    Rows that see fewer than two keys come back as NaN, so nan-means skip them.
     """
     q_len, k_len = weights.shape[-2:]
     offset = k_len - q_len if offset is None else offset
     weights = weights.float()
     n_visible = visible_keys(mask, q_len, k_len).to(weights.device)  # (..., q_len)
     n_visible = n_visible.expand(weights.shape[:-1])
-    live = (n_visible > 0) & (weights.sum(dim=-1) > 0.5)  # (..., q_len)
+    live = (n_visible >= 2) & (weights.sum(dim=-1) > 0.5)  # (..., q_len)
 
     q_pos = torch.arange(q_len, device=weights.device) + offset  # (q_len,)
     k_pos = torch.arange(k_len, device=weights.device)  # (k_len,)

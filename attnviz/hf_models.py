@@ -191,7 +191,10 @@ def resolve_source(source: str, progress: Progress | None = None, allow_pickle: 
         return str(minilm_dir()), BUNDLED["minilm"].title, True
     if source == "smollm2":
         return str(convert_gguf(smollm2_gguf(), progress=progress)), BUNDLED["smollm2"].title, True
-    path = Path(source).expanduser()
+    try:
+        path = Path(source).expanduser()
+    except RuntimeError as err:  # "~nosuchuser/..."
+        raise ModelUnavailableError(f"no model folder at {source!r} ({err})") from err
     if path.exists():
         if not path.is_dir() or not (path / "config.json").is_file():
             raise ModelUnavailableError(f"{source} is not a Hugging Face model folder (it needs a config.json)")
@@ -289,6 +292,11 @@ class HFModel:
         return getattr(self.config, "num_key_value_heads", None) or self.n_head
 
     @property
+    def max_positions(self) -> int:
+        """The longest input the model can read (BERT's learned positions stop at 512)."""
+        return int(getattr(self.config, "max_position_embeddings", None) or 1_000_000)
+
+    @property
     def kind(self) -> str:
         return "decoder" if self.decoder else "encoder"
 
@@ -297,25 +305,34 @@ class HFModel:
         layer = _attention_class_name(self.model)
         return f"transformers {layer}, attn_implementation='{self.config._attn_implementation}'"
 
-    def encode(self, text: str, max_tokens: int) -> tuple[list[int], list[Token], int]:
-        """Token ids (truncated to max_tokens, special tokens kept), display tokens, untruncated count."""
+    def encode(self, text: str, max_tokens: int, keep: str = "start") -> tuple[list[int], list[Token], int]:
+        """Token ids cut to max_tokens (special tokens kept), display tokens, the uncut count.
+
+        ``keep="start"`` keeps the beginning of the text, ``"end"`` its end (a
+        generation prompt). The tokenizer is called without truncation: its
+        truncation setting is state shared by every session using the model.
+        """
         if max_tokens < 1:
             raise ValueError(f"max_tokens ({max_tokens}) must be at least 1")
+        max_tokens = min(max_tokens, self.max_positions)
         tok = self.tokenizer
         fast = bool(getattr(tok, "is_fast", False))
-        full = tok(text, add_special_tokens=True, return_special_tokens_mask=True)
-        n_input = len(full["input_ids"])
-        enc = tok(
-            text,
-            add_special_tokens=True,
-            return_special_tokens_mask=True,
-            return_offsets_mapping=fast,
-            truncation=n_input > max_tokens,
-            max_length=max_tokens if n_input > max_tokens else None,
-        )
-        ids = list(enc["input_ids"])[:max_tokens]
-        offsets = [tuple(o) for o in enc["offset_mapping"]][: len(ids)] if fast else None
-        special = list(enc["special_tokens_mask"])[: len(ids)]
+        enc = tok(text, add_special_tokens=True, return_special_tokens_mask=True, return_offsets_mapping=fast)
+        ids, special = list(enc["input_ids"]), list(enc["special_tokens_mask"])
+        offsets = [tuple(o) for o in enc["offset_mapping"]] if fast else None
+        n_input = len(ids)
+        if n_input > max_tokens:
+            lead = next((i for i, s in enumerate(special) if not s), n_input)
+            trail = next((i for i, s in enumerate(reversed(special)) if not s), 0)
+            room = max_tokens - lead - trail
+            if room < 1:
+                index = list(range(max_tokens))
+            elif keep == "end":
+                index = [*range(lead), *range(n_input - trail - room, n_input)]
+            else:
+                index = [*range(lead + room), *range(n_input - trail, n_input)]
+            ids, special = [ids[i] for i in index], [special[i] for i in index]
+            offsets = [offsets[i] for i in index] if offsets else None
         return ids, display_tokens(text, ids, offsets, tok, special), n_input
 
     def _forward(self, input_ids: Tensor, attention_mask: Tensor, position_ids: Tensor | None = None):
@@ -405,7 +422,7 @@ class HFModel:
             raise ValueError(f"{self.name} is an encoder; generation needs a decoder (causal LM)")
         if n_new < 1:
             raise ValueError(f"the number of new tokens ({n_new}) must be at least 1")
-        ids, tokens, n_input = self.encode(prompt, max(1, max_tokens - n_new))
+        ids, tokens, n_input = self.encode(prompt, max(1, max_tokens - n_new), keep="end")
         input_ids = torch.tensor([ids], device=self.device)
         out = self.model(input_ids=input_ids, use_cache=True, output_attentions=True, return_dict=True)
         rows = [[a[0].float().cpu() for a in out.attentions]]  # per step: per layer (n_head, q, k)
@@ -449,12 +466,13 @@ class HFModel:
             n_kv_head=self.n_kv_head,
             causal=True,
             implementation=self.implementation + ", KV cache",
-            n_input_tokens=n_input + len(generated),
+            n_input_tokens=len(ids) + len(generated),
             mask=causal_mask(T),
         )
         return GenerationRecord(
             record=record,
             n_prompt=len(ids),
+            n_prompt_input=n_input,
             generated_ids=generated,
             text=self.tokenizer.decode(generated, skip_special_tokens=True),
         )
@@ -493,7 +511,7 @@ def load_model(
         tokenizer = AutoTokenizer.from_pretrained(where, trust_remote_code=False)
     except ModelUnavailableError:
         raise
-    except (OSError, ValueError, KeyError, ImportError) as err:
+    except Exception as err:  # corrupt files, unknown architectures, missing deps: all user-fixable
         first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise ModelUnavailableError(f"could not load {source!r}: {first_line}") from err
     model.eval().requires_grad_(False).to(device)

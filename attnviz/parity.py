@@ -11,6 +11,7 @@ with bias) and Llama-style decoders (q/k/v/o projections, RoPE, GQA).
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -131,9 +132,12 @@ def reproduce(hf: HFModel, ids: list[int]) -> Parity:
     """Run our layers on the inputs each real attention layer saw; compare every head."""
     theirs_modules, ours, rotate = our_layers(hf)
     captured: list[Tensor] = []
+    owner = threading.get_ident()
 
     def grab(module, args, kwargs):
-        captured.append(args[0] if args else kwargs["hidden_states"])
+        # the model is shared between sessions: record only this thread's forward pass
+        if threading.get_ident() == owner:
+            captured.append(args[0] if args else kwargs["hidden_states"])
 
     hooks = [m.register_forward_pre_hook(grab, with_kwargs=True) for m in theirs_modules]
     try:

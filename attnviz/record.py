@@ -148,6 +148,15 @@ class GenerationRecord:
     n_prompt: int
     generated_ids: list[int]
     text: str
+    n_prompt_input: int = 0  # prompt tokens before the start was cut to fit max_tokens
+
+    @property
+    def prompt_truncated(self) -> bool:
+        return self.n_prompt_input > self.n_prompt
+
+    def prompt_text(self) -> str:
+        """The prompt tokens the model actually read, as display text."""
+        return " ".join(t.text for t in self.record.tokens[: self.n_prompt])
 
     def labels(self) -> list[str]:
         """Row labels, with generated tokens marked "✦"."""

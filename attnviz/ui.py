@@ -257,9 +257,13 @@ def current_record(settings: Settings) -> AttentionRecord | None:
         st.info("That text has no tokens to attend to. Try some words.")
         return None
     if record.truncated:
+        why = (
+            "raise **Max tokens** in the sidebar to see more"
+            if len(record.tokens) >= settings.max_tokens
+            else f"this model reads at most {len(record.tokens)} tokens"
+        )
         st.warning(
-            f"The text has {record.n_input_tokens} tokens; only the first {len(record.tokens)} are shown "
-            f"(raise **Max tokens** in the sidebar to see more)."
+            f"The text has {record.n_input_tokens} tokens; only the first {len(record.tokens)} are shown ({why})."
         )
     return record
 

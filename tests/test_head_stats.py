@@ -19,28 +19,37 @@ def test_entropy_uniform_and_one_hot():
 
 
 def test_previous_token_head_by_hand():
-    # 3 tokens, causal; every row puts all weight on the previous token (row 0 on itself)
+    # 3 tokens, causal; every row puts all weight on the previous token (row 0, which sees
+    # only itself, has no choice to make and is left out)
     w = torch.tensor([[1.0, 0.0, 0.0], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
     stats = head_statistics(w[None], causal_mask(3)).iloc[0]
     assert stats["entropy"] == pytest.approx(0.0)
-    assert stats["entropy_norm"] == pytest.approx(0.0)  # rows 1, 2 are one-hot; row 0 excluded
+    assert stats["entropy_norm"] == pytest.approx(0.0)
     assert stats["max_weight"] == pytest.approx(1.0)
-    assert stats["first_token_weight"] == pytest.approx(2 / 3)
-    assert stats["prev_token_weight"] == pytest.approx(1.0)  # rows 1 and 2 only
-    assert stats["self_weight"] == pytest.approx(1 / 3)
-    assert stats["mean_distance"] == pytest.approx((0 + 1 + 1) / 3)
+    assert stats["first_token_weight"] == pytest.approx(1 / 2)  # rows 1 and 2: 1 and 0
+    assert stats["prev_token_weight"] == pytest.approx(1.0)
+    assert stats["self_weight"] == pytest.approx(0.0)
+    assert stats["mean_distance"] == pytest.approx(1.0)
     assert stats["flags"] == "saturated, sink, previous-token"
+
+
+def test_one_visible_key_is_not_a_choice():
+    # a one-token causal input: every statistic is undefined, and no head is flagged
+    stats = head_statistics(torch.ones(1, 2, 1, 1), causal_mask(1))
+    assert stats[["entropy", "max_weight", "first_token_weight"]].isna().all().all()
+    assert (stats["flags"] == "").all()
 
 
 def test_uniform_causal_head_by_hand():
     w = torch.tensor([[1.0, 0, 0, 0], [0.5, 0.5, 0, 0], [1 / 3, 1 / 3, 1 / 3, 0], [0.25, 0.25, 0.25, 0.25]])
     stats = head_statistics(w[None], causal_mask(4)).iloc[0]
-    assert stats["entropy"] == pytest.approx((0 + math.log(2) + math.log(3) + math.log(4)) / 4)
+    # row 0 sees one key and is left out; rows 1..3 are uniform over 2, 3 and 4 keys
+    assert stats["entropy"] == pytest.approx((math.log(2) + math.log(3) + math.log(4)) / 3)
     assert stats["entropy_norm"] == pytest.approx(1.0)
-    assert stats["max_weight"] == pytest.approx((1 + 0.5 + 1 / 3 + 0.25) / 4)
+    assert stats["max_weight"] == pytest.approx((0.5 + 1 / 3 + 0.25) / 3)
     assert stats["prev_token_weight"] == pytest.approx((0.5 + 1 / 3 + 0.25) / 3)
     # mean distance: row1 0.5, row2 (2+1+0)/3 = 1, row3 (3+2+1+0)/4 = 1.5
-    assert stats["mean_distance"] == pytest.approx((0 + 0.5 + 1 + 1.5) / 4)
+    assert stats["mean_distance"] == pytest.approx((0.5 + 1 + 1.5) / 3)
     assert "uniform" in stats["flags"] and "saturated" not in stats["flags"]
 
 

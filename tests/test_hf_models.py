@@ -248,3 +248,58 @@ def test_one_loaded_model_serves_concurrent_sessions(minilm):
         results = list(pool.map(lambda t: minilm.run(t, 64).attention, texts))
     for text, attention in zip(texts, results, strict=True):
         assert torch.equal(attention, expected[text])
+
+
+def test_inputs_longer_than_the_model_reads_are_cut_to_its_positions(minilm):
+    record = minilm.run("word " * 700, 2048)
+    assert len(record.tokens) == minilm.max_positions == 512
+    assert record.n_input_tokens == 702 and record.truncated
+
+
+def test_encode_cuts_without_touching_shared_tokenizer_state(minilm):
+    from concurrent.futures import ThreadPoolExecutor
+
+    text = "word " * 300
+    jobs = [8, 50, 400, 400] * 25
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        lengths = list(pool.map(lambda n: len(minilm.encode(text, n)[0]), jobs))
+    assert lengths == [min(n, 302) for n in jobs]
+    ids = minilm.encode(text, 8)[0]
+    assert ids[0] == minilm.tokenizer.cls_token_id and ids[-1] == minilm.tokenizer.sep_token_id
+
+
+def test_parity_is_right_while_other_sessions_use_the_model(minilm):
+    import threading
+
+    from attnviz.parity import reproduce
+
+    stop = threading.Event()
+
+    def other_session():
+        while not stop.is_set():
+            minilm.run("another user's text, running at the same time", 64)
+
+    worker = threading.Thread(target=other_session)
+    worker.start()
+    try:
+        for _ in range(5):
+            assert reproduce(minilm, minilm.encode("The cat sat on the mat.", 64)[0]).worst <= TOL
+    finally:
+        stop.set()
+        worker.join()
+
+
+def test_generation_keeps_the_end_of_a_long_prompt(smollm2):
+    gen = smollm2.generate("one two three four five six seven eight nine ten", 3, 6)
+    assert gen.n_prompt == 3 and gen.prompt_truncated and gen.n_prompt_input == 10
+    assert gen.prompt_text() == "eight nine ten"
+    assert len(gen.record.tokens) == 6
+
+
+def test_corrupt_weights_and_bad_home_paths_are_clear_errors(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "bert", "architectures": ["BertModel"]}))
+    (tmp_path / "model.safetensors").write_bytes(b"")
+    with pytest.raises(ModelUnavailableError, match="could not load"):
+        load_model(str(tmp_path))
+    with pytest.raises(ModelUnavailableError, match="no model folder"):
+        load_model("~nosuchuser_attnviz/model")
