@@ -7,7 +7,7 @@ records. So a page written once works with every model.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
@@ -47,7 +47,6 @@ class AttentionRecord:
     n_input_tokens: int
     mask: Tensor | None = None
     qkv: list[LayerQKV] | None = None
-    notes: list[str] = field(default_factory=list)
 
     @property
     def n_layer(self) -> int:
