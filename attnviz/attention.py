@@ -172,10 +172,6 @@ class KVCache:
     def __len__(self) -> int:
         return 0 if self.k is None else self.k.shape[2]
 
-    @property
-    def seq_len(self) -> int:
-        return len(self)
-
     def update(self, k_new: Tensor, v_new: Tensor) -> tuple[Tensor, Tensor]:
         """Append (batch, n_kv_head, new, head_dim) and return all keys and values so far."""
         if self.k is None:

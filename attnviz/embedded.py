@@ -19,7 +19,7 @@ import torch
 from torch import Tensor, nn
 
 from attnviz.attention import MultiHeadAttention, group_size
-from attnviz.masks import causal_mask, padding_mask
+from attnviz.masks import causal_mask, pad_row, padding_mask, positions_from_mask
 from attnviz.record import AttentionRecord, BatchRecord, GenerationRecord, LayerQKV
 from attnviz.tokenizer import Token, tokenize
 
@@ -199,9 +199,8 @@ class EmbeddedModel(nn.Module):
         T = max(lengths)
         key_mask = padding_mask(lengths, T, side=side)[:, 0, 0]  # (batch, T)
         pad = Token(PAD, 0, 0, special=True, pad=True, raw=PAD)
-        token_rows = [r + [pad] * (T - len(r)) if side == "right" else [pad] * (T - len(r)) + r for r in rows]
-        positions = (key_mask.long().cumsum(-1) - 1).clamp_min(0)  # (batch, T): real tokens count from 0
-        x = self.embed([[t.text for t in r] for r in token_rows], positions)
+        token_rows = [pad_row(r, T, pad, side) for r in rows]
+        x = self.embed([[t.text for t in r] for r in token_rows], positions_from_mask(key_mask))
         mask = key_mask[:, None, None, :]  # (batch, 1, 1, T)
         if self.config.causal:
             mask = mask & causal_mask(T)

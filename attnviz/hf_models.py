@@ -33,7 +33,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from attnviz.masks import causal_mask
+from attnviz.masks import causal_mask, pad_row, padding_mask, positions_from_mask
 from attnviz.record import AttentionRecord, BatchRecord, GenerationRecord
 from attnviz.tokenizer import Token
 
@@ -372,30 +372,17 @@ class HFModel:
     @torch.no_grad()
     def run_batch(self, texts: list[str], max_tokens: int, side: str = "right") -> BatchRecord:
         """Several texts padded to one length on ``side``; pad rows and keys are masked out."""
-        if side not in ("left", "right"):
-            raise ValueError(f"side must be 'left' or 'right', not {side!r}")
         encoded = [self.encode(t, max_tokens) for t in texts]
         length = max(len(ids) for ids, _, _ in encoded)
         pad_id = self.tokenizer.pad_token_id
         if pad_id is None:
             pad_id = self.tokenizer.eos_token_id or 0
         pad_text = self.tokenizer.pad_token or "[PAD]"
-        rows, keep, token_rows = [], [], []
-        for ids, tokens, _ in encoded:
-            n_pad = length - len(ids)
-            pads = [Token(pad_text, 0, 0, special=True, pad=True, raw=pad_text)] * n_pad
-            if side == "right":
-                rows.append(ids + [pad_id] * n_pad)
-                keep.append([True] * len(ids) + [False] * n_pad)
-                token_rows.append(tokens + pads)
-            else:
-                rows.append([pad_id] * n_pad + ids)
-                keep.append([False] * n_pad + [True] * len(ids))
-                token_rows.append(pads + tokens)
-        input_ids = torch.tensor(rows, device=self.device)  # (B, T)
-        key_mask = torch.tensor(keep)  # (B, T)
-        # positions count real tokens only, so left padding does not shift them
-        position_ids = (key_mask.long().cumsum(-1) - 1).clamp_min(0).to(self.device)
+        pad = Token(pad_text, 0, 0, special=True, pad=True, raw=pad_text)
+        input_ids = torch.tensor([pad_row(ids, length, pad_id, side) for ids, _, _ in encoded], device=self.device)
+        token_rows = [pad_row(tokens, length, pad, side) for _, tokens, _ in encoded]
+        key_mask = padding_mask([len(ids) for ids, _, _ in encoded], length, side=side)[:, 0, 0]  # (B, T)
+        position_ids = positions_from_mask(key_mask).to(self.device)
         out = self._forward(input_ids, key_mask.long().to(self.device), position_ids)
         attention = torch.stack(out.attentions, dim=1).float().cpu()  # (B, n_layer, n_head, T, T)
         return BatchRecord.build(

@@ -92,6 +92,20 @@ def padding_mask(
     return keep[:, None, None, :]  # (batch, 1, 1, max_len)
 
 
+def pad_row(row: list, length: int, pad, side: str = "right") -> list:
+    """A list padded with ``pad`` to ``length`` on ``side`` (the layout ``padding_mask`` describes)."""
+    fill = [pad] * (length - len(row))
+    return row + fill if side == "right" else fill + row
+
+
+def positions_from_mask(key_mask: Tensor) -> Tensor:
+    """Position of each token counting real tokens only: (batch, T) -> (batch, T).
+
+    Left padding then does not shift the positions of the real tokens (pads get 0).
+    """
+    return (key_mask.long().cumsum(-1) - 1).clamp_min(0)
+
+
 def visible_keys(mask: Tensor | None, q_len: int, k_len: int) -> Tensor:
     """How many keys each query may attend to, broadcast to (..., q_len)."""
     if mask is None:

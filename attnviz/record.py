@@ -68,6 +68,10 @@ class AttentionRecord:
     def truncated(self) -> bool:
         return self.n_input_tokens > len(self.tokens)
 
+    def head_weights(self, layer: int, head: int | str) -> Tensor:
+        """One head's (q_len, k_len) weights, or the mean over the layer's heads for head="mean"."""
+        return self.attention[layer].mean(dim=0) if head == "mean" else self.attention[layer, head]
+
     def labels(self) -> list[str]:
         """Unique axis labels, "index token", so repeated tokens stay separate rows."""
         return [f"{i} {tok.text}" for i, tok in enumerate(self.tokens)]

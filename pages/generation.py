@@ -40,7 +40,7 @@ st.caption(
     "so it has a row of its own. The grey triangle is the future, which the causal mask hides."
 )
 layer, head = ui.layer_head_picker(record.n_layer, record.n_head, key="gen")
-weights = record.attention[layer].mean(0) if head == "mean" else record.attention[layer, head]
+weights = record.head_weights(layer, head)
 labels = gen.labels()
 rows = slice(gen.n_prompt, len(labels))
 fig = make_head_heatmap_figure(

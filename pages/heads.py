@@ -28,7 +28,7 @@ ui.plotly(make_head_grid_figure(record.attention, gamma=gamma), key="heads_grid"
 
 st.subheader("One head, large")
 layer, head = ui.layer_head_picker(record.n_layer, record.n_head, key="heads")
-weights = record.attention[layer].mean(dim=0) if head == "mean" else record.attention[layer, head]
+weights = record.head_weights(layer, head)
 title = f"L{layer} {'mean over heads' if head == 'mean' else f'H{head}'}"
 labels = record.labels()
 ui.plotly(

@@ -37,7 +37,7 @@ st.subheader("Each sentence's attention")
 first = batch.records[0]
 layer, head = ui.layer_head_picker(first.n_layer, first.n_head, key="pad")
 for i, record in enumerate(batch.records):
-    weights = record.attention[layer].mean(0) if head == "mean" else record.attention[layer, head]
+    weights = record.head_weights(layer, head)
     labels = [f"{j} {'▢ ' if t.pad else ''}{t.text}" for j, t in enumerate(record.tokens)]
     fig = make_head_heatmap_figure(weights, labels, labels, title=f"sentence {i}: {texts[i][:40]}", mask=record.mask)
     ui.plotly(fig, key=f"pad_sentence_{i}")

@@ -4,7 +4,14 @@ import pytest
 import torch
 
 from attnviz.attention import scaled_dot_product_attention
-from attnviz.masks import causal_mask, padding_mask, sliding_window_mask, visible_keys
+from attnviz.masks import (
+    causal_mask,
+    pad_row,
+    padding_mask,
+    positions_from_mask,
+    sliding_window_mask,
+    visible_keys,
+)
 
 T, F_ = True, False
 
@@ -56,3 +63,10 @@ def test_visible_keys():
     assert visible_keys(causal_mask(3), 3, 3).tolist() == [1, 2, 3]
     assert visible_keys(None, 2, 5).tolist() == [5, 5]
     assert visible_keys(padding_mask([2, 3], 3), 3, 3).tolist() == [[[2, 2, 2]], [[3, 3, 3]]]
+
+
+def test_pad_row_and_positions_follow_padding_mask():
+    assert pad_row([7, 8], 4, 0, side="right") == [7, 8, 0, 0]
+    assert pad_row([7, 8], 4, 0, side="left") == [0, 0, 7, 8]
+    keep = padding_mask([2, 4], 4, side="left")[:, 0, 0]
+    assert positions_from_mask(keep).tolist() == [[0, 0, 0, 1], [0, 1, 2, 3]]
