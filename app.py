@@ -9,6 +9,7 @@ import streamlit as st
 from attnviz import ui
 
 st.set_page_config(page_title="attnviz", page_icon="🔍", layout="wide")
+ui.leave_legacy_multipage_mode()
 
 st.session_state["settings"] = ui.sidebar()
 

@@ -25,6 +25,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from attnviz.masks import causal_mask
+
 # A function that rotates q and k by position (RoPE), given the absolute
 # positions of the new tokens: (q, k, positions) -> (q, k).
 PositionRotation = Callable[[Tensor, Tensor, Tensor], tuple[Tensor, Tensor]]
@@ -43,10 +45,12 @@ def merge_heads(x: Tensor) -> Tensor:
 
 
 def repeat_kv(x: Tensor, n_rep: int) -> Tensor:
-    """Share each K/V head with ``n_rep`` query heads (GQA/MQA).
+    """Share each K/V head with ``n_rep`` query heads (GQA/MQA), as a copy.
 
     (batch, n_kv_head, k_len, head_dim) -> (batch, n_kv_head * n_rep, k_len, head_dim);
     query head ``h`` reads K/V head ``h // n_rep``, as in torch's ``enable_gqa``.
+    The attention functions here do not call it (they group the queries instead,
+    which copies nothing); it stays as the definition that GQA is tested against.
     """
     if n_rep == 1:
         return x
@@ -69,6 +73,28 @@ def mask_to_additive(mask: Tensor | None, dtype: torch.dtype) -> Tensor | None:
     return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(~mask, float("-inf"))
 
 
+def with_causal(mask: Tensor | None, q_len: int, k_len: int, device: torch.device | str | None = None) -> Tensor:
+    """``mask`` AND "no peeking at the future": broadcastable to (..., q_len, k_len).
+
+    The causal part is :func:`attnviz.masks.causal_mask` ``(q_len, k_len)``, aligned
+    bottom-right: the queries are the last ``q_len`` of ``k_len`` positions, as when
+    decoding with a KV cache. (torch's ``is_causal`` aligns top-left, which for
+    q_len < k_len would hide the cached tokens from the new ones.) A bool mask is
+    combined with ``&``; a float mask gets ``-inf`` on the future keys.
+    ValueError when q_len > k_len: some queries would have no position among the keys.
+    """
+    if q_len > k_len:
+        raise ValueError(
+            f"is_causal needs q_len ({q_len}) <= k_len ({k_len}): the queries are the last q_len of the k_len positions"
+        )
+    causal = causal_mask(q_len, k_len, device=device)  # (q_len, k_len)
+    if mask is None:
+        return causal
+    if mask.dtype == torch.bool:
+        return mask & causal  # (..., q_len, k_len)
+    return torch.where(causal, mask, float("-inf"))  # (..., q_len, k_len)
+
+
 def fully_masked_rows(mask: Tensor | None) -> Tensor | None:
     """Which query rows may attend to no key at all: (..., q_len, k_len) -> (..., q_len).
 
@@ -82,19 +108,74 @@ def fully_masked_rows(mask: Tensor | None) -> Tensor | None:
     return torch.isneginf(mask).all(dim=-1)
 
 
-def masked_softmax(scores: Tensor) -> Tensor:
+def _tracked(x: Tensor) -> bool:
+    """Whether autograd records ops on ``x``; softmax's backward then needs its output intact."""
+    return torch.is_grad_enabled() and x.requires_grad
+
+
+def _softmax(scores: Tensor, overwrite: bool) -> Tensor:
+    """Softmax over the last dim, written over ``scores`` when ``overwrite`` and it is safe.
+
+    Writing in place saves one scores-sized allocation, the largest tensor here.
+    Only on the CPU, whose kernel reads each row before writing it, and never
+    when autograd records the op (``out=`` is not differentiable).
+    """
+    if overwrite and scores.device.type == "cpu" and scores.is_contiguous() and not _tracked(scores):
+        return torch.softmax(scores, dim=-1, out=scores)
+    return scores.softmax(dim=-1)
+
+
+def masked_softmax(scores: Tensor, dead_rows: Tensor | None = None, *, inplace: bool = False) -> Tensor:
     """Softmax over keys where a row of all ``-inf`` gives zeros, not NaN.
 
     (..., q_len, k_len) -> (..., q_len, k_len)
+
+    ``dead_rows`` (broadcastable to (..., q_len)) names the rows to zero when the
+    caller knows them already, from a mask far smaller than the scores; without it
+    they are found by reading all the scores. ``inplace=True`` lets the function
+    overwrite ``scores`` (the attention path owns them), saving a copy of the
+    largest tensor; otherwise ``scores`` is left untouched.
     """
-    dead = torch.isneginf(scores).all(dim=-1, keepdim=True)  # (..., q_len, 1)
-    weights = torch.softmax(scores.masked_fill(dead, 0.0), dim=-1)
-    return weights.masked_fill(dead, 0.0)
+    if dead_rows is None:
+        dead_rows = torch.isneginf(scores).all(dim=-1)  # (..., q_len)
+    if not bool(dead_rows.any()):
+        return _softmax(scores, inplace)
+    dead = dead_rows[..., None]  # (..., q_len, 1)
+    # A uniform row instead of 0/0, so no NaN reaches the weights, nor the gradients.
+    scores = scores.masked_fill_(dead, 0.0) if inplace else scores.masked_fill(dead, 0.0)
+    weights = _softmax(scores, inplace)
+    if _tracked(weights) or not inplace:
+        return weights.masked_fill(dead, 0.0)
+    return weights.masked_fill_(dead, 0.0)
 
 
 def attention_scores(q: Tensor, k: Tensor, scale: float) -> Tensor:
-    """q·kᵀ times the scale: (B, n_head, q_len, hd) x (B, n_head, k_len, hd) -> (B, n_head, q_len, k_len)."""
-    return (q @ k.transpose(-2, -1)) * scale
+    """q·kᵀ times the scale: (B, n_head, q_len, hd) x (B, n_kv_head, k_len, hd) -> (B, n_head, q_len, k_len).
+
+    With GQA (n_kv_head < n_head) the queries of each group are stacked, so one
+    matmul per K/V head broadcasts without copying K; the scale is applied to q,
+    which is head_dim/k_len the size of the scores, rather than to the scores.
+    """
+    batch, n_head, q_len, head_dim = q.shape
+    n_kv_head, k_len = k.shape[1], k.shape[2]
+    n_rep = group_size(n_head, n_kv_head)
+    q = (q * scale).reshape(batch, n_kv_head, n_rep * q_len, head_dim)  # (B, n_kv_head, n_rep * q_len, hd)
+    scores = q @ k.transpose(-2, -1)  # (B, n_kv_head, n_rep * q_len, k_len)
+    return scores.view(scores.shape[0], n_head, q_len, k_len)  # (B, n_head, q_len, k_len)
+
+
+def weighted_values(weights: Tensor, v: Tensor) -> Tensor:
+    """weights·v: (B, n_head, q_len, k_len) x (B, n_kv_head, k_len, hd) -> (B, n_head, q_len, hd).
+
+    Query head ``h`` reads value head ``h // n_rep``; the weights are grouped the
+    same way as in :func:`attention_scores`, so V is not copied either.
+    """
+    batch, n_head, q_len, k_len = weights.shape
+    n_kv_head, head_dim = v.shape[1], v.shape[-1]
+    n_rep = group_size(n_head, n_kv_head)
+    grouped = weights.reshape(batch, n_kv_head, n_rep * q_len, k_len)  # (B, n_kv_head, n_rep * q_len, k_len)
+    output = grouped @ v  # (B, n_kv_head, n_rep * q_len, hd)
+    return output.view(output.shape[0], n_head, q_len, head_dim)  # (B, n_head, q_len, hd)
 
 
 def scaled_dot_product_attention(
@@ -104,6 +185,8 @@ def scaled_dot_product_attention(
     mask: Tensor | None = None,
     scale: float | None = None,
     dropout_p: float = 0.0,
+    *,
+    is_causal: bool = False,
 ) -> tuple[Tensor, Tensor]:
     """softmax(q·kᵀ · scale + mask) · v, returning the output and the weights.
 
@@ -112,26 +195,35 @@ def scaled_dot_product_attention(
     mask: bool (True = may attend) or additive float, broadcastable to
     (batch, n_head, q_len, k_len). scale defaults to 1/sqrt(head_dim): it keeps the
     variance of q·k at 1, so the softmax does not saturate.
+    is_causal: hide future keys, as torch's ``is_causal`` when q_len == k_len;
+    when q_len < k_len (a KV cache) the queries are the *last* q_len positions
+    (see :func:`with_causal`). Together with ``mask`` both apply (AND).
 
     Returns output (batch, n_head, q_len, head_dim) and weights
     (batch, n_head, q_len, k_len). A row whose keys are all masked has zero
     weights and zero output; :func:`fully_masked_rows` names those rows.
     """
-    n_rep = group_size(q.shape[1], k.shape[1])
+    group_size(q.shape[1], k.shape[1])
     if scale is None:
         scale = 1.0 / math.sqrt(q.shape[-1])
-    k = repeat_kv(k, n_rep)  # (B, n_head, k_len, head_dim)
-    v = repeat_kv(v, n_rep)  # (B, n_head, k_len, head_dim)
+    # Dead rows are read off the mask, which is far smaller than the scores. A
+    # causal mask alone leaves none: every query sees at least its own position.
+    only_causal = is_causal and mask is None
+    if is_causal:
+        mask = with_causal(mask, q.shape[-2], k.shape[-2], q.device)  # (..., q_len, k_len)
+    dead = None if only_causal else fully_masked_rows(mask)  # (..., q_len)
     scores = attention_scores(q, k, scale)  # (B, n_head, q_len, k_len)
-    if mask is not None:
-        if mask.dtype == torch.bool:
-            scores = scores.masked_fill(~mask, float("-inf"))
-        else:
-            scores = scores + mask
-    weights = masked_softmax(scores)  # (B, n_head, q_len, k_len)
+    if mask is not None and mask.dtype == torch.bool:
+        scores.masked_fill_(~mask, float("-inf"))
+    elif mask is not None:
+        scores.add_(mask)
+    if dead is None:
+        weights = _softmax(scores, overwrite=True)  # (B, n_head, q_len, k_len)
+    else:
+        weights = masked_softmax(scores, dead, inplace=True)  # (B, n_head, q_len, k_len)
     if dropout_p > 0.0:
-        weights = F.dropout(weights, p=dropout_p, training=True)
-    output = weights @ v  # (B, n_head, q_len, head_dim)
+        weights = F.dropout(weights, p=dropout_p, training=True, inplace=not _tracked(weights))
+    output = weighted_values(weights, v)  # (B, n_head, q_len, head_dim)
     return output, weights
 
 
@@ -142,12 +234,25 @@ def fused_attention(
     mask: Tensor | None = None,
     scale: float | None = None,
     dropout_p: float = 0.0,
+    *,
+    is_causal: bool = False,
 ) -> Tensor:
     """The fast path: torch's fused SDPA, same shapes and conventions, no weights.
 
+    ``is_causal`` means what it means in :func:`scaled_dot_product_attention`.
+    With no mask and q_len == k_len it goes to torch as ``is_causal=True``, which
+    lets the fused kernel skip the future blocks instead of reading a mask (about
+    2x faster at 2,048+ tokens); otherwise the causal mask is built and combined.
     Fully masked rows are zeroed so both paths agree exactly on them too.
     """
     n_rep = group_size(q.shape[1], k.shape[1])
+    q_len, k_len = q.shape[-2], k.shape[-2]
+    if is_causal and mask is None and q_len == k_len:
+        return F.scaled_dot_product_attention(
+            q, k, v, dropout_p=dropout_p, is_causal=True, scale=scale, enable_gqa=n_rep > 1
+        )  # (B, n_head, q_len, head_dim)
+    if is_causal:
+        mask = with_causal(mask, q_len, k_len, q.device)
     output = F.scaled_dot_product_attention(
         q, k, v, attn_mask=mask, dropout_p=dropout_p, scale=scale, enable_gqa=n_rep > 1
     )  # (B, n_head, q_len, head_dim)
@@ -258,6 +363,8 @@ class MultiHeadAttention(nn.Module):
         rotate: PositionRotation | None = None,
         scale: float | None = None,
         on_qkv: Callable[[Tensor, Tensor, Tensor], None] | None = None,
+        *,
+        is_causal: bool = False,
     ) -> tuple[Tensor, Tensor | None]:
         """query (B, T, d_model), key/value (B, S, d_model) -> output (B, T, d_model), weights.
 
@@ -268,6 +375,9 @@ class MultiHeadAttention(nn.Module):
         ``rotate`` applies rotary position embeddings to q and k at their
         absolute positions (the cache length is the offset). ``on_qkv`` is called
         with the q, k and v that enter the softmax, for pages that show them.
+        ``is_causal`` hides future keys without a mask tensor (and lets the fused
+        path use torch's causal kernel); with a KV cache the new tokens see every
+        cached one, as :func:`with_causal` describes. It combines with ``mask`` (AND).
         """
         offset = len(kv_cache) if kv_cache is not None else 0
         positions = torch.arange(offset, offset + query.shape[1], device=query.device)
@@ -278,7 +388,7 @@ class MultiHeadAttention(nn.Module):
             on_qkv(q, k, v)
         dropout_p = self.dropout if self.training else 0.0
         if need_weights:
-            out, weights = scaled_dot_product_attention(q, k, v, mask, scale, dropout_p)
+            out, weights = scaled_dot_product_attention(q, k, v, mask, scale, dropout_p, is_causal=is_causal)
         else:
-            out, weights = fused_attention(q, k, v, mask, scale, dropout_p), None
+            out, weights = fused_attention(q, k, v, mask, scale, dropout_p, is_causal=is_causal), None
         return self.w_o(merge_heads(out)), weights  # (B, T, d_model)

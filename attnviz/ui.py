@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import plotly.graph_objects as go
 import streamlit as st
+from streamlit.runtime.pages_manager import PagesManager
 
 from attnviz.devices import DEVICE_CHOICES, resolve_device
 from attnviz.embedded import EmbeddedConfig, EmbeddedModel
@@ -102,19 +103,32 @@ def pages() -> list[st.Page]:
     ]
 
 
+def leave_legacy_multipage_mode() -> None:
+    """Leave Streamlit's legacy ``pages/`` mode before any widget is drawn.
+
+    With a ``pages/`` folder beside app.py, a fresh server starts in Streamlit's
+    v1 multipage mode, and stays there until ``st.navigation`` first runs in the
+    process. The first run of the first session therefore executes app.py (or,
+    for a shared link, the page file) *as a v1 page*: its widgets get ids scoped
+    to that page, the browser drops their state at the first page switch, and
+    the sidebar comes back at the widgets' minimums. So the script that runs in
+    v1 mode draws nothing: ``st.navigation`` switches the process to v2 and
+    resolves the page the visitor asked for, and ``st.switch_page`` reruns on it
+    through app.py's frame.
+    """
+    if PagesManager.uses_pages_directory:
+        st.switch_page(st.navigation(pages(), position="hidden"))
+
+
 def frame_settings() -> Settings:
     """The sidebar's settings, as app.py's frame stored them for this run.
 
-    A first visit straight to a page's URL (a shared link) runs that page alone:
-    a ``pages/`` folder puts Streamlit in its legacy multipage mode until
-    ``st.navigation`` has run once in the process. Calling it here switches the
-    mode off, and the rerun goes through app.py, sidebar included.
+    A first visit straight to a page's URL on a fresh server runs that page file
+    alone (legacy mode, see :func:`leave_legacy_multipage_mode`); the rerun goes
+    through app.py, sidebar included.
     """
-    settings = st.session_state.get("settings")
-    if settings is None:
-        st.navigation(pages(), position="hidden")
-        st.rerun()
-    return settings
+    leave_legacy_multipage_mode()
+    return st.session_state["settings"]
 
 
 def init_state() -> None:

@@ -6,14 +6,20 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from attnviz import bench_sdpa
 from attnviz.attention import (
     KVCache,
     MultiHeadAttention,
+    attention_scores,
     fully_masked_rows,
+    fused_attention,
     kv_cache_bytes,
     mask_to_additive,
+    masked_softmax,
     repeat_kv,
     scaled_dot_product_attention,
+    weighted_values,
+    with_causal,
 )
 from attnviz.masks import causal_mask, padding_mask
 
@@ -190,3 +196,240 @@ def test_rotation_hook_sees_absolute_positions_with_cache():
     mha(x, x, x, kv_cache=cache, rotate=rotate, mask=causal_mask(3))
     mha(x[:, :1], x[:, :1], x[:, :1], kv_cache=cache, rotate=rotate, mask=causal_mask(1, 4))
     assert seen == [[0, 1, 2], [3]]
+
+
+# ---- is_causal, the optimized inspectable path, and the benchmark's helpers ----
+
+PATHS = {
+    "weights": lambda *a, **kw: scaled_dot_product_attention(*a, **kw)[0],
+    "fused": fused_attention,
+}
+
+
+@pytest.mark.parametrize("path", list(PATHS))
+@pytest.mark.parametrize("n_kv_head", [9, 3, 1])
+@pytest.mark.parametrize("q_len,k_len", [(7, 7), (3, 10), (1, 10)])
+def test_is_causal_equals_the_explicit_causal_mask(path, n_kv_head, q_len, k_len):
+    q, k, v = rand_qkv(n_head=9, n_kv_head=n_kv_head, q_len=q_len, k_len=k_len)
+    attend = PATHS[path]
+    implicit = attend(q, k, v, is_causal=True)
+    explicit = attend(q, k, v, mask=causal_mask(q_len, k_len))
+    assert (implicit - explicit).abs().max().item() <= TOL
+
+
+@pytest.mark.parametrize("n_kv_head", [9, 3])
+def test_is_causal_with_a_kv_cache_aligns_bottom_right(n_kv_head):
+    # 3 new queries after 7 cached keys: query i sits at position 7 + i, so it sees 8 + i keys.
+    # torch's is_causal would align top-left and let query 0 see only key 0.
+    q, k, v = rand_qkv(n_head=9, n_kv_head=n_kv_head, q_len=3, k_len=10)
+    out, w = scaled_dot_product_attention(q, k, v, is_causal=True)
+    assert (w > 0).sum(-1)[0, 0].tolist() == [8, 9, 10]
+    assert torch.equal(w[..., 0, 8:], torch.zeros(2, 9, 2))
+    fused = fused_attention(q, k, v, is_causal=True)
+    assert (out - fused).abs().max().item() <= TOL
+    top_left = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=n_kv_head != 9)
+    assert (out - top_left).abs().max().item() > 1e-2
+
+
+@pytest.mark.parametrize("n_head,n_kv_head", [(9, 9), (9, 3), (9, 1)])
+@pytest.mark.parametrize("q_len", [1, 64, 300])
+def test_is_causal_matches_torch_in_both_paths(n_head, n_kv_head, q_len):
+    q, k, v = rand_qkv(batch=1, n_head=n_head, n_kv_head=n_kv_head, q_len=q_len, k_len=q_len, head_dim=64)
+    ref = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=n_head != n_kv_head)
+    out, w = scaled_dot_product_attention(q, k, v, is_causal=True)
+    assert (out - ref).abs().max().item() <= TOL
+    assert (fused_attention(q, k, v, is_causal=True) - ref).abs().max().item() <= TOL
+    assert torch.equal(w.triu(1), torch.zeros_like(w))
+    assert torch.allclose(w.sum(-1), torch.ones(1, n_head, q_len), atol=1e-5)
+
+
+@pytest.mark.parametrize("path", list(PATHS))
+@pytest.mark.parametrize("n_kv_head", [4, 2])
+def test_is_causal_and_a_mask_both_apply(path, n_kv_head):
+    q, k, v = rand_qkv(n_head=4, n_kv_head=n_kv_head, q_len=6, k_len=6)
+    attend = PATHS[path]
+    pad = padding_mask([6, 4], 6)  # (2, 1, 1, 6), right padding: no row is fully masked
+    both = attend(q, k, v, mask=pad, is_causal=True)
+    assert (both - attend(q, k, v, mask=pad & causal_mask(6))).abs().max().item() <= TOL
+    assert (both - attend(q, k, v, mask=pad)).abs().max().item() > 1e-2  # the causal part did something
+    assert (both - attend(q, k, v, is_causal=True)).abs().max().item() > 1e-2  # so did the padding
+    additive = mask_to_additive(pad, torch.float32)
+    assert (attend(q, k, v, mask=additive, is_causal=True) - both).abs().max().item() <= TOL
+    ref = F.scaled_dot_product_attention(q, k, v, attn_mask=pad & causal_mask(6), enable_gqa=n_kv_head != 4)
+    assert (both - ref).abs().max().item() <= TOL
+
+
+def test_with_causal_combines_bool_and_float_masks():
+    pad = padding_mask([3], 4)  # (1, 1, 1, 4)
+    assert torch.equal(with_causal(None, 4, 4), causal_mask(4))
+    assert torch.equal(with_causal(pad, 4, 4), pad & causal_mask(4))
+    assert with_causal(pad, 4, 4).shape == (1, 1, 4, 4)
+    bias = torch.full((1, 1, 1, 4), 0.5)
+    combined = with_causal(bias, 2, 4)  # queries at positions 2 and 3
+    assert combined.tolist() == [[[[0.5, 0.5, 0.5, -math.inf], [0.5, 0.5, 0.5, 0.5]]]]
+
+
+@pytest.mark.parametrize("path", list(PATHS))
+def test_is_causal_needs_q_len_at_most_k_len(path):
+    q, k, v = rand_qkv(q_len=5, k_len=3)
+    with pytest.raises(ValueError, match=r"is_causal needs q_len \(5\) <= k_len \(3\)"):
+        PATHS[path](q, k, v, is_causal=True)
+
+
+@pytest.mark.parametrize("n_kv_head", [4, 2, 1])
+def test_kv_cache_decoding_with_is_causal_equals_full_causal_forward(n_kv_head):
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(32, 4, n_kv_head=n_kv_head).eval()
+    x = torch.randn(2, 10, 32)
+    with torch.no_grad():
+        full, full_w = mha(x, x, x, is_causal=True)
+        assert (full - mha(x, x, x, mask=causal_mask(10))[0]).abs().max().item() <= TOL
+        for need_weights in (True, False):
+            cache = KVCache()
+            steps = [mha(x[:, :3], x[:, :3], x[:, :3], kv_cache=cache, is_causal=True, need_weights=need_weights)[0]]
+            for t in range(3, 10, 2):  # two new tokens at a time: q_len 2 < k_len
+                chunk = x[:, t : t + 2]
+                out, w = mha(chunk, chunk, chunk, kv_cache=cache, is_causal=True, need_weights=need_weights)
+                if need_weights:
+                    assert (w - full_w[:, :, t : t + 2, : t + 2]).abs().max().item() <= TOL
+                steps.append(out)
+            assert (torch.cat(steps, dim=1) - full).abs().max().item() <= TOL
+
+
+@pytest.mark.parametrize("grad", [False, True])
+@pytest.mark.parametrize("n_kv_head", [6, 3, 1])
+@pytest.mark.parametrize("kind", ["bool", "float"])
+def test_fully_masked_rows_are_zero_in_the_optimized_path(grad, n_kv_head, kind):
+    q, k, v = rand_qkv(batch=2, n_head=6, n_kv_head=n_kv_head, q_len=5, k_len=5)
+    mask = causal_mask(5) & padding_mask([5, 3], 5, side="left")  # batch 1: rows 0 and 1 see only pads
+    if kind == "float":
+        mask = mask_to_additive(mask, torch.float32)
+    if grad:
+        q, k, v = (t.clone().requires_grad_() for t in (q, k, v))
+    with torch.set_grad_enabled(grad):
+        out, w = scaled_dot_product_attention(q, k, v, mask=mask)
+        fused = fused_attention(q, k, v, mask=mask)
+        causal_too = scaled_dot_product_attention(q, k, v, mask=mask, is_causal=True)[0]
+    for o in (out, fused, causal_too):
+        assert not torch.isnan(o).any()
+        assert torch.equal(o[1, :, :2], torch.zeros(6, 2, 16))
+    assert torch.equal(w[1, :, :2], torch.zeros(6, 2, 5))
+    assert torch.allclose(w[1, :, 2:].sum(-1), torch.ones(6, 3), atol=1e-6)
+    live = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=n_kv_head != 6)
+    assert (out[0] - live[0]).abs().max().item() <= TOL
+    assert (out[1, :, 2:] - live[1, :, 2:]).abs().max().item() <= TOL
+    assert (fused - out).abs().max().item() <= TOL
+    if grad:
+        (out.square().sum() + w.sum()).backward()
+        assert all(torch.isfinite(t.grad).all() for t in (q, k, v))
+        assert torch.equal(q.grad[1, :, :2], torch.zeros(6, 2, 16))  # dead rows pass no gradient back
+
+
+def test_gradients_match_torch_through_the_inspectable_path():
+    q, k, v = rand_qkv(n_head=6, n_kv_head=2, q_len=8, k_len=8)
+    ours = [t.clone().requires_grad_() for t in (q, k, v)]
+    theirs = [t.clone().requires_grad_() for t in (q, k, v)]
+    mask = padding_mask([8, 6], 8)
+    out, _ = scaled_dot_product_attention(*ours, mask=mask, is_causal=True, scale=0.3)
+    ref = F.scaled_dot_product_attention(*theirs, attn_mask=mask & causal_mask(8), scale=0.3, enable_gqa=True)
+    grad_out = torch.randn_like(out)
+    out.backward(grad_out)
+    ref.backward(grad_out)
+    for a, b in zip(ours, theirs, strict=True):
+        assert (a.grad - b.grad).abs().max().item() <= TOL
+
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_dropout_drops_weights_and_output_follows_them(grad):
+    q, k, v = rand_qkv(n_head=4, n_kv_head=2, q_len=16, k_len=16)
+    plain_w = scaled_dot_product_attention(q, k, v, is_causal=True)[1]
+    if grad:
+        q = q.clone().requires_grad_()
+    with torch.set_grad_enabled(grad):
+        torch.manual_seed(0)
+        out, w = scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=0.5)
+    kept = w != 0
+    live = plain_w != 0
+    assert 0.3 < (kept & live).sum() / live.sum() < 0.7  # about half the live weights dropped
+    assert torch.allclose(w[kept], 2 * plain_w[kept], atol=1e-6)  # the rest scaled by 1/(1-p)
+    assert (out - w @ repeat_kv(v, 2)).abs().max().item() <= TOL
+    if grad:
+        out.sum().backward()  # no "modified by an inplace operation" error
+        assert torch.isfinite(q.grad).all()
+
+
+def test_masked_softmax_in_place_or_not():
+    g = torch.Generator().manual_seed(0)
+    scores = torch.randn(2, 3, 40, 300, generator=g)
+    scores[0, 1, 5] = float("-inf")
+    scores[1, :, :, 7:] = float("-inf")
+    expected = scores.softmax(-1).nan_to_num(0.0)
+    kept = scores.clone()
+    assert torch.equal(masked_softmax(scores), expected)
+    assert torch.equal(scores, kept)  # not in place by default
+    live = torch.randn(2, 3, 40, 300, generator=g)
+    live_kept = live.clone()
+    assert torch.equal(masked_softmax(live), live_kept.softmax(-1))
+    assert torch.equal(live, live_kept)  # nor when no row is dead
+    dead = torch.zeros(2, 3, 40, dtype=torch.bool)
+    dead[0, 1, 5] = True
+    inplace = masked_softmax(scores, dead, inplace=True)
+    assert inplace.data_ptr() == scores.data_ptr()  # the copy it saves
+    assert torch.equal(inplace, expected)
+
+
+@pytest.mark.parametrize("n_kv_head", [6, 3, 1])
+def test_grouped_scores_and_values_equal_repeated_kv(n_kv_head):
+    q, k, v = rand_qkv(n_head=6, n_kv_head=n_kv_head, q_len=5, k_len=9)
+    n_rep = 6 // n_kv_head
+    scores = attention_scores(q, k, 0.25)
+    assert scores.shape == (2, 6, 5, 9)
+    assert (scores - q @ repeat_kv(k, n_rep).transpose(-2, -1) * 0.25).abs().max().item() <= TOL
+    weights = scores.softmax(-1)
+    out = weighted_values(weights, v)
+    assert out.shape == (2, 6, 5, 16)
+    assert (out - weights @ repeat_kv(v, n_rep)).abs().max().item() <= TOL
+
+
+def test_on_qkv_sees_the_tensors_that_enter_the_softmax():
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(24, 6, n_kv_head=2).eval()
+    x = torch.randn(1, 5, 24)
+    seen = []
+    _, w = mha(x, x, x, is_causal=True, on_qkv=lambda q, k, v: seen.append((q, k, v)))
+    ((q, k, v),) = seen
+    assert q.shape == (1, 6, 5, 4) and k.shape == v.shape == (1, 2, 5, 4)
+    assert torch.equal(w, scaled_dot_product_attention(q, k, v, is_causal=True)[1])
+
+
+def test_benchmark_yardstick_and_rows():
+    x = bench_sdpa.make_inputs(32, n_head=9, n_kv_head=3, head_dim=8)
+    out, w = bench_sdpa.naive_attention(x["q"], x["k"], x["v"], x["mask"])
+    ours, ours_w = scaled_dot_product_attention(x["q"], x["k"], x["v"], is_causal=True)
+    assert (out - ours).abs().max().item() <= TOL and (w - ours_w).abs().max().item() <= TOL
+    rows = bench_sdpa.run_benchmark(tokens=[16], repeats=2, memory=False)
+    assert [r["case"] for r in rows] == list(bench_sdpa.CASES)
+    for row in rows:
+        assert row["ours_s"] > 0 and row["reference_s"] > 0 and row["ours_s"] <= row["ours_median_s"]
+        assert row["time_ratio"] == pytest.approx(row["ours_s"] / row["reference_s"])
+        assert row["met"] == (row["time_ratio"] <= row["target"])
+        assert row["threads"] == 1 and row["ours_peak_mb"] is None
+    assert {r["target"] for r in rows} == {1.05, 1.2}
+    with pytest.raises(ValueError, match="unknown cases"):
+        bench_sdpa.run_benchmark(tokens=[16], cases=["nope"], memory=False)
+
+
+def test_benchmark_interleaves_and_warms_up():
+    order = []
+    ours, ref = bench_sdpa.time_interleaved(lambda: order.append("a"), lambda: order.append("b"), repeats=3)
+    assert order == ["a", "b", "a", "b", "b", "a", "a", "b"]  # warm-up, then ABBA
+    assert len(ours) == len(ref) == 3
+
+
+def test_benchmark_peak_memory_sees_the_weights():
+    # 9 heads x 512 x 512 float32 weights are 9 MiB; the naive form holds a second copy of the scores.
+    weights_mb = 9 * 512 * 512 * 4 / 2**20
+    ours = bench_sdpa.peak_extra_mb("weights, no mask", 512, "ours")
+    naive = bench_sdpa.peak_extra_mb("weights, no mask", 512, "reference")
+    assert weights_mb * 0.95 <= ours <= weights_mb * 1.5
+    assert naive >= 1.8 * weights_mb

@@ -4,6 +4,7 @@ import time
 
 import pytest
 
+from attnviz import settings
 from tests.browser import chromium_browser, set_sidebar_value, streamlit_server, wait_for_charts, wait_until_idle
 
 pytestmark = pytest.mark.browser
@@ -39,15 +40,40 @@ def assert_no_exception(page):
     ).first.inner_text()
 
 
-def test_deep_link_to_heads_draws_the_heatmaps(server, page):
-    page.goto(f"{server}/heads")  # a first visit straight to a page, as a shared link does
-    wait_for_charts(page, 3)
-    wait_until_idle(page)
-    assert_no_exception(page)
-    # the shared sidebar is there even though app.py's page was never opened
-    assert page.locator('[data-testid="stSidebar"]').get_by_label("Text to analyse").input_value().startswith("The cat")
-    assert page.locator(".js-plotly-plot").count() == 3
-    assert page.get_by_text("The embedded model's weights are random").count() == 1
+def assert_sidebar_kept_its_defaults(page):
+    sidebar = page.locator('[data-testid="stSidebar"]')
+    assert sidebar.get_by_label("Text to analyse").input_value().startswith("The cat")
+    assert sidebar.get_by_label("Max tokens").input_value() == str(settings.MAX_TOKENS.default)
+    assert sidebar.get_by_label("d_model").input_value() == str(settings.D_MODEL.default)
+    assert sidebar.get_by_label("n_layer").input_value() == str(settings.N_LAYER.default)
+
+
+@pytest.mark.parametrize("how", ["deep link", "in-page link", "sidebar navigation"])
+def test_first_session_of_a_fresh_server_reaches_heads_with_its_sidebar(browser, how):
+    """The first visitor of a new server once met a sidebar reset to the widgets' minimums."""
+    with streamlit_server() as url:
+        context = browser.new_context(viewport={"width": 1400, "height": 1600})
+        page = context.new_page()
+        if how == "deep link":
+            page.goto(f"{url}/heads")  # a shared link, before any other session ran
+        else:
+            page.goto(url)
+            # the Overview's own links come last in its run: the page is drawn, not mid-start
+            page.get_by_role("link", name="Heads: every head's pattern", exact=False).wait_for()
+            wait_until_idle(page)
+            assert_no_exception(page)
+            if how == "in-page link":
+                page.get_by_role("link", name="Heads: every head's pattern", exact=False).click()
+            else:
+                page.locator('[data-testid="stSidebarNav"]').get_by_text("Heads", exact=True).click()
+        wait_for_charts(page, 3)
+        wait_until_idle(page)
+        assert "/heads" in page.url
+        assert_no_exception(page)
+        assert_sidebar_kept_its_defaults(page)
+        assert page.locator(".js-plotly-plot").count() == 3
+        assert page.get_by_text("The embedded model's weights are random").count() == 1
+        context.close()
 
 
 def test_hover_on_the_large_head_shows_the_weight(server, page):
