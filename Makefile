@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 PORT ?= 8501
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup run test lint browser bench screenshots clean
+.PHONY: setup run test test-fast lint browser bench bench-browser screenshots clean
 
 $(STAMP): requirements.txt requirements-dev.txt requirements-models.txt constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -34,11 +34,22 @@ lint: setup
 test: setup browser lint
 	$(BIN)/python -m pytest
 
+# the inner loop: unit tests only (no model loads, no server, no browser), under 30 s
+test-fast: setup
+	$(BIN)/python -m pytest tests/unit -q
+
+# side-by-side benchmarks (minutes): payload, attention paths, capture vs a plain forward
 bench: setup
 	$(BIN)/python -m benchmarks.payload
+	$(BIN)/python -m benchmarks.sdpa
+	$(BIN)/python -m benchmarks.capture
+
+# the Heads page measured in Chromium and through AppTest
+bench-browser: setup browser
+	$(BIN)/python -m benchmarks.heads_page
 
 screenshots: setup browser
-	$(BIN)/python -m tests.screenshots
+	$(BIN)/python -m tools.screenshots
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -153,14 +153,16 @@ def attention_scores(q: Tensor, k: Tensor, scale: float) -> Tensor:
     """q·kᵀ times the scale: (B, n_head, q_len, hd) x (B, n_kv_head, k_len, hd) -> (B, n_head, q_len, k_len).
 
     With GQA (n_kv_head < n_head) the queries of each group are stacked, so one
-    matmul per K/V head broadcasts without copying K; the scale is applied to q,
-    which is head_dim/k_len the size of the scores, rather than to the scores.
+    matmul per K/V head broadcasts without copying K. The scale multiplies the
+    scores, in place, after the matmul, in the order PyTorch's and transformers'
+    eager attention use: scaling q instead would save a pass but round
+    differently, and our layers reproduce pretrained ones to 0.0.
     """
     batch, n_head, q_len, head_dim = q.shape
     n_kv_head, k_len = k.shape[1], k.shape[2]
     n_rep = group_size(n_head, n_kv_head)
-    q = (q * scale).reshape(batch, n_kv_head, n_rep * q_len, head_dim)  # (B, n_kv_head, n_rep * q_len, hd)
-    scores = q @ k.transpose(-2, -1)  # (B, n_kv_head, n_rep * q_len, k_len)
+    q = q.reshape(batch, n_kv_head, n_rep * q_len, head_dim)  # (B, n_kv_head, n_rep * q_len, hd)
+    scores = (q @ k.transpose(-2, -1)).mul_(scale)  # (B, n_kv_head, n_rep * q_len, k_len)
     return scores.view(scores.shape[0], n_head, q_len, k_len)  # (B, n_head, q_len, k_len)
 
 
@@ -365,6 +367,7 @@ class MultiHeadAttention(nn.Module):
         on_qkv: Callable[[Tensor, Tensor, Tensor], None] | None = None,
         *,
         is_causal: bool = False,
+        attend: Callable[[Tensor, Tensor, Tensor], Tensor] | None = None,
     ) -> tuple[Tensor, Tensor | None]:
         """query (B, T, d_model), key/value (B, S, d_model) -> output (B, T, d_model), weights.
 
@@ -378,6 +381,9 @@ class MultiHeadAttention(nn.Module):
         ``is_causal`` hides future keys without a mask tensor (and lets the fused
         path use torch's causal kernel); with a KV cache the new tokens see every
         cached one, as :func:`with_causal` describes. It combines with ``mask`` (AND).
+        ``attend`` replaces the attention step itself: it gets q, k and v after
+        rotation and cache and returns the output (B, n_head, T, head_dim), and the
+        weights come back None (``attnviz.capture`` computes them in bounded memory).
         """
         offset = len(kv_cache) if kv_cache is not None else 0
         positions = torch.arange(offset, offset + query.shape[1], device=query.device)
@@ -387,7 +393,9 @@ class MultiHeadAttention(nn.Module):
         if on_qkv is not None:
             on_qkv(q, k, v)
         dropout_p = self.dropout if self.training else 0.0
-        if need_weights:
+        if attend is not None:
+            out, weights = attend(q, k, v), None
+        elif need_weights:
             out, weights = scaled_dot_product_attention(q, k, v, mask, scale, dropout_p, is_causal=is_causal)
         else:
             out, weights = fused_attention(q, k, v, mask, scale, dropout_p, is_causal=is_causal), None

@@ -23,7 +23,6 @@ import gc
 import json
 import math
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -32,7 +31,6 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -40,6 +38,7 @@ from torch import Tensor
 
 from attnviz.attention import fused_attention, group_size, scaled_dot_product_attention
 from attnviz.masks import causal_mask
+from attnviz.peak_memory import child_env, maxrss_bytes, reset_peak_rss, status_bytes
 
 DEFAULT_TOKENS = (512, 2048, 4096)
 # SmolLM2-135M's attention: 9 query heads sharing 3 K/V heads (GQA), head_dim 64.
@@ -188,42 +187,6 @@ def measure_time(case: str, tokens: int, repeats: int = 5) -> dict:
     }
 
 
-def _status_bytes(field: str) -> int | None:
-    """A ``VmRSS``/``VmHWM`` line of /proc/self/status in bytes; None off Linux."""
-    try:
-        with open("/proc/self/status") as status:
-            for line in status:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        return None
-    return None
-
-
-def _maxrss_bytes() -> int:
-    scale = 1 if sys.platform == "darwin" else 1024  # bytes on macOS, KiB elsewhere
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale
-
-
-def _reset_peak_rss() -> tuple[int, bool]:
-    """The RSS baseline in bytes, and whether the kernel's peak was reset to it.
-
-    On Linux, writing 5 to /proc/self/clear_refs resets VmHWM (peak RSS) to the
-    current RSS. ``ru_maxrss`` is no substitute in a child process: it starts at
-    the peak of the parent that spawned it (through vfork and exec), so after
-    one large run every later child would report that run's peak.
-    """
-    try:
-        with open("/proc/self/clear_refs", "w") as clear_refs:
-            clear_refs.write("5")
-        current = _status_bytes("VmRSS")
-        if current is not None and _status_bytes("VmHWM") is not None:
-            return current, True
-    except OSError:
-        pass
-    return _maxrss_bytes(), False
-
-
 def peak_extra_mb_here(case: str, tokens: int, which: str) -> float:
     """MiB that one call of ``which`` ("ours" or "reference") adds to this process's peak RSS.
 
@@ -237,9 +200,9 @@ def peak_extra_mb_here(case: str, tokens: int, which: str) -> float:
     inputs = make_inputs(tokens)
     call(make_inputs(16))  # loads kernels and pools without touching the real sizes
     gc.collect()
-    baseline, reset = _reset_peak_rss()
+    baseline, reset = reset_peak_rss()
     result = call(inputs)
-    peak = _status_bytes("VmHWM") if reset else _maxrss_bytes()
+    peak = status_bytes("VmHWM") if reset else maxrss_bytes()
     del result
     return max(peak - baseline, 0) / 2**20
 
@@ -253,13 +216,11 @@ _CHILD = (
 
 def peak_extra_mb(case: str, tokens: int, which: str, timeout_s: float = 300.0) -> float:
     """:func:`peak_extra_mb_here` run in a fresh Python, so no earlier run raised its peak."""
-    root = str(Path(__file__).resolve().parents[1])
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
     proc = subprocess.run(
         [sys.executable, "-c", _CHILD, json.dumps([case, tokens, which])],
         capture_output=True,
         text=True,
-        env=env,
+        env=child_env(),
         timeout=timeout_s,
         check=False,
     )

@@ -13,26 +13,32 @@ import math
 import sys
 from collections.abc import Sequence
 
-from attnviz import __version__
+from attnviz import __version__, settings
 from attnviz.devices import DEVICE_CHOICES, resolve_device
-from attnviz.embedded import EmbeddedConfig, EmbeddedModel
-from attnviz.head_stats import STAT_COLUMNS, head_statistics
-from attnviz.hf_models import ModelUnavailableError, load_model
-from attnviz.parity import ParityUnsupportedError, reproduce
+from attnviz.embedded import EmbeddedConfig
+from attnviz.head_stats import STAT_COLUMNS
+from attnviz.parity import PARITY_TOLERANCE
+from attnviz.source import AttentionSource, ModelUnavailableError, ParityUnsupportedError
+from attnviz.sources import EMBEDDED, SourceSpec, open_source
 
 
 class CommandError(Exception):
     """A problem with the user's input, reported as one line on stderr."""
 
 
+class CheckFailedError(Exception):
+    """A check the user asked for (--parity) ran and failed: exit 1 after the output, one line on stderr."""
+
+
 def _finite(value: float) -> float | None:
     return None if math.isnan(value) else round(float(value), 6)
 
 
-def load_cli_model(args: argparse.Namespace):
+def load_cli_source(args: argparse.Namespace) -> AttentionSource:
     """The model named by --model: "default" (embedded, sized by the flags), "minilm", "smollm2" or a path."""
     device = resolve_device(args.device)
-    if args.model == "default":
+    config = None
+    if args.model == EMBEDDED:
         config = EmbeddedConfig(
             d_model=args.d_model,
             n_head=args.n_head,
@@ -41,24 +47,25 @@ def load_cli_model(args: argparse.Namespace):
             seed=args.seed,
             causal=args.causal,
         )
-        return EmbeddedModel(config).to(device)
     progress = (
         (lambda fraction, message: print(f"[{fraction:4.0%}] {message}", file=sys.stderr)) if not args.quiet else None
     )
-    return load_model(args.model, device, allow_pickle=args.allow_pickle, progress=progress)
+    spec = SourceSpec(args.model, device, config, allow_pickle=args.allow_pickle)
+    return open_source(spec, progress=progress)
 
 
 def heads_command(args: argparse.Namespace) -> int:
     if not args.text.strip():
         raise CommandError("the text is empty; give some words to analyse")
+    bound = settings.MAX_TOKENS
+    if not bound.low <= args.max_tokens <= bound.high:
+        raise CommandError(f"--max-tokens ({args.max_tokens}) must be from {bound.low} to {bound.high}")
     try:
-        if args.max_tokens < 1:
-            raise ValueError(f"--max-tokens ({args.max_tokens}) must be at least 1")
-        model = load_cli_model(args)
+        source = load_cli_source(args)
+        record = source.run(args.text, args.max_tokens, keep_qk=False)  # statistics only: no q, k kept
     except (ValueError, ModelUnavailableError) as err:
         raise CommandError(str(err)) from err
-    record = model.run(args.text, args.max_tokens)
-    stats = head_statistics(record.attention, record.mask)
+    stats = record.statistics
     result = {
         "model": record.model_name,
         "implementation": record.implementation,
@@ -79,25 +86,49 @@ def heads_command(args: argparse.Namespace) -> int:
             for row in stats.to_dict("records")
         ],
     }
+    failed = None
     if args.parity:
-        if isinstance(model, EmbeddedModel):
+        try:
+            parity = source.check_parity(args.text, args.max_tokens)
+        except ParityUnsupportedError as err:
             result["parity_max_abs_diff"] = None
-            result["parity_note"] = "the embedded model runs attnviz's own attention; there is no other to compare"
+            result["parity_note"] = str(err)
+        except ModelUnavailableError as err:
+            raise CommandError(f"--parity: {err}") from err
         else:
-            try:
-                parity = reproduce(model, model.encode(args.text, args.max_tokens)[0])
-            except ParityUnsupportedError as err:
-                raise CommandError(f"--parity: {err}") from err
             result["parity_max_abs_diff"] = parity.worst
+            result["parity_tokens"] = int(parity.ours.shape[-1])
+            if not parity.matches:
+                failed = f"parity: max |ours - model| = {parity.worst:.3e} exceeds the tolerance {PARITY_TOLERANCE:g}"
     if args.json:
         print(json.dumps(result, ensure_ascii=False, indent=2))
     else:
         print(f"{record.model_name}: {len(record.tokens)} tokens, {record.n_layer} layers x {record.n_head} heads")
         if record.truncated:
             print(f"(truncated from {record.n_input_tokens} tokens)")
-        if "parity_max_abs_diff" in result and result["parity_max_abs_diff"] is not None:
+        if result.get("parity_max_abs_diff") is not None:
             print(f"parity: max |ours - model| = {result['parity_max_abs_diff']:.3e}")
         print(stats.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    if failed:
+        raise CheckFailedError(failed)
+    return 0
+
+
+def bench_command(args: argparse.Namespace) -> int:
+    """The benchmarks that need no browser: attention paths, and the capture against a plain forward."""
+    from attnviz.bench import capture_benchmark
+    from attnviz.bench_sdpa import describe_setup, run_benchmark
+
+    rows = []
+    if "sdpa" in args.suite:
+        rows += [{"suite": "sdpa", **row} for row in run_benchmark(tokens=args.sdpa_tokens, memory=not args.no_memory)]
+    if "capture" in args.suite:
+        rows += [{"suite": "capture", **row} for row in capture_benchmark(args.capture_tokens, threads=args.threads)]
+    if args.json:
+        print(json.dumps({"setup": describe_setup(), "rows": rows}, indent=2))
+    else:
+        for row in rows:
+            print(json.dumps(row))
     return 0
 
 
@@ -121,15 +152,24 @@ def build_parser() -> argparse.ArgumentParser:
         help="allow a local model whose weights are pickled (*.bin); trust it first",
     )
     heads.add_argument("--quiet", action="store_true", help="no loading progress on stderr")
-    heads.add_argument("--max-tokens", type=int, default=256)
+    heads.add_argument("--max-tokens", type=int, default=settings.MAX_TOKENS.default)
     heads.add_argument("--device", choices=DEVICE_CHOICES, default="auto")
-    heads.add_argument("--d-model", type=int, default=64)
-    heads.add_argument("--n-head", type=int, default=4)
+    heads.add_argument("--d-model", type=int, default=settings.D_MODEL.default)
+    heads.add_argument("--n-head", type=int, default=settings.N_HEAD.default)
     heads.add_argument("--n-kv-head", type=int, default=None)
-    heads.add_argument("--n-layer", type=int, default=2)
-    heads.add_argument("--seed", type=int, default=0)
+    heads.add_argument("--n-layer", type=int, default=settings.N_LAYER.default)
+    heads.add_argument("--seed", type=int, default=settings.SEED.default)
     heads.add_argument("--causal", action="store_true", help="decoder-style causal mask")
     heads.set_defaults(func=heads_command)
+
+    bench = sub.add_parser("bench", help="benchmarks: attention paths, and the capture against a plain forward")
+    bench.add_argument("--json", action="store_true", help="print one JSON object")
+    bench.add_argument("--suite", nargs="+", choices=["sdpa", "capture"], default=["sdpa", "capture"])
+    bench.add_argument("--sdpa-tokens", type=int, nargs="+", default=[512, 2048, 4096])
+    bench.add_argument("--capture-tokens", type=int, nargs="+", default=[2048, 8192])
+    bench.add_argument("--threads", type=int, default=1, help="intra-op threads for the capture suite")
+    bench.add_argument("--no-memory", action="store_true", help="skip the sdpa suite's memory runs")
+    bench.set_defaults(func=bench_command)
     return parser
 
 
@@ -147,3 +187,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CommandError as err:
         print(f"attnviz {args.command}: error: {err}", file=sys.stderr)
         return 2
+    except CheckFailedError as err:
+        print(f"attnviz {args.command}: {err}", file=sys.stderr)
+        return 1

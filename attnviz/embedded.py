@@ -18,45 +18,48 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import Tensor, nn
 
+from attnviz import settings
 from attnviz.attention import MultiHeadAttention, group_size
-from attnviz.masks import causal_mask, pad_row, padding_mask, positions_from_mask
-from attnviz.record import AttentionRecord, BatchRecord, GenerationRecord, LayerQKV
+from attnviz.capture import CaptureSession
+from attnviz.masks import KeyRanges, pad_row, padding_mask, positions_from_mask
+from attnviz.record import AttentionRecord, BatchRecord, GenerationRecord, ModelOutputs
+from attnviz.source import Encoding, GenerationUnsupportedError, ParityUnsupportedError
 from attnviz.tokenizer import Token, tokenize
 
-MAX_D_MODEL = 1024
-MAX_LAYERS = 12
 QK_GAIN = 1.4
 PAD = "[PAD]"
 _BUILD_LOCK = threading.Lock()
-IMPLEMENTATION = "attnviz.attention.scaled_dot_product_attention"
 
 
 @dataclass(frozen=True)
 class EmbeddedConfig:
-    """Size and seed of the embedded model; invalid combinations raise ValueError."""
+    """Size and seed of the embedded model; invalid combinations raise ValueError.
 
-    d_model: int = 64
-    n_head: int = 4
+    Defaults and ranges come from :mod:`attnviz.settings`, which the sidebar and the CLI read too.
+    """
+
+    d_model: int = settings.D_MODEL.default
+    n_head: int = settings.N_HEAD.default
     n_kv_head: int | None = None
-    n_layer: int = 2
-    seed: int = 0
+    n_layer: int = settings.N_LAYER.default
+    seed: int = settings.SEED.default
     causal: bool = False
 
     def __post_init__(self) -> None:
-        if not 2 <= self.d_model <= MAX_D_MODEL or self.d_model % 2:
-            raise ValueError(f"d_model ({self.d_model}) must be an even number from 2 to {MAX_D_MODEL}")
-        if self.n_head < 1:
-            raise ValueError(f"n_head ({self.n_head}) must be at least 1")
+        settings.D_MODEL.check(self.d_model)
+        if self.d_model % 2:
+            raise ValueError(f"d_model ({self.d_model}) must be an even number (sin/cos position pairs)")
+        settings.N_HEAD.check(self.n_head)
         if self.d_model % self.n_head:
             raise ValueError(
                 f"d_model ({self.d_model}) must be divisible by n_head ({self.n_head}); "
                 f"{self.d_model} % {self.n_head} = {self.d_model % self.n_head}"
             )
+        if self.n_kv_head is not None:
+            settings.N_KV_HEAD.check(self.n_kv_head)
         group_size(self.n_head, self.kv_heads)
-        if not 1 <= self.n_layer <= MAX_LAYERS:
-            raise ValueError(f"n_layer ({self.n_layer}) must be from 1 to {MAX_LAYERS}")
-        if self.seed < 0:
-            raise ValueError(f"seed ({self.seed}) must be non-negative")
+        settings.N_LAYER.check(self.n_layer)
+        settings.SEED.check(self.seed)
 
     @property
     def kv_heads(self) -> int:
@@ -92,18 +95,21 @@ class Block(nn.Module):
             nn.Linear(config.d_model, 4 * config.d_model), nn.GELU(), nn.Linear(4 * config.d_model, config.d_model)
         )
 
-    def forward(self, x: Tensor, mask: Tensor | None, on_qkv=None) -> tuple[Tensor, Tensor]:
-        """x (B, T, d_model) -> (B, T, d_model), weights (B, n_head, T, T)."""
+    def forward(self, x: Tensor, mask: Tensor | None = None, attend=None) -> tuple[Tensor, Tensor | None]:
+        """x (B, T, d_model) -> (B, T, d_model), and weights (B, n_head, T, T) unless ``attend`` captures them."""
         h = self.ln_attn(x)
-        attn_out, weights = self.attn(h, h, h, mask=mask, need_weights=True, on_qkv=on_qkv)
+        attn_out, weights = self.attn(h, h, h, mask=mask, need_weights=True, attend=attend)
         x = x + attn_out
         return x + self.mlp(self.ln_mlp(x)), weights
 
 
 class EmbeddedModel(nn.Module):
-    """Seeded embeddings + sinusoidal positions + ``n_layer`` attention blocks."""
+    """Seeded embeddings + sinusoidal positions + ``n_layer`` attention blocks: an :class:`AttentionSource`."""
 
-    name = "embedded default"
+    random_weights = True
+    can_generate = False
+    supports_parity = False
+    implementation = "attnviz.attention.MultiHeadAttention + attnviz.capture (chunked, exact)"
 
     def __init__(self, config: EmbeddedConfig) -> None:
         super().__init__()
@@ -126,96 +132,149 @@ class EmbeddedModel(nn.Module):
         self.eval()
 
     @property
-    def decoder(self) -> bool:
-        return self.config.causal
+    def name(self) -> str:
+        details = ", ".join(f"{k}={v}" for k, v in asdict(self.config).items() if v is not None)
+        return f"embedded default ({details})"
+
+    @property
+    def n_layer(self) -> int:
+        return self.config.n_layer
+
+    @property
+    def n_head(self) -> int:
+        return self.config.n_head
 
     @property
     def n_kv_head(self) -> int:
         return self.config.kv_heads
 
     @property
-    def description(self) -> str:
-        return f"{self.name} ({', '.join(f'{k}={v}' for k, v in asdict(self.config).items() if v is not None)})"
+    def d_model(self) -> int:
+        return self.config.d_model
+
+    @property
+    def head_dim(self) -> int:
+        return self.config.d_model // self.config.n_head
+
+    @property
+    def max_positions(self) -> int:
+        """Sinusoidal positions have no end; the token limit is the bound."""
+        return settings.MAX_TOKENS.high
+
+    @property
+    def causal(self) -> bool:
+        return self.config.causal
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.parameters()).device
+
+    def encode(self, text: str, max_tokens: int, keep: str = "start") -> Encoding:
+        """Tokenise with :func:`attnviz.tokenizer.tokenize` and keep the first (or last) ``max_tokens``."""
+        if max_tokens < 1:
+            raise ValueError(f"max_tokens ({max_tokens}) must be at least 1")
+        tokens = tokenize(text)
+        kept = tokens[:max_tokens] if keep == "start" else tokens[max(0, len(tokens) - max_tokens) :]
+        return Encoding(ids=None, tokens=kept, n_input=len(tokens))
 
     def embed(self, tokens: list[list[str]], positions: Tensor) -> Tensor:
         """Token strings (batch of lists, equal length) and positions (batch, T) -> (batch, T, d_model)."""
         d_model = self.config.d_model
-        device = next(self.parameters()).device
         batch, T = positions.shape
         if T == 0:
-            return torch.zeros(batch, 0, d_model, device=device)
+            return torch.zeros(batch, 0, d_model, device=self.device)
         table = torch.stack(
             [torch.stack([token_embedding(t, d_model, self.config.seed) for t in row]) for row in tokens]
         )  # (batch, T, d_model)
         pe = sinusoidal_positions(int(positions.max()) + 1, d_model)[positions]  # (batch, T, d_model)
-        return (table + pe).to(device)
+        return (table + pe).to(self.device)
 
-    def _attend(self, x: Tensor, mask: Tensor | None, on_qkv=None) -> Tensor:
-        """x (batch, T, d_model) through every block -> attention (batch, n_layer, n_head, T, T)."""
-        layers = []
+    def _capture(self, x: Tensor, keys: list[KeyRanges], keep_qk: bool) -> tuple[CaptureSession, Tensor]:
+        """x (B, T, d_model) through every block, attention captured per sequence -> the session, final x."""
+        session = CaptureSession(x.shape[0], x.shape[1], self.n_layer * self.n_head, keep_qk)
+        scale = 1.0 / math.sqrt(self.head_dim)
+
+        def attend(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+            return session.attend(q, k, v, keys, scale)
+
         for block in self.blocks:
-            x, weights = block(x, mask, on_qkv)
-            layers.append(weights)  # (batch, n_head, T, T)
-        return torch.stack(layers, dim=1).float().cpu()
+            x, _ = block(x, attend=attend)
+        return session, x
+
+    def _keys(self, length: int, start: int = 0, end: int | None = None) -> KeyRanges:
+        """The mask of a row of ``length`` whose real tokens are start..end-1: causal or not, pads never seen."""
+        end = length if end is None else end
+        if self.causal:
+            return KeyRanges.causal(length, start=start, end=end)
+        return KeyRanges.span(length, start, end)
 
     @torch.no_grad()
-    def run(self, text: str, max_tokens: int, with_qkv: bool = False) -> AttentionRecord:
-        """Tokenize, truncate to ``max_tokens`` and record every layer's attention."""
-        if max_tokens < 1:
-            raise ValueError(f"max_tokens ({max_tokens}) must be at least 1")
-        all_tokens = tokenize(text)
-        tokens = all_tokens[:max_tokens]
-        T = len(tokens)
-        device = next(self.parameters()).device
-        x = self.embed([[t.text for t in tokens]], torch.arange(T)[None])  # (1, T, d_model)
-        mask = causal_mask(T, device=device) if self.config.causal else None  # (T, T)
-        qkv: list[LayerQKV] = []
-
-        def keep(q: Tensor, k: Tensor, v: Tensor) -> None:
-            qkv.append(LayerQKV(q[0].float().cpu(), k[0].float().cpu(), v[0].float().cpu()))
-
-        if T:
-            attention = self._attend(x, mask, keep if with_qkv else None)[0]  # (n_layer, n_head, T, T)
-        else:
-            attention = torch.zeros(len(self.blocks), self.config.n_head, 0, 0)
+    def run(self, text: str, max_tokens: int, *, keep_qk: bool = True) -> AttentionRecord:
+        """Tokenise, truncate to ``max_tokens`` and capture every layer's attention."""
+        encoding = self.encode(text, max_tokens)
+        T = len(encoding.tokens)
+        x = self.embed([[t.text for t in encoding.tokens]], torch.arange(T)[None])  # (1, T, d_model)
+        session, x = self._capture(x, [self._keys(T)], keep_qk)
         return AttentionRecord(
-            model_name=self.description,
-            tokens=tokens,
-            attention=attention,
-            n_kv_head=self.config.kv_heads,
-            causal=self.config.causal,
-            implementation=IMPLEMENTATION,
-            n_input_tokens=len(all_tokens),
-            mask=None if mask is None else mask.cpu(),
-            qkv=qkv if with_qkv else None,
+            model_name=self.name,
+            tokens=encoding.tokens,
+            layers=session.layers[0],
+            n_kv_head=self.n_kv_head,
+            causal=self.causal,
+            implementation=self.implementation,
+            n_input_tokens=encoding.n_input,
+            random_weights=True,
+            outputs=ModelOutputs(hidden=x[0].float().cpu()),
         )
 
     @torch.no_grad()
+    def reference_weights(self, text: str, max_tokens: int) -> Tensor:
+        """Every weight from the inspectable path (no capture): (n_layer, n_head, T, T). Short inputs only."""
+        tokens = self.encode(text, min(max_tokens, settings.PARITY_TOKENS)).tokens
+        T = len(tokens)
+        x = self.embed([[t.text for t in tokens]], torch.arange(T)[None])
+        mask = self._keys(T).dense().to(self.device)
+        layers = []
+        for block in self.blocks:
+            x, weights = block(x, mask)
+            layers.append(weights[0])  # (n_head, T, T)
+        return torch.stack(layers).float().cpu()
+
+    @torch.no_grad()
     def run_batch(self, texts: list[str], max_tokens: int, side: str = "right") -> BatchRecord:
-        """Several texts padded to one length on ``side``, masked with ``padding_mask``."""
-        all_tokens = [tokenize(t) for t in texts]
-        rows = [tokens[:max_tokens] for tokens in all_tokens]
+        """Several texts padded to one length on ``side``; pads are kept out of every real row."""
+        encodings = [self.encode(t, max_tokens) for t in texts]
+        rows = [e.tokens for e in encodings]
         lengths = [len(r) for r in rows]
         T = max(lengths)
         key_mask = padding_mask(lengths, T, side=side)[:, 0, 0]  # (batch, T)
         pad = Token(PAD, 0, 0, special=True, pad=True, raw=PAD)
         token_rows = [pad_row(r, T, pad, side) for r in rows]
         x = self.embed([[t.text for t in r] for r in token_rows], positions_from_mask(key_mask))
-        mask = key_mask[:, None, None, :]  # (batch, 1, 1, T)
-        if self.config.causal:
-            mask = mask & causal_mask(T)
-        attention = self._attend(x, mask.to(x.device))  # (batch, n_layer, n_head, T, T)
-        return BatchRecord.build(
-            model_name=self.description,
-            token_rows=token_rows,
-            attention=attention,
-            key_mask=key_mask,
-            causal=self.config.causal,
-            n_kv_head=self.config.kv_heads,
-            implementation=IMPLEMENTATION,
-            n_input_tokens=[len(t) for t in all_tokens],
-            side=side,
-        )
+        spans = [(0, n) if side == "right" else (T - n, T) for n in lengths]
+        session, x = self._capture(x, [self._keys(T, start, end) for start, end in spans], keep_qk=True)
+        records = [
+            AttentionRecord(
+                model_name=self.name,
+                tokens=tokens,
+                layers=layers,
+                n_kv_head=self.n_kv_head,
+                causal=self.causal,
+                implementation=self.implementation,
+                n_input_tokens=encoding.n_input,
+                random_weights=True,
+                outputs=ModelOutputs(hidden=hidden.float().cpu()),
+            )
+            for tokens, layers, encoding, hidden in zip(token_rows, session.layers, encodings, x, strict=True)
+        ]
+        return BatchRecord(records=records, key_mask=key_mask, side=side)
 
     def generate(self, prompt: str, n_new: int, max_tokens: int) -> GenerationRecord:
-        raise ValueError("the embedded model has no language-model head; pick a decoder such as SmolLM2 to generate")
+        raise GenerationUnsupportedError(
+            "the embedded model has no language-model head; pick a decoder such as SmolLM2 to generate"
+        )
+
+    def check_parity(self, text: str, max_tokens: int):
+        raise ParityUnsupportedError(
+            "the embedded model runs attnviz's own attention, so there is no other implementation to compare it with"
+        )

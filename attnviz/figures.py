@@ -15,6 +15,8 @@ Masked cells (may-not-attend) are NaN and show as the grey plot background.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
@@ -22,6 +24,9 @@ import torch
 import torch.nn.functional as F
 from plotly.colors import sample_colorscale
 from torch import Tensor
+
+from attnviz.parity import PARITY_TOLERANCE
+from attnviz.record import head_label
 
 BASE_SCALE = "Viridis"
 MASKED_COLOR = "#d4d4d4"
@@ -123,29 +128,35 @@ def grid_tile_size(n_layer: int, n_col: int, seq_len: int) -> int:
 
 
 def make_head_grid_figure(
-    attention: Tensor,
+    maps: Tensor,
     *,
+    mean: Tensor | None = None,
     gamma: float = 1.0,
     with_mean: bool = True,
     tile: int | None = None,
 ) -> go.Figure:
-    """The layer x head grid: attention (n_layer, n_head, q_len, k_len) -> one mosaic heatmap.
+    """The layer x head grid: maps (n_layer, n_head, q, k) -> one mosaic heatmap.
 
-    Each tile is one head, max-pooled to ``tile`` cells a side and sent as uint8.
-    With ``with_mean`` a last column shows the mean over the layer's heads.
+    ``maps`` are full weights or a capture's pooled maps (NaN where masked, drawn
+    as 0). Each tile is one head, max-pooled to ``tile`` cells a side and sent as
+    uint8. With ``with_mean`` a last column shows the mean over the layer's heads:
+    ``mean`` (n_layer, q, k) when given (a capture's max-pooled mean), else the
+    mean of ``maps``.
     """
-    if attention.ndim != 4:
-        raise ValueError(f"attention must be (n_layer, n_head, q_len, k_len), got {tuple(attention.shape)}")
-    n_layer, n_head, q_len, k_len = attention.shape
+    if maps.ndim != 4:
+        raise ValueError(f"maps must be (n_layer, n_head, q_len, k_len), got {tuple(maps.shape)}")
+    n_layer, n_head, q_len, k_len = maps.shape
+    maps = maps.nan_to_num(0.0)
     if with_mean:
-        attention = torch.cat([attention, attention.mean(dim=1, keepdim=True)], dim=1)  # (L, H + 1, q, k)
-    n_col = attention.shape[1]
+        mean = maps.mean(dim=1) if mean is None else mean.nan_to_num(0.0)
+        maps = torch.cat([maps, mean[:, None]], dim=1)  # (L, H + 1, q, k)
+    n_col = maps.shape[1]
     tile = tile or grid_tile_size(n_layer, n_col, max(q_len, k_len, 1))
-    tiles = thumbnail(attention, tile)  # (L, n_col, th, tw)
+    tiles = thumbnail(maps, tile)  # (L, n_col, th, tw)
     th, tw = tiles.shape[-2:]
     mosaic = tiles.permute(0, 2, 1, 3).reshape(n_layer * th, n_col * tw)  # (L * th, n_col * tw)
     z = quantize_weights(mosaic, gamma)
-    col_names = [f"H{h}" for h in range(n_head)] + (["mean"] if with_mean else [])
+    col_names = [head_label(h) for h in range(n_head)] + (["mean"] if with_mean else [])
     fig = go.Figure(
         go.Heatmap(
             z=z,
@@ -196,7 +207,7 @@ def make_head_stats_figure(stats: pd.DataFrame, metric: str) -> go.Figure:
     fig = go.Figure(
         go.Heatmap(
             z=table.to_numpy(dtype=np.float32),
-            x=[f"H{h}" for h in table.columns],
+            x=[head_label(h) for h in table.columns],
             y=[f"L{layer}" for layer in table.index],
             customdata=flags.to_numpy(),
             colorscale="Cividis",
@@ -240,19 +251,30 @@ def make_padding_mask_figure(key_mask: Tensor, token_rows: list[list[str]]) -> g
     return fig
 
 
-def make_parity_figure(max_abs_diff: Tensor, tolerance: float = 1e-5) -> go.Figure:
-    """Largest |ours - model| for every head: (n_layer, n_head) on a log colour scale."""
+def parity_colorscale(zmin: float, zmax: float, tolerance: float) -> list[list]:
+    """Green below the tolerance, pale at it, red at ``zmax``, over log10 differences in [zmin, zmax]."""
+    at = (np.log10(tolerance) - zmin) / (zmax - zmin)
+    return [[0.0, "#1a9850"], [float(np.clip(at, 0.0, 1.0)), "#d9ef8b"], [1.0, "#d73027"]]
+
+
+def make_parity_figure(max_abs_diff: Tensor, tolerance: float = PARITY_TOLERANCE) -> go.Figure:
+    """Largest |ours - model| for every head: (n_layer, n_head) on a log colour scale.
+
+    The scale runs from 1e-12 to the worst difference (at least 1e-3), and the
+    pale stop sits exactly at the tolerance whatever that top is.
+    """
     diff = max_abs_diff.double().clamp_min(1e-12).log10().numpy()  # (n_layer, n_head)
     n_layer, n_head = diff.shape
+    zmin, zmax = -12.0, max(-3.0, float(diff.max()))
     fig = go.Figure(
         go.Heatmap(
             z=diff.astype(np.float32),
-            x=[f"H{h}" for h in range(n_head)],
+            x=[head_label(h) for h in range(n_head)],
             y=[f"L{layer}" for layer in range(n_layer)],
             customdata=max_abs_diff.numpy().astype(np.float32),
-            zmin=-12,
-            zmax=max(-3.0, float(diff.max())),
-            colorscale=[[0.0, "#1a9850"], [(np.log10(tolerance) + 12) / 9, "#d9ef8b"], [1.0, "#d73027"]],
+            zmin=zmin,
+            zmax=zmax,
+            colorscale=parity_colorscale(zmin, zmax, tolerance),
             colorbar={"title": {"text": "log10 diff"}, "thickness": 14},
             hovertemplate="%{y} %{x}<br>max |ours − model| %{customdata:.2e}<extra></extra>",
         )
@@ -262,5 +284,205 @@ def make_parity_figure(max_abs_diff: Tensor, tolerance: float = 1e-5) -> go.Figu
         margin={"l": 10, "r": 10, "t": 30, "b": 10},
         yaxis={"autorange": "reversed", "type": "category"},
         xaxis={"type": "category", "side": "top"},
+    )
+    return fig
+
+
+def _bin_centres(n_bins: int, bin_size: int, length: int) -> np.ndarray:
+    """Token-index centre of each pooled bin, so a bin spans its tokens on a numeric axis."""
+    starts = np.arange(n_bins) * bin_size
+    ends = np.minimum(starts + bin_size, length) - 1
+    return ((starts + ends) / 2).astype(np.float32)
+
+
+def make_pooled_head_figure(
+    pooled: Tensor,
+    bin_size: int,
+    q_len: int,
+    k_len: int,
+    *,
+    title: str = "",
+    gamma: float = 1.0,
+    kind: str = "max",
+) -> go.Figure:
+    """A long head at display resolution: pooled (P, Pk) -> heatmap on token-index axes.
+
+    Each cell covers ``bin_size`` x ``bin_size`` tokens and shows their max (or
+    mean) weight; NaN cells (nothing visible) are grey. The axes are token
+    indices, so a box selection reads directly as a range of queries and keys.
+    """
+    z = pooled.float().cpu().numpy().astype(np.float32)  # (P, Pk)
+    fig = go.Figure(
+        go.Heatmap(
+            z=z,
+            x=_bin_centres(z.shape[1], bin_size, k_len),
+            y=_bin_centres(z.shape[0], bin_size, q_len),
+            zmin=0.0,
+            zmax=1.0,
+            colorscale=weight_colorscale(gamma),
+            colorbar=weight_colorbar(gamma),
+            hovertemplate=f"queries ≈ %{{y:.0f}}<br>keys ≈ %{{x:.0f}}<br>{kind} weight over {bin_size}×{bin_size} "
+            "tokens %{z:.5f}<extra></extra>",
+            hoverongaps=False,
+        )
+    )
+    fig.update_layout(
+        title={"text": title, "y": 0.99, "yanchor": "top"},
+        height=720,
+        plot_bgcolor=MASKED_COLOR,
+        dragmode="select",
+        margin={"l": 10, "r": 10, "t": 60, "b": 10},
+        xaxis={"title": {"text": "key position"}, "side": "top", "range": [-0.5, k_len - 0.5], "constrain": "domain"},
+        yaxis={
+            "title": {"text": "query position"},
+            "range": [q_len - 0.5, -0.5],
+            "scaleanchor": "x",
+            "constrain": "domain",
+        },
+    )
+    return fig
+
+
+def make_row_figure(weights: Tensor, labels: list[str], *, visible: Tensor | None = None, title: str = "") -> go.Figure:
+    """One query row at full resolution: weights (k_len,) over the keys, masked keys left out."""
+    w = weights.float().cpu()
+    if visible is not None:
+        w = w.masked_fill(~visible.cpu(), float("nan"))
+    fig = go.Figure(
+        go.Scatter(
+            x=np.arange(len(labels), dtype=np.int32),
+            y=w.numpy().astype(np.float32),
+            text=labels,
+            mode="lines",
+            line={"width": 1},
+            fill="tozeroy",
+            hovertemplate="key %{text}<br>weight %{y:.5f}<extra></extra>",
+        )
+    )
+    fig.update_layout(
+        title={"text": title},
+        height=320,
+        margin={"l": 10, "r": 10, "t": 40, "b": 10},
+        xaxis={"title": {"text": "key position"}},
+        yaxis={"title": {"text": "weight"}, "rangemode": "tozero"},
+    )
+    return fig
+
+
+COST_COLORS = {"naive": "#d62728", "fused": "#1f77b4", "chunked": "#2ca02c"}
+
+
+def make_cost_figure(
+    rows: list[dict],
+    metric: str,
+    titles: dict[str, str],
+    *,
+    predicted: list[tuple[int, float]] | None = None,
+    limit: int | None = None,
+) -> go.Figure:
+    """Time or memory against n on log-log axes, one line per path.
+
+    rows: {"path", "tokens", metric}; ``predicted`` draws the naive path's n² memory
+    beyond what was run (dotted), and ``limit`` marks where it stops fitting.
+    """
+    fig = go.Figure()
+    for path, title in titles.items():
+        mine = sorted((r for r in rows if r["path"] == path), key=lambda r: r["tokens"])
+        if mine:
+            fig.add_trace(
+                go.Scatter(
+                    x=[r["tokens"] for r in mine],
+                    y=[max(r[metric], 1e-3) for r in mine],
+                    name=title,
+                    mode="lines+markers",
+                    line={"color": COST_COLORS.get(path)},
+                )
+            )
+    if predicted:
+        fig.add_trace(
+            go.Scatter(
+                x=[n for n, _ in predicted],
+                y=[mb for _, mb in predicted],
+                name="naive, predicted (2 · n_head · n² floats)",
+                mode="lines",
+                line={"color": COST_COLORS["naive"], "dash": "dot"},
+            )
+        )
+    if limit:
+        fig.add_vline(x=limit, line={"color": COST_COLORS["naive"], "dash": "dash"})
+        fig.add_annotation(
+            x=math.log10(limit),
+            y=1,
+            yref="paper",
+            text=f"naive stops fitting: n ≈ {limit:,}",
+            showarrow=False,
+            xanchor="right",
+            yanchor="top",
+        )
+    fig.update_layout(
+        height=420,
+        margin={"l": 10, "r": 10, "t": 30, "b": 10},
+        xaxis={"type": "log", "title": {"text": "tokens n"}},
+        yaxis={"type": "log", "title": {"text": "seconds" if metric == "seconds" else "peak memory (MB)"}},
+        legend={"orientation": "h", "y": -0.2},
+    )
+    return fig
+
+
+def make_tiling_figure(steps: list, exact: Tensor) -> go.Figure:
+    """Online softmax on one query row: each key block's scores, and the running max and normaliser after it.
+
+    exact: (k_len,) the row's weights from a plain softmax; the tiled result's
+    weights exp(s - m) / l use the final m and l and land on it exactly.
+    """
+    from plotly.subplots import make_subplots
+
+    fig = make_subplots(
+        rows=2,
+        cols=1,
+        shared_xaxes=True,
+        vertical_spacing=0.08,
+        subplot_titles=("scores, one key block at a time", "weights: tiled (bars) and exact (line)"),
+    )
+    m_final, l_final = steps[-1].m, steps[-1].l
+    for i, step in enumerate(steps):
+        keys = list(range(*step.block))
+        fig.add_trace(
+            go.Bar(
+                x=keys,
+                y=step.scores.numpy().astype(np.float32),
+                name=f"block {i}: m={step.m:.2f}, l={step.l:.2f}",
+                hovertemplate="key %{x}: score %{y:.3f}<extra></extra>",
+            ),
+            row=1,
+            col=1,
+        )
+        tiled = torch.exp(step.scores - m_final) / l_final
+        fig.add_trace(
+            go.Bar(
+                x=keys,
+                y=tiled.numpy().astype(np.float32),
+                showlegend=False,
+                hovertemplate="key %{x}: weight %{y:.5f}<extra></extra>",
+            ),
+            row=2,
+            col=1,
+        )
+    fig.add_trace(
+        go.Scatter(
+            x=list(range(len(exact))),
+            y=exact.numpy().astype(np.float32),
+            mode="lines+markers",
+            name="plain softmax",
+            line={"color": "black"},
+        ),
+        row=2,
+        col=1,
+    )
+    fig.update_layout(
+        height=520,
+        margin={"l": 10, "r": 10, "t": 40, "b": 10},
+        barmode="overlay",
+        legend={"orientation": "h", "y": -0.12},
     )
     return fig

@@ -98,9 +98,17 @@ def head_statistics(attention: Tensor, mask: Tensor | None = None, offset: int |
         attention = attention[None]
     if attention.ndim != 4:
         raise ValueError(f"attention must be (n_layer, n_head, q_len, k_len), got {tuple(attention.shape)}")
-    n_layer, n_head = attention.shape[:2]
-    rows = row_statistics(attention, mask, offset)
-    means = {name: torch.nanmean(value, dim=-1) for name, value in rows.items()}  # (n_layer, n_head)
+    return summarize_rows(row_statistics(attention, mask, offset))
+
+
+def summarize_rows(rows: dict[str, Tensor]) -> pd.DataFrame:
+    """Per-row statistics {name: (n_layer, n_head, q_len)}, NaN on rows left out -> one row per head.
+
+    Each of :data:`STAT_COLUMNS` is averaged over the rows that are not NaN; a
+    head with no such row gets NaN and no flags.
+    """
+    n_layer, n_head = rows["entropy"].shape[:2]
+    means = {name: torch.nanmean(rows[name].float(), dim=-1) for name in STAT_COLUMNS}  # (n_layer, n_head)
     frame = pd.DataFrame(
         {
             "layer": [layer for layer in range(n_layer) for _ in range(n_head)],
@@ -110,6 +118,14 @@ def head_statistics(attention: Tensor, mask: Tensor | None = None, offset: int |
     )
     frame["flags"] = [", ".join(head_flags(row)) for row in frame.to_dict("records")]
     return frame
+
+
+def describe_flags() -> str:
+    """The flag rules in words, with the thresholds this module applies."""
+    return (
+        f"uniform (entropy_norm ≥ {UNIFORM_ENTROPY_NORM:g}), saturated (max weight ≥ {SATURATED_MAX_WEIGHT:g}), "
+        f"sink (≥ {SINK_FIRST_TOKEN:g} on the first token), previous-token (≥ {PREVIOUS_TOKEN:g} on the previous token)"
+    )
 
 
 def head_flags(stats: dict[str, float]) -> list[str]:

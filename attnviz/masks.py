@@ -13,6 +13,7 @@ query ``i`` sits at absolute position ``offset + i`` with ``offset = k_len - q_l
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
@@ -114,3 +115,129 @@ def visible_keys(mask: Tensor | None, q_len: int, k_len: int) -> Tensor:
         mask = ~torch.isneginf(mask)
     mask = mask.expand(*mask.shape[:-2], q_len, k_len)
     return mask.sum(dim=-1)  # (..., q_len)
+
+
+@dataclass(frozen=True, eq=False)
+class KeyRanges:
+    """The mask a layer really applied, in O(q_len) memory: query ``i`` may attend to keys ``lo[i] .. hi[i] - 1``.
+
+    One contiguous run of keys per query covers every mask a real model applies
+    to one sequence: none (all keys), causal, a sliding window, left or right
+    padding with or without causality, a bidirectional prefix (prefix-LM) and
+    packed documents. A row with ``lo >= hi`` sees nothing (a fully masked row).
+    Storing two integers per query instead of a (q_len, k_len) matrix is what
+    lets an 8,192-token capture keep every layer's mask.
+
+    lo, hi: (q_len,) int64; k_len: the number of keys.
+    """
+
+    lo: Tensor
+    hi: Tensor
+    k_len: int
+
+    def __post_init__(self) -> None:
+        if self.lo.shape != self.hi.shape or self.lo.ndim != 1:
+            raise ValueError(f"lo {tuple(self.lo.shape)} and hi {tuple(self.hi.shape)} must be equal 1-D shapes")
+
+    @classmethod
+    def full(cls, q_len: int, k_len: int | None = None) -> KeyRanges:
+        """Every query sees every key (an encoder without padding)."""
+        k_len = q_len if k_len is None else k_len
+        return cls(torch.zeros(q_len, dtype=torch.long), torch.full((q_len,), k_len, dtype=torch.long), k_len)
+
+    @classmethod
+    def span(cls, q_len: int, start: int, end: int, k_len: int | None = None) -> KeyRanges:
+        """Every query sees keys ``start .. end - 1`` (an encoder row padded outside that span)."""
+        k_len = q_len if k_len is None else k_len
+        return cls(torch.full((q_len,), start, dtype=torch.long), torch.full((q_len,), end, dtype=torch.long), k_len)
+
+    @classmethod
+    def causal(
+        cls, q_len: int, k_len: int | None = None, window: int | None = None, start: int = 0, end: int | None = None
+    ) -> KeyRanges:
+        """Causal (bottom-right aligned, as :func:`causal_mask`), optionally within a sliding ``window``.
+
+        ``start``/``end`` restrict the keys to the real tokens ``start .. end - 1`` of a padded row.
+        """
+        k_len = q_len if k_len is None else k_len
+        offset = _offset(q_len, k_len, None)
+        q_pos = torch.arange(q_len) + offset  # (q_len,)
+        lo = torch.full((q_len,), start, dtype=torch.long)
+        if window is not None:
+            if window < 1:
+                raise ValueError(f"window ({window}) must be >= 1")
+            lo = torch.maximum(lo, q_pos - window + 1)
+        hi = torch.clamp(q_pos + 1, max=k_len if end is None else end)
+        return cls(lo, hi, k_len)
+
+    @classmethod
+    def from_mask(cls, mask: Tensor) -> KeyRanges:
+        """Read a bool (q_len, k_len) "may attend" mask; ValueError if a row's keys are not one run."""
+        if mask.dtype != torch.bool or mask.ndim != 2:
+            raise ValueError(f"expected a bool (q_len, k_len) mask, got {mask.dtype} {tuple(mask.shape)}")
+        q_len, k_len = mask.shape
+        count = mask.sum(dim=-1)  # (q_len,)
+        lo = mask.long().argmax(dim=-1)  # first True (0 for an empty row)
+        lo = torch.where(count > 0, lo, torch.zeros_like(lo))
+        hi = lo + count
+        ranges = cls(lo.cpu(), hi.cpu(), k_len)
+        if not torch.equal(ranges.block(0, q_len).to(mask.device), mask):
+            bad = int((ranges.block(0, q_len).to(mask.device) != mask).any(dim=-1).nonzero()[0, 0])
+            raise ValueError(f"row {bad} of the mask is not one contiguous run of keys")
+        return ranges
+
+    @property
+    def q_len(self) -> int:
+        return self.lo.shape[0]
+
+    def visible(self) -> Tensor:
+        """How many keys each query sees: (q_len,)."""
+        return (self.hi - self.lo).clamp_min(0)
+
+    def block(self, r0: int, r1: int, c0: int = 0, c1: int | None = None) -> Tensor:
+        """The dense mask of rows r0..r1-1 and keys c0..c1-1: bool (r1 - r0, c1 - c0)."""
+        c1 = self.k_len if c1 is None else c1
+        keys = torch.arange(c0, c1)[None, :]  # (1, c1 - c0)
+        return (keys >= self.lo[r0:r1, None]) & (keys < self.hi[r0:r1, None])
+
+    def dense(self) -> Tensor:
+        """The whole mask, bool (q_len, k_len): only for small inputs."""
+        return self.block(0, self.q_len)
+
+    def rows(self, r0: int, r1: int) -> KeyRanges:
+        """The ranges of rows r0..r1-1 (same keys)."""
+        return KeyRanges(self.lo[r0:r1], self.hi[r0:r1], self.k_len)
+
+    def key_span(self, r0: int, r1: int) -> tuple[int, int]:
+        """The keys any of rows r0..r1-1 may see, as one range (c0, c1); (0, 0) when none."""
+        live = self.hi[r0:r1] > self.lo[r0:r1]
+        if not bool(live.any()):
+            return 0, 0
+        return int(self.lo[r0:r1][live].min()), int(self.hi[r0:r1][live].max())
+
+    def is_causal(self) -> bool:
+        """No query sees a key after its own position (bottom-right aligned)."""
+        q_pos = torch.arange(self.q_len) + (self.k_len - self.q_len)
+        live = self.hi > self.lo
+        return bool((self.hi[live] <= q_pos[live] + 1).all())
+
+    def equals(self, other: KeyRanges) -> bool:
+        """The same mask (empty rows compare equal whatever their lo)."""
+        if self.k_len != other.k_len or self.q_len != other.q_len:
+            return False
+        a, b = self.visible() > 0, other.visible() > 0
+        return bool(torch.equal(a, b) and torch.equal(self.lo[a], other.lo[a]) and torch.equal(self.hi[a], other.hi[a]))
+
+    def describe(self) -> str:
+        """A short name for what this mask is: "no mask", "causal", "sliding window of 4", "custom"."""
+        n = self.q_len
+        if n == 0:
+            return "no mask"
+        if self.equals(KeyRanges.full(n, self.k_len)):
+            return "no mask (every key)"
+        if self.equals(KeyRanges.causal(n, self.k_len)):
+            return "causal"
+        window = int(self.visible().max())
+        if window < self.k_len and self.equals(KeyRanges.causal(n, self.k_len, window=window)):
+            return f"causal, sliding window of {window}"
+        return "causal, custom" if self.is_causal() else "custom"

@@ -6,7 +6,11 @@ entered that layer's attention (captured with a forward pre-hook), and its
 weights are compared with the model's own eager attention weights.
 
 Supported families: BERT-style encoders (separate query/key/value projections
-with bias) and Llama-style decoders (q/k/v/o projections, RoPE, GQA).
+with bias) and Llama-style decoders (q/k/v/o projections, RoPE, GQA). Our
+layers get the mask each real layer applied (causal, a sliding window, padding),
+read from the reference pass, so a model's quirks are compared, not assumed.
+The reference holds every weight of every layer, so parity reads at most
+:data:`PARITY_MAX_TOKENS` tokens.
 """
 
 from __future__ import annotations
@@ -18,34 +22,45 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor, nn
 
+from attnviz import settings
 from attnviz.attention import MultiHeadAttention, PositionRotation
-from attnviz.masks import causal_mask
-from attnviz.record import LayerQKV
 from attnviz.rope import apply_rope, rope_rotation
+from attnviz.source import ParityUnsupportedError
 
 if TYPE_CHECKING:
-    from attnviz.hf_models import HFModel
+    from attnviz.hf_source import HFSource
 
 BERT_STYLE = {"bert", "roberta", "xlm-roberta", "camembert", "electra"}
 LLAMA_STYLE = {"llama", "mistral", "qwen2"}
+PARITY_TOLERANCE = 1e-5  # float32: the largest |ours - model| over every weight that counts as equal
+PARITY_MAX_TOKENS = settings.PARITY_TOKENS
 
 
-class ParityUnsupportedError(ValueError):
-    """The model's architecture is not one our layers can reproduce."""
+def supports(config) -> bool:
+    """Whether our layers can reproduce this model family's attention."""
+    return config.model_type in BERT_STYLE | LLAMA_STYLE
 
 
-@dataclass
+@dataclass(eq=False)
 class Parity:
-    """ours and theirs: (n_layer, n_head, T, T); max_abs_diff: (n_layer, n_head)."""
+    """ours and theirs: (n_layer, n_head, T, T); max_abs_diff: (n_layer, n_head); masks: each layer's, described."""
 
     ours: Tensor
     theirs: Tensor
     max_abs_diff: Tensor
-    qkv: list[LayerQKV]
+    masks: list[str]
 
     @property
     def worst(self) -> float:
         return float(self.max_abs_diff.max()) if self.max_abs_diff.numel() else 0.0
+
+    @property
+    def matches(self) -> bool:
+        return self.worst <= PARITY_TOLERANCE
+
+    @property
+    def nbytes(self) -> int:
+        return (self.ours.numel() + self.theirs.numel()) * 4
 
 
 def _copy_linear(dst: nn.Linear, src: nn.Linear) -> None:
@@ -75,7 +90,7 @@ def _model_rotation(rotary: nn.Module) -> PositionRotation:
     return rotate
 
 
-def our_layers(hf: HFModel) -> tuple[list[nn.Module], list[MultiHeadAttention], PositionRotation | None]:
+def our_layers(hf: HFSource) -> tuple[list[nn.Module], list[MultiHeadAttention], PositionRotation | None]:
     """The model's attention modules and our copies of them, plus the RoPE hook (decoders)."""
     config = hf.config
     model_type = config.model_type
@@ -128,8 +143,10 @@ def our_layers(hf: HFModel) -> tuple[list[nn.Module], list[MultiHeadAttention], 
 
 
 @torch.no_grad()
-def reproduce(hf: HFModel, ids: list[int]) -> Parity:
-    """Run our layers on the inputs each real attention layer saw; compare every head."""
+def reproduce(hf: HFSource, ids: list[int]) -> Parity:
+    """Run our layers on the inputs and masks each real attention layer saw; compare every head."""
+    if len(ids) > PARITY_MAX_TOKENS:
+        raise ValueError(f"parity reads at most {PARITY_MAX_TOKENS} tokens, not {len(ids)}")
     theirs_modules, ours, rotate = our_layers(hf)
     captured: list[Tensor] = []
     owner = threading.get_ident()
@@ -141,24 +158,15 @@ def reproduce(hf: HFModel, ids: list[int]) -> Parity:
 
     hooks = [m.register_forward_pre_hook(grab, with_kwargs=True) for m in theirs_modules]
     try:
-        input_ids = torch.tensor([ids], device=hf.device)  # (1, T)
-        out = hf._forward(input_ids, torch.ones_like(input_ids))
+        theirs_w, keys = hf.reference_pass(ids)  # (n_layer, n_head, T, T), each layer's mask
     finally:
         for hook in hooks:
             hook.remove()
-    T = len(ids)
-    mask = causal_mask(T, device=hf.device) if hf.decoder else None
-    mine, qkv = [], []
-
-    def keep(q: Tensor, k: Tensor, v: Tensor) -> None:
-        qkv.append(LayerQKV(q[0].float().cpu(), k[0].float().cpu(), v[0].float().cpu()))
-
-    for module, mha, hidden in zip(theirs_modules, ours, captured, strict=True):
-        _, weights = mha(
-            hidden, hidden, hidden, mask=mask, rotate=rotate, scale=getattr(module, "scaling", None), on_qkv=keep
-        )
+    mine = []
+    for module, mha, hidden, layer_keys in zip(theirs_modules, ours, captured, keys, strict=True):
+        mask = layer_keys.dense().to(hidden.device)  # (T, T): what the model's own layer applied
+        _, weights = mha(hidden, hidden, hidden, mask=mask, rotate=rotate, scale=getattr(module, "scaling", None))
         mine.append(weights[0])  # (n_head, T, T)
     ours_w = torch.stack(mine).float().cpu()  # (n_layer, n_head, T, T)
-    theirs_w = torch.stack([a[0] for a in out.attentions]).float().cpu()
-    diff = (ours_w - theirs_w).abs().amax(dim=(-2, -1)) if T else torch.zeros(ours_w.shape[:2])
-    return Parity(ours=ours_w, theirs=theirs_w, max_abs_diff=diff, qkv=qkv)
+    diff = (ours_w - theirs_w).abs().amax(dim=(-2, -1)) if len(ids) else torch.zeros(ours_w.shape[:2])
+    return Parity(ours=ours_w, theirs=theirs_w, max_abs_diff=diff, masks=[k.describe() for k in keys])

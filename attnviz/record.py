@@ -3,148 +3,234 @@
 Every source (the embedded default, a Hugging Face encoder or decoder, a local
 directory) turns text into an :class:`AttentionRecord`; every page reads only
 records. So a page written once works with every model.
+
+A record holds what :mod:`attnviz.capture` kept for each layer, never the full
+(n_layer, n_head, T, T) weights: per-row statistics, pooled maps, the mask each
+layer applied, and q and k, from which any head (or any window of one) comes
+back at full resolution on demand. It is read-only once built, so a cache can
+hand the same object to every rerun without copying it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import functools
+import math
+from dataclasses import dataclass, field
 
+import pandas as pd
 import torch
 from torch import Tensor
 
+from attnviz.capture import FULL_VIEW_TOKENS, WINDOW_CELLS, LayerCapture, weights_window
+from attnviz.head_stats import summarize_rows
+from attnviz.masks import KeyRanges
 from attnviz.tokenizer import Token
 
+Head = int | str  # a head index, or "mean" for the mean over the layer's heads
 
-@dataclass
-class LayerQKV:
-    """One layer's projected queries, keys and values for a single sequence.
 
-    q: (n_head, q_len, head_dim); k, v: (n_kv_head, k_len, head_dim), after any
-    position rotation, i.e. exactly what went into the softmax.
+def head_label(head: Head) -> str:
+    """How a head is named everywhere: "H3", or "mean over heads"."""
+    return "mean over heads" if head == "mean" else f"H{head}"
+
+
+@dataclass(frozen=True)
+class ModelOutputs:
+    """What the model computed from the same pass as the attention, so pages never rerun it.
+
+    hidden: (T, d_model), the last layer's hidden states; next_token_logits:
+    (vocab,), the prediction after the last token (decoders with an LM head).
     """
 
-    q: Tensor
-    k: Tensor
-    v: Tensor
+    hidden: Tensor | None = None
+    next_token_logits: Tensor | None = None
 
 
-@dataclass
+@dataclass(eq=False)
 class AttentionRecord:
-    """What a model did to one text.
+    """What a model's attention did to one text, in bounded memory.
 
-    attention: (n_layer, n_head, q_len, k_len) float32 on the CPU.
-    mask: bool (q_len, k_len), True where a query may attend (None: all keys).
+    layers: one :class:`LayerCapture` per layer (same q_len, k_len and pooling).
     n_input_tokens: how many tokens the text had before truncation to max_tokens.
-    implementation: which attention code produced the weights.
+    implementation: which code produced the weights.
     """
 
     model_name: str
     tokens: list[Token]
-    attention: Tensor
+    layers: list[LayerCapture]
     n_kv_head: int
     causal: bool
     implementation: str
     n_input_tokens: int
-    mask: Tensor | None = None
-    qkv: list[LayerQKV] | None = None
+    random_weights: bool = False
+    outputs: ModelOutputs = field(default_factory=ModelOutputs)
 
     @property
     def n_layer(self) -> int:
-        return self.attention.shape[0]
+        return len(self.layers)
 
     @property
     def n_head(self) -> int:
-        return self.attention.shape[1]
+        return self.layers[0].rows["entropy"].shape[0]
 
     @property
     def q_len(self) -> int:
-        return self.attention.shape[2]
+        return self.layers[0].keys.q_len
 
     @property
     def k_len(self) -> int:
-        return self.attention.shape[3]
+        return self.layers[0].keys.k_len
+
+    @property
+    def bin_size(self) -> int:
+        """Tokens per pooled cell, a side (1: the pooled maps are at full resolution)."""
+        return self.layers[0].bin_size
 
     @property
     def truncated(self) -> bool:
         return self.n_input_tokens > len(self.tokens)
 
-    def head_weights(self, layer: int, head: int | str) -> Tensor:
-        """One head's (q_len, k_len) weights, or the mean over the layer's heads for head="mean"."""
-        return self.attention[layer].mean(dim=0) if head == "mean" else self.attention[layer, head]
+    @property
+    def full_view(self) -> bool:
+        """Whether a whole head fits the full-resolution view."""
+        return max(self.q_len, self.k_len) <= FULL_VIEW_TOKENS
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held, for bounding caches: the captures plus the outputs."""
+        extra = [t for t in (self.outputs.hidden, self.outputs.next_token_logits) if t is not None]
+        return sum(layer.nbytes for layer in self.layers) + sum(t.numel() * t.element_size() for t in extra)
+
+    def keys(self, layer: int) -> KeyRanges:
+        """The mask layer ``layer`` really applied."""
+        return self.layers[layer].keys
+
+    def mask(self, layer: int = 0, rows: tuple[int, int] | None = None, cols: tuple[int, int] | None = None) -> Tensor:
+        """What to draw for the layer: bool (rows, cols), True where a query attends.
+
+        The layer's real mask, with the rows of pad tokens hidden too: the model
+        computes them, but they carry no meaning.
+        """
+        (r0, r1), (c0, c1) = rows or (0, self.q_len), cols or (0, self.k_len)
+        real = torch.tensor([not t.pad for t in self.tokens[r0:r1]], dtype=torch.bool)  # (rows,)
+        return self.keys(layer).block(r0, r1, c0, c1) & real[:, None]
+
+    def mask_summary(self) -> str:
+        """What the layers' masks are, e.g. "causal" or "L0-L4: causal, sliding window of 4; L5: causal"."""
+        names = [self.keys(layer).describe() for layer in range(self.n_layer)]
+        if len(set(names)) == 1:
+            return names[0]
+        runs: list[tuple[int, int, str]] = []
+        for layer, name in enumerate(names):
+            if runs and runs[-1][2] == name and runs[-1][1] == layer - 1:
+                runs[-1] = (runs[-1][0], layer, name)
+            else:
+                runs.append((layer, layer, name))
+        return "; ".join(f"L{a}{'' if a == b else f'-L{b}'}: {name}" for a, b, name in runs)
+
+    def weights(
+        self, layer: int, head: Head | None, rows: tuple[int, int] | None = None, cols: tuple[int, int] | None = None
+    ) -> Tensor:
+        """Full-resolution weights of one head (or "mean" over heads): (rows, cols), 0 where masked.
+
+        ``head=None`` gives every head: (n_head, rows, cols). Without ``rows``/``cols``
+        the whole head, which must fit in the window limit (512 x 512 cells);
+        longer inputs ask for a window.
+        """
+        rows, cols = rows or (0, self.q_len), cols or (0, self.k_len)
+        capture = self.layers[layer]
+        if head is None or head == "mean":
+            weights = weights_window(capture, None, rows, cols)  # (n_head, rows, cols)
+            return weights if head is None else weights.mean(dim=0)
+        return weights_window(capture, int(head), rows, cols)
+
+    def pooled(self, layer: int, head: Head, kind: str = "max") -> Tensor:
+        """One head's pooled map (P, Pk), ``kind`` "max" or "mean"; NaN where a bin holds no visible cell."""
+        capture = self.layers[layer]
+        if kind not in ("max", "mean"):
+            raise ValueError(f"kind must be 'max' or 'mean', not {kind!r}")
+        if head == "mean":
+            return capture.mean_pooled_max if kind == "max" else capture.pooled_mean.mean(dim=0)
+        return (capture.pooled_max if kind == "max" else capture.pooled_mean)[int(head)]
+
+    def pooled_grid(self, kind: str = "max") -> Tensor:
+        """Every head's pooled map: (n_layer, n_head, P, Pk)."""
+        return torch.stack([layer.pooled_max if kind == "max" else layer.pooled_mean for layer in self.layers])
+
+    def mean_grid(self) -> Tensor:
+        """The max-pooled mean over heads of every layer: (n_layer, P, Pk)."""
+        return torch.stack([layer.mean_pooled_max for layer in self.layers])
+
+    def row_stat(self, name: str) -> Tensor:
+        """One per-row statistic for every head: (n_layer, n_head, q_len)."""
+        return torch.stack([layer.rows[name] for layer in self.layers])
+
+    def live_rows(self) -> Tensor:
+        """Rows that have a choice to make, per layer: (n_layer, q_len).
+
+        A row that sees fewer than two keys puts all its weight on one key whatever
+        the head does; a pad's row carries no meaning. Both are left out of statistics.
+        """
+        real = torch.tensor([not t.pad for t in self.tokens], dtype=torch.bool)  # (q_len,)
+        return torch.stack([(self.keys(layer).visible() >= 2) & real for layer in range(self.n_layer)])
+
+    @functools.cached_property
+    def statistics(self) -> pd.DataFrame:
+        """One row per head: the row-averaged statistics and flags (computed once per record)."""
+        live = self.live_rows()[:, None, :]  # (n_layer, 1, q_len)
+        visible = torch.stack([self.keys(layer).visible() for layer in range(self.n_layer)])[:, None, :].float()
+        rows = {name: self.row_stat(name) for name in ("entropy", *_AVERAGED)}
+        rows["entropy_norm"] = rows["entropy"] / visible.log().clamp_min(1e-12)
+        rows = {name: value.masked_fill(~live, math.nan) for name, value in rows.items()}
+        return summarize_rows(rows)
 
     def labels(self) -> list[str]:
         """Unique axis labels, "index token", so repeated tokens stay separate rows."""
         return [f"{i} {tok.text}" for i, tok in enumerate(self.tokens)]
 
 
-@dataclass
+_AVERAGED = ("max_weight", "first_token_weight", "prev_token_weight", "self_weight", "mean_distance")
+
+
+@dataclass(eq=False)
 class BatchRecord:
     """Several texts run as one padded batch.
 
-    key_mask: bool (batch, T), True on real tokens, False on pads. Each record's
-    attention rows for pad queries are zeroed (they carry no meaning), and its
-    mask greys pad rows and pad keys (and the future, for a decoder).
+    key_mask: bool (batch, T), True on real tokens, False on pads. Each record
+    is one sentence's capture, pads included; its statistics leave pad rows out.
     """
 
     records: list[AttentionRecord]
     key_mask: Tensor
     side: str
 
-    @classmethod
-    def build(
-        cls,
-        *,
-        model_name: str,
-        token_rows: list[list[Token]],
-        attention: Tensor,
-        key_mask: Tensor,
-        causal: bool,
-        n_kv_head: int,
-        implementation: str,
-        n_input_tokens: list[int],
-        side: str,
-    ) -> BatchRecord:
-        """attention: (batch, n_layer, n_head, T, T) straight from the model."""
-        T = key_mask.shape[1]
-        records = []
-        for b, tokens in enumerate(token_rows):
-            real = key_mask[b]  # (T,)
-            mask = real[:, None] & real[None, :]  # (T, T): real query, real key
-            if causal:
-                mask = mask & torch.ones(T, T, dtype=torch.bool).tril()
-            weights = attention[b] * real[None, None, :, None]  # pad query rows -> 0
-            records.append(
-                AttentionRecord(
-                    model_name=model_name,
-                    tokens=tokens,
-                    attention=weights,
-                    n_kv_head=n_kv_head,
-                    causal=causal,
-                    implementation=implementation,
-                    n_input_tokens=n_input_tokens[b],
-                    mask=mask,
-                )
-            )
-        return cls(records=records, key_mask=key_mask, side=side)
+    @property
+    def nbytes(self) -> int:
+        return sum(record.nbytes for record in self.records)
 
+    @functools.cached_property
     def pad_key_weight(self) -> float:
-        """The largest weight any real query puts on a pad key (0 when padding is right)."""
+        """The largest weight any real query puts on a pad key, over every layer and head (0 when masked right)."""
         worst = 0.0
-        for b, record in enumerate(self.records):
-            real = self.key_mask[b]
-            if bool((~real).any()):
-                on_pads = record.attention[:, :, real][..., ~real]  # (n_layer, n_head, n_real, n_pad)
+        for record, real in zip(self.records, self.key_mask, strict=True):
+            real_at = real.nonzero()[:, 0]
+            pads_at = (~real).nonzero()[:, 0]
+            if not len(pads_at) or not len(real_at):
+                continue
+            rows = (int(real_at[0]), int(real_at[-1]) + 1)  # real tokens are one run, pads the other
+            cols = (int(pads_at[0]), int(pads_at[-1]) + 1)
+            for capture in record.layers:
+                on_pads = weights_window(capture, None, rows, cols)  # (n_head, n_real, n_pad)
                 worst = max(worst, float(on_pads.abs().max()))
         return worst
 
 
-@dataclass
+@dataclass(eq=False)
 class GenerationRecord:
     """A greedy generation: the record covers prompt + generated tokens.
 
-    Row p of ``record.attention`` is the attention of the token at position p,
-    the query that predicted token p + 1; rows from ``n_prompt`` on belong to
-    generated tokens.
+    Row p of the record is the attention of the token at position p, the query
+    that predicted token p + 1; rows from ``n_prompt`` on belong to generated tokens.
     """
 
     record: AttentionRecord
@@ -152,6 +238,10 @@ class GenerationRecord:
     generated_ids: list[int]
     text: str
     n_prompt_input: int = 0  # prompt tokens before the start was cut to fit max_tokens
+
+    @property
+    def nbytes(self) -> int:
+        return self.record.nbytes
 
     @property
     def prompt_truncated(self) -> bool:
@@ -164,3 +254,15 @@ class GenerationRecord:
     def labels(self) -> list[str]:
         """Row labels, with generated tokens marked "✦"."""
         return [f"{i} {'✦' if i >= self.n_prompt else ''}{tok.text}" for i, tok in enumerate(self.record.tokens)]
+
+
+__all__ = [
+    "FULL_VIEW_TOKENS",
+    "WINDOW_CELLS",
+    "AttentionRecord",
+    "BatchRecord",
+    "GenerationRecord",
+    "Head",
+    "ModelOutputs",
+    "head_label",
+]

@@ -42,3 +42,14 @@ N_KV_HEAD = Bound("n_kv_head", 0, 0, 64)  # 0: as many as n_head (MHA)
 N_LAYER = Bound("n_layer", 2, 1, 12)
 SEED = Bound("seed", 0, 0, 2**32 - 1)
 GENERATE_TOKENS = Bound("tokens to generate", 12, 1, 64)
+
+# pages that hold every weight of a short input, or many rows of one, read at most this much
+PARITY_TOKENS = 512  # parity compares every weight of every layer against the eager reference
+PADDING_TOKENS = 512  # per sentence on the Padding page
+PADDING_SENTENCES = 8
+GENERATION_CONTEXT = 2048  # prompt + generated tokens on the Generation page
+
+# the shared result cache of a server (records, batches, generations, parity): an LRU bounded in bytes
+CACHE_MB_ENV = "ATTNVIZ_CACHE_MB"
+CACHE_MB_DEFAULT = 2048
+CACHE_ENTRIES = 32

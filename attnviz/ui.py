@@ -1,13 +1,22 @@
-"""Streamlit glue: the shared sidebar, cached model and record loaders, friendly errors.
+"""Streamlit glue: the shared sidebar, cached sources and records, the head view, friendly errors.
 
 This is the one module of the library that imports Streamlit. Pages call
-:func:`current_record` and get an :class:`AttentionRecord` (or a message has
-already been shown and they stop), so no page deals with models, caching or
-bad input itself.
+:func:`current_source` / :func:`current_record` and get a source or a record
+(or a message has already been shown and they stop), so no page deals with
+models, caching or bad input itself.
+
+Caching, deliberately:
+- sources (models) live in ``st.cache_resource``: loaded once per process, shared read-only;
+- records, batches, generations and parity results live in one :class:`~attnviz.cache.BoundedCache`
+  per process, handed out by reference (no copy per rerun) and bounded in bytes
+  (``ATTNVIZ_CACHE_MB``, default 2,048 MB; at most 32 entries);
+- figures derived from a record are cached with ``st.cache_data``, keyed by what
+  produced the record plus the figure's own options.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass
 
@@ -15,71 +24,42 @@ import plotly.graph_objects as go
 import streamlit as st
 from streamlit.runtime.pages_manager import PagesManager
 
+from attnviz import settings
+from attnviz.cache import BoundedCache
 from attnviz.devices import DEVICE_CHOICES, resolve_device
-from attnviz.embedded import EmbeddedConfig, EmbeddedModel
-from attnviz.hf_models import (
-    BUNDLED,
-    HFModel,
-    ModelUnavailableError,
-    convert_gguf,
-    converted_dir,
-    is_converted,
-    load_model,
-    smollm2_gguf,
+from attnviz.embedded import EmbeddedConfig
+from attnviz.figures import (
+    make_head_grid_figure,
+    make_head_heatmap_figure,
+    make_head_stats_figure,
+    make_pooled_head_figure,
+    make_row_figure,
 )
-from attnviz.parity import Parity, reproduce
-from attnviz.record import AttentionRecord, BatchRecord, GenerationRecord
+from attnviz.record import AttentionRecord, Head, head_label
+from attnviz.source import AttentionSource, ModelUnavailableError
+from attnviz.sources import CHOICES, EMBEDDED, SourceSpec, open_source, preparation_note, prepare_source
 
-EXAMPLES = {
-    "English: the cat": "The cat sat on the mat because it was tired.",
-    "English: pronouns": "The trophy did not fit in the suitcase because it was too big.",
-    "中文: 猫": "猫坐在垫子上，因为它累了。",
-    "中文: 注意力": "注意力机制让每个词都能看到句子里的其他词。",
-    "Mixed 中英 + emoji": "Attention 注意力 is all you need 👍🏽!",
-}
-MAX_TOKENS_LIMIT = 2048
-MODEL_CHOICES = {
-    "default": "Embedded default (random weights, no download)",
-    "minilm": BUNDLED["minilm"].title,
-    "smollm2": BUNDLED["smollm2"].title,
-    "path": "Local folder or hub id…",
-}
+MODEL_CHOICES = {**CHOICES, "path": "Local folder or hub id…"}
+# full-resolution windows under a pooled view, tokens a side (512 x 512 float32 weights is 1 MiB sent)
+WINDOW_SIDES = (128, 256, 512)
 # Pickled checkpoints load only when the server was started with this flag:
 #   streamlit run app.py -- --allow-pickle
 ALLOW_PICKLE = "--allow-pickle" in sys.argv[1:]
 
 DEFAULTS = {
-    "text": EXAMPLES["English: the cat"],
-    "example": "English: the cat",
+    "text": settings.DEFAULT_TEXT,
+    "example": settings.DEFAULT_EXAMPLE,
     "device": "auto",
-    "model": "default",
+    "model": EMBEDDED,
     "model_path": "",
-    "max_tokens": 256,
-    "d_model": 64,
-    "n_head": 4,
-    "n_kv_head": 0,
-    "n_layer": 2,
-    "seed": 0,
+    "max_tokens": settings.MAX_TOKENS.default,
+    "d_model": settings.D_MODEL.default,
+    "n_head": settings.N_HEAD.default,
+    "n_kv_head": settings.N_KV_HEAD.default,
+    "n_layer": settings.N_LAYER.default,
+    "seed": settings.SEED.default,
     "causal": False,
 }
-
-
-@dataclass(frozen=True)
-class ModelChoice:
-    """Which model to run, hashable so cached results are keyed by it.
-
-    ``source`` is "default" (embedded, configured by ``config``), "minilm",
-    "smollm2", or a local folder / hub id.
-    """
-
-    source: str
-    device: str
-    config: EmbeddedConfig | None = None
-    allow_pickle: bool = False
-
-    @property
-    def embedded(self) -> bool:
-        return self.source == "default"
 
 
 @dataclass(frozen=True)
@@ -88,8 +68,12 @@ class Settings:
 
     text: str
     max_tokens: int
-    choice: ModelChoice | None
+    spec: SourceSpec | None
     error: str | None = None
+
+    def key(self, max_tokens: int | None = None) -> tuple:
+        """What determines a record: the source, the text and the token limit."""
+        return (self.spec, self.text, self.max_tokens if max_tokens is None else max_tokens)
 
 
 def pages() -> list[st.Page]:
@@ -100,6 +84,7 @@ def pages() -> list[st.Page]:
         st.Page("pages/parity.py", title="Parity", icon="⚖️"),
         st.Page("pages/generation.py", title="Generation", icon="✍️"),
         st.Page("pages/padding.py", title="Padding", icon="🧱"),
+        st.Page("pages/cost.py", title="Cost", icon="⏱️"),
     ]
 
 
@@ -138,7 +123,11 @@ def init_state() -> None:
 
 
 def _use_example() -> None:
-    st.session_state.text = EXAMPLES[st.session_state.example]
+    st.session_state.text = settings.EXAMPLES[st.session_state.example]
+
+
+def _bounded_input(container, label: str, bound: settings.Bound, key: str, **kwargs) -> None:
+    container.number_input(label, min_value=bound.low, max_value=bound.high, key=key, **kwargs)
 
 
 def sidebar() -> Settings:
@@ -146,24 +135,29 @@ def sidebar() -> Settings:
     init_state()
     with st.sidebar:
         st.header("Text")
-        st.selectbox("Example", list(EXAMPLES), key="example", on_change=_use_example)
+        st.selectbox("Example", list(settings.EXAMPLES), key="example", on_change=_use_example)
         st.text_area("Text to analyse", key="text", height=110)
-        st.number_input("Max tokens", min_value=1, max_value=MAX_TOKENS_LIMIT, step=16, key="max_tokens")
+        _bounded_input(
+            st,
+            "Max tokens",
+            settings.MAX_TOKENS,
+            "max_tokens",
+            step=16,
+            help="Longer texts are cut; a model with fewer positions (MiniLM: 512) stops at its own limit.",
+        )
 
         st.header("Model")
         st.selectbox("Model", list(MODEL_CHOICES), key="model", format_func=MODEL_CHOICES.get)
         if st.session_state.model == "path":
             st.text_input("Model folder or hub id", key="model_path", placeholder="/path/to/model or org/name")
-        with st.expander("Embedded model settings", expanded=st.session_state.model == "default"):
+        with st.expander("Embedded model settings", expanded=st.session_state.model == EMBEDDED):
             st.caption("attnviz's own attention with seeded random weights.")
             cols = st.columns(2)
-            cols[0].number_input("d_model", min_value=2, max_value=1024, step=2, key="d_model")
-            cols[1].number_input("n_head", min_value=1, max_value=64, key="n_head")
-            cols[0].number_input(
-                "n_kv_head", min_value=0, max_value=64, key="n_kv_head", help="0 = same as n_head (MHA)"
-            )
-            cols[1].number_input("n_layer", min_value=1, max_value=12, key="n_layer")
-            cols[0].number_input("seed", min_value=0, max_value=2**31 - 1, key="seed")
+            _bounded_input(cols[0], "d_model", settings.D_MODEL, "d_model", step=2)
+            _bounded_input(cols[1], "n_head", settings.N_HEAD, "n_head")
+            _bounded_input(cols[0], "n_kv_head", settings.N_KV_HEAD, "n_kv_head", help="0 = same as n_head (MHA)")
+            _bounded_input(cols[1], "n_layer", settings.N_LAYER, "n_layer")
+            _bounded_input(cols[0], "seed", settings.SEED, "seed")
             cols[1].checkbox("causal", key="causal", help="decoder-style: no attending to later tokens")
 
         st.header("Device")
@@ -175,10 +169,10 @@ def sidebar() -> Settings:
             st.error(str(err))
             device = resolve_device("auto")
 
-        choice, error = None, None
+        spec, error = None, None
         source = st.session_state.model
         try:
-            if source == "default":
+            if source == EMBEDDED:
                 config = EmbeddedConfig(
                     d_model=int(st.session_state.d_model),
                     n_head=int(st.session_state.n_head),
@@ -187,112 +181,217 @@ def sidebar() -> Settings:
                     seed=int(st.session_state.seed),
                     causal=bool(st.session_state.causal),
                 )
-                choice = ModelChoice("default", device, config)
+                spec = SourceSpec(EMBEDDED, device, config)
             elif source == "path":
                 path = st.session_state.model_path.strip()
                 if not path:
                     raise ValueError("type the path of a local Hugging Face model folder (or a hub id)")
-                choice = ModelChoice(path, device, allow_pickle=ALLOW_PICKLE)
+                spec = SourceSpec(path, device, allow_pickle=ALLOW_PICKLE)
             else:
-                choice = ModelChoice(source, device)
+                spec = SourceSpec(source, device)
         except ValueError as err:
             error = f"Invalid model settings: {err}"
             st.error(error)
-    return Settings(
-        text=st.session_state.text,
-        max_tokens=int(st.session_state.max_tokens),
-        choice=choice,
-        error=error,
-    )
+    return Settings(text=st.session_state.text, max_tokens=int(st.session_state.max_tokens), spec=spec, error=error)
 
 
-@st.cache_resource(max_entries=8, show_spinner=False)
-def load_source(choice: ModelChoice) -> EmbeddedModel | HFModel:
-    """One model per choice, loaded once per process and shared read-only by every session."""
-    if choice.embedded:
-        return EmbeddedModel(choice.config).to(choice.device)
-    return load_model(choice.source, choice.device, allow_pickle=choice.allow_pickle)
+@st.cache_resource(max_entries=4, show_spinner=False)
+def load_source(spec: SourceSpec) -> AttentionSource:
+    """One model per spec, loaded once per process and shared read-only by every session."""
+    return open_source(spec)
 
 
-def source_for(choice: ModelChoice) -> EmbeddedModel | HFModel | None:
-    """The loaded model, with progress while it loads; None after showing why it cannot load."""
+@st.cache_resource(show_spinner=False)
+def result_cache() -> BoundedCache:
+    """The process's one cache of records and other large results (see the module docstring)."""
+    mb = int(os.environ.get(settings.CACHE_MB_ENV, settings.CACHE_MB_DEFAULT))
+    return BoundedCache(max_bytes=mb * 2**20, max_entries=settings.CACHE_ENTRIES)
+
+
+def cached(kind: str, key: tuple, compute, spinner: str):
+    """A large result by (kind, key), computed once per process (while a spinner says what is happening)."""
+    cache = result_cache()
+    if (kind, key) in cache:
+        return cache.get_or_compute((kind, key), compute)
+    with st.spinner(spinner):
+        return cache.get_or_compute((kind, key), compute)
+
+
+def source_for(spec: SourceSpec) -> AttentionSource | None:
+    """The loaded model, with progress while a one-time step runs; None after showing why it cannot load."""
     try:
-        if choice.source == "smollm2" and not is_converted(converted_dir(smollm2_gguf())):
-            with st.status("Preparing SmolLM2 (once per machine)…", expanded=True) as status:
+        note = preparation_note(spec)
+        if note:
+            with st.status(note, expanded=True) as status:
                 bar = st.progress(0.0, text="Starting")
-                convert_gguf(smollm2_gguf(), progress=lambda f, msg: bar.progress(f, text=msg))
-                status.update(label="SmolLM2 is ready", state="complete", expanded=False)
-        with st.spinner(f"Loading {MODEL_CHOICES.get(choice.source, choice.source)}…"):
-            return load_source(choice)
+                prepare_source(spec, progress=lambda fraction, message: bar.progress(fraction, text=message))
+                status.update(label=f"{spec.title} is ready", state="complete", expanded=False)
+        with st.spinner(f"Loading {spec.title}…"):
+            return load_source(spec)
     except ModelUnavailableError as err:
         st.error(str(err))
         return None
 
 
-@st.cache_data(max_entries=16, show_spinner="Computing attention…")
-def compute_record(choice: ModelChoice, text: str, max_tokens: int) -> AttentionRecord:
-    return load_source(choice).run(text, max_tokens)
-
-
-@st.cache_data(max_entries=8, show_spinner="Running the batch…")
-def compute_batch(choice: ModelChoice, texts: tuple[str, ...], max_tokens: int, side: str) -> BatchRecord:
-    return load_source(choice).run_batch(list(texts), max_tokens, side)
-
-
-@st.cache_data(max_entries=8, show_spinner="Generating…")
-def compute_generation(choice: ModelChoice, prompt: str, n_new: int, max_tokens: int) -> GenerationRecord:
-    return load_source(choice).generate(prompt, n_new, max_tokens)
-
-
-@st.cache_data(max_entries=8, show_spinner="Running our attention on the model's layers…")
-def compute_parity(choice: ModelChoice, text: str, max_tokens: int) -> Parity:
-    model = load_source(choice)
-    ids, _, _ = model.encode(text, max_tokens)
-    return reproduce(model, ids)
-
-
-def current_model(settings: Settings) -> EmbeddedModel | HFModel | None:
+def current_source(settings_: Settings) -> AttentionSource | None:
     """The sidebar's model, loaded; None after telling the user why not."""
-    if settings.error or settings.choice is None:
-        st.error(settings.error or "Choose a model in the sidebar.")
+    if settings_.error or settings_.spec is None:
+        st.error(settings_.error or "Choose a model in the sidebar.")
         return None
-    return source_for(settings.choice)
+    return source_for(settings_.spec)
 
 
-def current_record(settings: Settings) -> AttentionRecord | None:
+def record_for(source: AttentionSource, settings_: Settings) -> AttentionRecord:
+    """The capture of the sidebar's text, from the shared cache."""
+    return cached(
+        "record",
+        settings_.key(),
+        lambda: source.run(settings_.text, settings_.max_tokens),
+        "Capturing attention…",
+    )
+
+
+def current_record(settings_: Settings) -> AttentionRecord | None:
     """The record for the sidebar's settings, or None after telling the user why not."""
-    if current_model(settings) is None:
+    source = current_source(settings_)
+    if source is None:
         return None
-    if not settings.text.strip():
+    if not settings_.text.strip():
         st.info("Type some text in the sidebar (or pick an example) to see its attention.")
         return None
-    record = compute_record(settings.choice, settings.text, settings.max_tokens)
+    try:
+        record = record_for(source, settings_)
+    except ModelUnavailableError as err:
+        st.error(str(err))
+        return None
     if not record.tokens:
         st.info("That text has no tokens to attend to. Try some words.")
         return None
     if record.truncated:
         why = (
             "raise **Max tokens** in the sidebar to see more"
-            if len(record.tokens) >= settings.max_tokens
-            else f"this model reads at most {len(record.tokens)} tokens"
+            if len(record.tokens) >= settings_.max_tokens
+            else f"this model reads at most {len(record.tokens):,} tokens"
         )
         st.warning(
-            f"The text has {record.n_input_tokens} tokens; only the first {len(record.tokens)} are shown ({why})."
+            f"The text has {record.n_input_tokens:,} tokens; only the first {len(record.tokens):,} are shown ({why})."
         )
     return record
 
 
-def layer_head_picker(n_layer: int, n_head: int, key: str, with_mean: bool = True) -> tuple[int, int | str]:
+def layer_head_picker(n_layer: int, n_head: int, key: str, with_mean: bool = True) -> tuple[int, Head]:
     """Two selectboxes side by side: a layer and a head (or "mean")."""
     cols = st.columns(2)
     layer = cols[0].selectbox("Layer", range(n_layer), key=f"{key}_layer", format_func=lambda i: f"L{i}")
     heads = [*range(n_head), "mean"] if with_mean else list(range(n_head))
-    head = cols[1].selectbox(
-        "Head", heads, key=f"{key}_head", format_func=lambda h: "mean over heads" if h == "mean" else f"H{h}"
-    )
+    head = cols[1].selectbox("Head", heads, key=f"{key}_head", format_func=head_label)
     return layer, head
 
 
-def plotly(fig: go.Figure, key: str) -> None:
-    """Render a figure at full width with a stable key."""
-    st.plotly_chart(fig, key=key, width="stretch", config={"displaylogo": False})
+def plotly(fig: go.Figure, key: str, **kwargs):
+    """Render a figure at full width with a stable key; returns the selection event when asked for one."""
+    return st.plotly_chart(fig, key=key, width="stretch", config={"displaylogo": False}, **kwargs)
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def grid_figure(record_key: tuple, gamma: float, _record: AttentionRecord) -> go.Figure:
+    """The layer x head grid of a record (keyed by what produced the record)."""
+    return make_head_grid_figure(_record.pooled_grid("max"), mean=_record.mean_grid(), gamma=gamma)
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def stats_figure(record_key: tuple, metric: str, _record: AttentionRecord) -> go.Figure:
+    return make_head_stats_figure(_record.statistics, metric)
+
+
+def resolution_note(record: AttentionRecord) -> str:
+    """What the large view shows, in words."""
+    if record.full_view:
+        return f"Full resolution: all {record.q_len:,} × {record.k_len:,} weights, exact on hover."
+    b = record.bin_size
+    return (
+        f"Pooled: {record.q_len:,} tokens are drawn as {-(-record.q_len // b)} × {-(-record.k_len // b)} cells, "
+        f"each the max (or mean) over {b} × {b} tokens. Select a region with the box tool, or type one below, "
+        "to see it at full resolution."
+    )
+
+
+def head_view(
+    record: AttentionRecord,
+    layer: int,
+    head: Head,
+    key: str,
+    *,
+    gamma: float = 1.0,
+    labels: list[str] | None = None,
+    title: str | None = None,
+) -> None:
+    """One head drawn large: whole at full resolution when it fits, else pooled with a zoom to full resolution."""
+    labels = labels or record.labels()
+    title = title or f"L{layer} {head_label(head)}"
+    if record.full_view:
+        weights = record.weights(layer, head)
+        fig = make_head_heatmap_figure(weights, labels, labels, title=title, gamma=gamma, mask=record.mask(layer))
+        plotly(fig, key=f"{key}_large")
+        st.caption(resolution_note(record))
+        return
+    st.caption(resolution_note(record))
+    kind = st.radio("Pooling", ["max", "mean"], key=f"{key}_pool", horizontal=True)
+    pooled = record.pooled(layer, head, kind)
+    fig = make_pooled_head_figure(
+        pooled, record.bin_size, record.q_len, record.k_len, title=f"{title}, {kind}-pooled", gamma=gamma, kind=kind
+    )
+    event = plotly(fig, key=f"{key}_pooled", on_select="rerun", selection_mode=("box",))
+    box = _selected_box(event)
+    if box is not None:  # a selection moves the window; the inputs stay editable
+        st.session_state[f"{key}_q0"], st.session_state[f"{key}_k0"] = box
+    if f"{key}_side" not in st.session_state:
+        st.session_state[f"{key}_side"] = WINDOW_SIDES[1]
+    cols = st.columns(3)
+    side = int(cols[2].select_slider("Window", WINDOW_SIDES, key=f"{key}_side", help="tokens a side, full resolution"))
+    q0 = cols[0].number_input("Queries from", 0, max(0, record.q_len - 1), key=f"{key}_q0", step=side // 2)
+    k0 = cols[1].number_input("Keys from", 0, max(0, record.k_len - 1), key=f"{key}_k0", step=side // 2)
+    rows = (int(q0), min(record.q_len, int(q0) + side))
+    cols_ = (int(k0), min(record.k_len, int(k0) + side))
+    window = record.weights(layer, head, rows, cols_)
+    mask = record.mask(layer, rows, cols_)
+    fig = make_head_heatmap_figure(
+        window,
+        labels[rows[0] : rows[1]],
+        labels[cols_[0] : cols_[1]],
+        title=f"{title}: queries {rows[0]}–{rows[1] - 1}, keys {cols_[0]}–{cols_[1] - 1} at full resolution",
+        gamma=gamma,
+        mask=mask,
+    )
+    plotly(fig, key=f"{key}_window")
+    row = st.number_input("One query row, every key", 0, record.q_len - 1, key=f"{key}_row")
+    weights = record.weights(layer, head, (int(row), int(row) + 1), (0, record.k_len))[0]
+    plotly(
+        make_row_figure(weights, labels, visible=record.mask(layer, (int(row), int(row) + 1))[0], title=labels[row]),
+        key=f"{key}_row_fig",
+    )
+
+
+def _selected_box(event) -> tuple[int, int] | None:
+    """The top-left (query, key) of a box selection on a pooled view, in token positions."""
+    try:
+        box = event.selection.box[0]
+    except (AttributeError, IndexError, KeyError, TypeError):
+        return None
+    xs, ys = box.get("x") or [], box.get("y") or []
+    if not xs or not ys:
+        return None
+    return max(0, round(min(ys))), max(0, round(min(xs)))
+
+
+def stats_section(record: AttentionRecord, record_key: tuple, key: str) -> None:
+    """The per-head statistics: a chart of one statistic and the whole table."""
+    from attnviz.head_stats import STAT_COLUMNS, describe_flags
+
+    metric = st.selectbox("Statistic", STAT_COLUMNS, key=f"{key}_metric")
+    plotly(stats_figure(record_key, metric, record), key=f"{key}_stats_chart")
+    st.dataframe(record.statistics, key=f"{key}_stats_table", hide_index=True, width="stretch")
+    st.caption(
+        "Averaged over the query rows that see at least two keys. entropy in nats; entropy_norm = entropy / "
+        f"log(visible keys) (1 = uniform). Flags: {describe_flags()}."
+    )

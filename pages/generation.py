@@ -2,16 +2,18 @@
 
 import streamlit as st
 
+from attnviz import settings as limits
 from attnviz import ui
 from attnviz.figures import make_head_heatmap_figure
-from attnviz.masks import causal_mask
+from attnviz.record import head_label
+from attnviz.source import ModelUnavailableError
 
 st.title("Generation")
 settings = ui.frame_settings()
-model = ui.current_model(settings)
-if model is None:
+source = ui.current_source(settings)
+if source is None:
     st.stop()
-if not model.decoder or settings.choice.embedded:
+if not source.can_generate:
     st.info(
         "Generation needs a decoder with a language-model head. Pick **SmolLM2** (or a local causal LM) "
         "in the sidebar; the sidebar text is the prompt."
@@ -21,13 +23,25 @@ if not settings.text.strip():
     st.info("Type a prompt in the sidebar.")
     st.stop()
 
-n_new = st.slider("Tokens to generate (greedy)", min_value=1, max_value=64, value=12, key="gen_new")
-gen = ui.compute_generation(settings.choice, settings.text, n_new, settings.max_tokens)
+bound = limits.GENERATE_TOKENS
+n_new = st.slider("Tokens to generate (greedy)", bound.low, bound.high, value=bound.default, key="gen_new")
+context = min(settings.max_tokens, limits.GENERATION_CONTEXT)
+try:
+    gen = ui.cached(
+        "generation",
+        (*settings.key(context), n_new),
+        lambda: source.generate(settings.text, n_new, context),
+        "Generating…",
+    )
+except ModelUnavailableError as err:
+    st.error(str(err))
+    st.stop()
 record = gen.record
 if gen.prompt_truncated:
     st.warning(
         f"The prompt has {gen.n_prompt_input} tokens; the model read only its last {gen.n_prompt}, so that prompt "
-        f"plus {n_new} new tokens fit in **Max tokens** ({settings.max_tokens}). It read: “{gen.prompt_text()}”"
+        f"plus {n_new} new tokens fit in {context} tokens (**Max tokens**, at most {limits.GENERATION_CONTEXT} "
+        f"here). It read: “{gen.prompt_text()}”"
     )
     st.markdown("The greedy continuation:")
     st.code(gen.text, language=None, wrap_lines=True)
@@ -36,20 +50,21 @@ else:
     st.code(f"{settings.text.strip()}⟦{gen.text}⟧", language=None, wrap_lines=True)
 st.caption(
     f"{gen.n_prompt} prompt tokens, {len(gen.generated_ids)} generated (✦). Row *p* is the attention of the token "
-    "at position *p* while it is read, the step that predicts token *p + 1*; each generated token is fed back once, "
-    "so it has a row of its own. The grey triangle is the future, which the causal mask hides."
+    "at position *p* while it is read, the step that predicts token *p + 1*. The tokens were decoded one at a time "
+    "with the KV cache; the attention is captured from one pass over prompt + generated tokens, which gives the "
+    "same rows. The grey triangle is the future, which the causal mask hides."
 )
 layer, head = ui.layer_head_picker(record.n_layer, record.n_head, key="gen")
-weights = record.head_weights(layer, head)
 labels = gen.labels()
-rows = slice(gen.n_prompt, len(labels))
+rows, cols = (gen.n_prompt, record.q_len), (0, record.k_len)
 fig = make_head_heatmap_figure(
-    weights[rows],
-    labels[rows],
+    record.weights(layer, head, rows, cols),
+    labels[rows[0] :],
     labels,
-    title=f"generated tokens, L{layer} {'mean' if head == 'mean' else f'H{head}'}",
-    mask=causal_mask(len(labels) - gen.n_prompt, len(labels)),
+    title=f"generated tokens, L{layer} {head_label(head)}",
+    mask=record.mask(layer, rows, cols),
 )
 ui.plotly(fig, key="gen_rows")
+st.caption(f"Full resolution: {rows[1] - rows[0]} generated rows × {cols[1]} keys.")
 with st.expander("Every row, prompt included"):
-    ui.plotly(make_head_heatmap_figure(weights, labels, labels, mask=record.mask), key="gen_all")
+    ui.head_view(record, layer, head, key="gen_all", labels=labels)

@@ -31,7 +31,7 @@ share key/value heads to shrink the KV cache.
 record = ui.current_record(ui.frame_settings())
 if record is not None:
     cols = st.columns(4)
-    cols[0].metric("tokens", len(record.tokens))
+    cols[0].metric("tokens", f"{len(record.tokens):,}")
     cols[1].metric("layers", record.n_layer)
     cols[2].metric("query heads", record.n_head)
     cols[3].metric("key/value heads", record.n_kv_head)
@@ -44,6 +44,7 @@ PAGE_LINKS = [
     ("pages/parity.py", "Parity: our attention, fed a pretrained model's weights, reproduces it", "⚖️"),
     ("pages/generation.py", "Generation: each generated token's attention over what came before", "✍️"),
     ("pages/padding.py", "Padding: a batch of sentences, its padding mask and pads kept out", "🧱"),
+    ("pages/cost.py", "Cost: why long attention needs tiling, measured on this machine", "⏱️"),
 ]
 for path, label, icon in PAGE_LINKS:
     st.page_link(path, label=label, icon=icon)

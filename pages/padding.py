@@ -2,8 +2,10 @@
 
 import streamlit as st
 
+from attnviz import settings as limits
 from attnviz import ui
-from attnviz.figures import make_head_heatmap_figure, make_padding_mask_figure
+from attnviz.figures import make_padding_mask_figure
+from attnviz.source import ModelUnavailableError
 
 DEFAULT = "The cat sat on the mat.\nDogs bark.\n注意力机制很有用。"
 
@@ -14,8 +16,8 @@ st.markdown(
     "padding before it (decoders generating in a batch)."
 )
 settings = ui.frame_settings()
-model = ui.current_model(settings)
-if model is None:
+source = ui.current_source(settings)
+if source is None:
     st.stop()
 if "pad_texts" not in st.session_state:
     st.session_state.pad_texts = DEFAULT
@@ -25,19 +27,31 @@ texts = tuple(line for line in st.session_state.pad_texts.splitlines() if line.s
 if len(texts) < 2:
     st.info("Give at least two sentences, one per line.")
     st.stop()
-
-batch = ui.compute_batch(settings.choice, texts, settings.max_tokens, side)
+if len(texts) > limits.PADDING_SENTENCES:
+    st.warning(f"Only the first {limits.PADDING_SENTENCES} sentences are batched.")
+    texts = texts[: limits.PADDING_SENTENCES]
+n_tokens = min(settings.max_tokens, limits.PADDING_TOKENS)
+try:
+    batch = ui.cached(
+        "batch",
+        (settings.spec, texts, n_tokens, side),
+        lambda: source.run_batch(list(texts), n_tokens, side),
+        "Running the batch…",
+    )
+except ModelUnavailableError as err:
+    st.error(str(err))
+    st.stop()
+if settings.max_tokens > limits.PADDING_TOKENS:
+    st.caption(f"Each sentence is cut to {limits.PADDING_TOKENS} tokens here.")
 token_rows = [[t.text for t in r.tokens] for r in batch.records]
 st.subheader("Padding mask")
 st.caption("Blue: real token (may be attended to). Grey: pad.")
 ui.plotly(make_padding_mask_figure(batch.key_mask, token_rows), key="pad_mask")
-st.metric("largest weight a real token puts on a pad", f"{batch.pad_key_weight():.1e}")
+st.metric("largest weight a real token puts on a pad", f"{batch.pad_key_weight:.1e}")
 
 st.subheader("Each sentence's attention")
 first = batch.records[0]
 layer, head = ui.layer_head_picker(first.n_layer, first.n_head, key="pad")
 for i, record in enumerate(batch.records):
-    weights = record.head_weights(layer, head)
     labels = [f"{j} {'▢ ' if t.pad else ''}{t.text}" for j, t in enumerate(record.tokens)]
-    fig = make_head_heatmap_figure(weights, labels, labels, title=f"sentence {i}: {texts[i][:40]}", mask=record.mask)
-    ui.plotly(fig, key=f"pad_sentence_{i}")
+    ui.head_view(record, layer, head, key=f"pad_sentence_{i}", labels=labels, title=f"sentence {i}: {texts[i][:40]}")

@@ -25,16 +25,16 @@ def pytest_sessionfinish(session, exitstatus):
 
 @pytest.fixture(scope="session")
 def smollm2():
-    from attnviz.hf_models import load_model
+    from attnviz.hf_source import load_hf_source
 
-    return load_model("smollm2")
+    return load_hf_source("smollm2")
 
 
 @pytest.fixture(scope="session")
 def minilm():
-    from attnviz.hf_models import load_model
+    from attnviz.hf_source import load_hf_source
 
-    return load_model("minilm")
+    return load_hf_source("minilm")
 
 
 @pytest.fixture(autouse=True)

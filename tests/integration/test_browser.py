@@ -5,7 +5,7 @@ import time
 import pytest
 
 from attnviz import settings
-from tests.browser import chromium_browser, set_sidebar_value, streamlit_server, wait_for_charts, wait_until_idle
+from tools.browser import chromium_browser, set_sidebar_value, streamlit_server, wait_for_charts, wait_until_idle
 
 pytestmark = pytest.mark.browser
 
@@ -42,10 +42,10 @@ def assert_no_exception(page):
 
 def assert_sidebar_kept_its_defaults(page):
     sidebar = page.locator('[data-testid="stSidebar"]')
-    assert sidebar.get_by_label("Text to analyse").input_value().startswith("The cat")
-    assert sidebar.get_by_label("Max tokens").input_value() == str(settings.MAX_TOKENS.default)
-    assert sidebar.get_by_label("d_model").input_value() == str(settings.D_MODEL.default)
-    assert sidebar.get_by_label("n_layer").input_value() == str(settings.N_LAYER.default)
+    assert sidebar.get_by_label("Text to analyse", exact=True).input_value().startswith("The cat")
+    assert sidebar.get_by_label("Max tokens", exact=True).input_value() == str(settings.MAX_TOKENS.default)
+    assert sidebar.get_by_label("d_model", exact=True).input_value() == str(settings.D_MODEL.default)
+    assert sidebar.get_by_label("n_layer", exact=True).input_value() == str(settings.N_LAYER.default)
 
 
 @pytest.mark.parametrize("how", ["deep link", "in-page link", "sidebar navigation"])
@@ -122,8 +122,8 @@ def test_12_heads_of_512_tokens_stay_under_2mb_and_draw(server, page):
 
 
 def test_choosing_smollm2_in_the_sidebar_generates(server, page):
-    from attnviz.hf_models import BUNDLED
-    from tests.browser import choose_sidebar_option
+    from attnviz.bundled import BUNDLED
+    from tools.browser import choose_sidebar_option
 
     page.goto(f"{server}/generation")
     wait_until_idle(page)

@@ -1,4 +1,4 @@
-"""Take the README's screenshots in headless Chromium: ``python -m tests.screenshots``.
+"""Take the README's screenshots in headless Chromium: ``python -m tools.screenshots``.
 
 Each shot opens the app as a new user would (a fresh browser context), sets
 the sidebar, waits for every chart to be drawn and saves a PNG under assets/.
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import argparse
 
-from attnviz.hf_models import BUNDLED
-from tests.browser import (
+from attnviz.bundled import BUNDLED
+from tools.browser import (
     ROOT,
     choose_sidebar_option,
     chromium_browser,

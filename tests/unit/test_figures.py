@@ -1,6 +1,7 @@
 """Figure builders: the values that reach the browser, their types and the payload size."""
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -11,12 +12,16 @@ from attnviz.figures import (
     make_head_grid_figure,
     make_head_heatmap_figure,
     make_head_stats_figure,
+    make_parity_figure,
+    make_pooled_head_figure,
+    make_row_figure,
     quantize_weights,
     thumbnail,
     weight_colorscale,
 )
 from attnviz.head_stats import head_statistics
 from attnviz.masks import causal_mask
+from attnviz.parity import PARITY_TOLERANCE
 from tests.plotly_json import decode, spec_of
 
 
@@ -101,3 +106,37 @@ def test_stats_figure_has_one_cell_per_head():
     assert z[1, 2] == pytest.approx(stats.query("layer == 1 and head == 2")["entropy"].item(), abs=1e-6)
     with pytest.raises(ValueError, match="unknown statistic"):
         make_head_stats_figure(stats, "nope")
+
+
+def test_parity_colours_put_the_tolerance_where_the_tolerance_is():
+    """The pale stop marks 1e-5 on the log scale whatever the worst difference; it once assumed a top of 1e-3."""
+    diffs = torch.tensor([[1e-7, 1e-1], [0.0, 2e-6]])  # one head off by 0.1: the scale tops out at log10(0.1)
+    trace = spec_of(make_parity_figure(diffs))["data"][0]
+    zmin, zmax = trace["zmin"], trace["zmax"]
+    assert (zmin, zmax) == (-12, pytest.approx(-1.0))
+    stops = dict((round(level, 6), color) for level, color in trace["colorscale"])
+    at_tolerance = (math.log10(PARITY_TOLERANCE) - zmin) / (zmax - zmin)
+    assert stops[round(at_tolerance, 6)] == "#d9ef8b"
+    # nothing over the tolerance: the scale tops at 1e-3 and the stop still sits at 1e-5
+    trace = spec_of(make_parity_figure(torch.tensor([[1e-7]])))["data"][0]
+    assert [level for level, _ in trace["colorscale"]][1] == pytest.approx((-5 + 12) / (-3 + 12))
+
+
+def test_pooled_view_is_drawn_on_token_positions_with_masked_bins_grey():
+    pooled = torch.tensor([[0.5, float("nan")], [0.25, 1.0]])  # 2 x 2 bins of 4 tokens, 7 tokens in all
+    spec = spec_of(make_pooled_head_figure(pooled, 4, 7, 7, kind="max"))
+    trace = spec["data"][0]
+    z = decode(trace["z"])
+    assert z.dtype == np.float32 and np.isnan(z[0, 1]) and z[1, 1] == 1.0
+    assert decode(trace["x"]).tolist() == [1.5, 5.0] and decode(trace["y"]).tolist() == [1.5, 5.0]  # bin centres
+    assert spec["layout"]["plot_bgcolor"] == "#d4d4d4" and spec["layout"]["dragmode"] == "select"
+    assert "over 4×4 tokens" in trace["hovertemplate"]
+
+
+def test_row_view_leaves_masked_keys_out():
+    spec = spec_of(
+        make_row_figure(torch.tensor([0.2, 0.8, 0.0]), ["0 a", "1 b", "2 c"], visible=torch.tensor([True, True, False]))
+    )
+    y = decode(spec["data"][0]["y"])
+    assert y[:2].tolist() == pytest.approx([0.2, 0.8]) and np.isnan(y[2])
+    assert spec["data"][0]["text"] == ["0 a", "1 b", "2 c"]

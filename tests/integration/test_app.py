@@ -10,7 +10,7 @@ from streamlit.testing.v1 import AppTest
 from attnviz.embedded import EmbeddedConfig, EmbeddedModel
 from tests.plotly_json import decode, spec_of
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PAGES = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "pages").glob("*.py"))
 
 
@@ -37,7 +37,7 @@ def test_heads_page_draws_grid_large_head_and_stats():
     # the large heatmap is exactly layer 0 head 0 of the default model's record
     record = EmbeddedModel(EmbeddedConfig()).run(at.session_state["text"], 256)
     z = decode(large["data"][0]["z"])
-    assert np.allclose(z, record.attention[0, 0].numpy(), atol=1e-6)
+    assert np.allclose(z, record.weights(0, 0).numpy(), atol=1e-6)
     assert large["data"][0]["x"] == record.labels()
     assert decode(stats["data"][0]["z"]).shape == (2, 4)
     assert len(at.dataframe) == 1 and len(at.dataframe[0].value) == 8
@@ -45,10 +45,11 @@ def test_heads_page_draws_grid_large_head_and_stats():
     at.selectbox(key="heads_layer").set_value(1)
     at.selectbox(key="heads_head").set_value(2).run()
     z = decode(spec_of(at.get("plotly_chart")[1])["data"][0]["z"])
-    assert np.allclose(z, record.attention[1, 2].numpy(), atol=1e-6)
+    assert np.allclose(z, record.weights(1, 2).numpy(), atol=1e-6)
     at.selectbox(key="heads_head").set_value("mean").run()
     z = decode(spec_of(at.get("plotly_chart")[1])["data"][0]["z"])
-    assert np.allclose(z, record.attention[1].mean(0).numpy(), atol=1e-6)
+    assert np.allclose(z, record.weights(1, None).mean(0).numpy(), atol=1e-6)
+    assert any("Full resolution: all 11 × 11 weights" in c.value for c in at.caption)
 
 
 def test_text_survives_page_switches_and_examples_fill_it():
@@ -145,9 +146,9 @@ def test_every_widget_has_a_key():
 
 # page -> plotly charts it draws, per model ("-" = the page explains why it has nothing to draw)
 CHARTS = {
-    "default": {"overview": 0, "heads": 3, "parity": "-", "generation": "-", "padding": 4},
-    "minilm": {"overview": 0, "heads": 3, "parity": 3, "generation": "-", "padding": 4},
-    "smollm2": {"overview": 0, "heads": 3, "parity": 3, "generation": 2, "padding": 4},
+    "default": {"overview": 0, "heads": 3, "parity": "-", "generation": "-", "padding": 4, "cost": 1},
+    "minilm": {"overview": 0, "heads": 3, "parity": 3, "generation": "-", "padding": 4, "cost": 1},
+    "smollm2": {"overview": 0, "heads": 3, "parity": 3, "generation": 2, "padding": 4, "cost": 1},
 }
 
 
@@ -171,7 +172,8 @@ def test_decoder_heads_page_greys_the_masked_triangle():
     at = app()
     at.selectbox(key="model").set_value("smollm2").run()
     at.switch_page("pages/heads.py").run()
-    assert "LlamaAttention" in at.caption[0].value and "eager" in at.caption[0].value
+    assert "LlamaAttention" in at.caption[0].value and "attnviz.capture" in at.caption[0].value
+    assert "mask: causal" in at.caption[0].value
     z = decode(spec_of(at.get("plotly_chart")[1])["data"][0]["z"])
     assert np.isnan(z[np.triu_indices(len(z), 1)]).all() and not np.isnan(z[np.tril_indices(len(z))]).any()
 
@@ -218,9 +220,9 @@ def test_local_path_errors_are_shown_not_raised(tmp_path):
 
 
 def test_missing_bundled_model_shows_how_to_install(monkeypatch):
-    from attnviz import hf_models, ui
+    from attnviz import bundled, ui
 
-    monkeypatch.setattr(hf_models, "package_dir", lambda package: None)
+    monkeypatch.setattr(bundled, "package_dir", lambda package: None)
     ui.load_source.clear()  # a model loaded by an earlier test would still be cached in this process
     at = app()
     at.selectbox(key="model").set_value("minilm").run()
@@ -254,3 +256,31 @@ def test_overview_links_to_every_other_page():
     at = app()
     links = [link.proto.page for link in at.get("page_link")]
     assert sorted(links) == sorted(Path(p).stem for p in PAGES if not p.endswith("overview.py"))
+
+
+def test_8192_tokens_draw_pooled_with_a_full_resolution_window():
+    text = " ".join(f"w{i % 500}" for i in range(8300))
+    at = app()
+    at.number_input(key="max_tokens").set_value(8192)
+    at.checkbox(key="causal").check()
+    at.text_area(key="text").input(text).run()
+    at.switch_page("pages/heads.py").run()
+    assert not at.exception, at.exception
+    assert any("8,300 tokens; only the first 8,192" in w.value for w in at.warning)
+    assert any("8,192 tokens are drawn as 256 × 256 cells, each the max" in c.value for c in at.caption)
+    grid, pooled, window, row, stats = (spec_of(c) for c in at.get("plotly_chart"))
+    record = EmbeddedModel(EmbeddedConfig(causal=True)).run(text, 8192)
+    z = decode(pooled["data"][0]["z"])
+    assert z.shape == (256, 256) and np.allclose(z, record.pooled(0, 0, "max").numpy(), atol=1e-6, equal_nan=True)
+    assert np.isnan(z[0, 255]) and not np.isnan(z[255, 0])  # the future is grey, pooled too
+    # type a window: it comes back at full resolution, with the exact weights on hover
+    at.number_input(key="heads_q0").set_value(4000)
+    at.number_input(key="heads_k0").set_value(3900).run()
+    window = decode(spec_of(at.get("plotly_chart")[2])["data"][0]["z"])
+    expected = record.weights(0, 0, (4000, 4256), (3900, 4156)).masked_fill(
+        ~record.mask(0, (4000, 4256), (3900, 4156)), float("nan")
+    )
+    assert window.shape == (256, 256) and np.allclose(window, expected.numpy(), atol=1e-6, equal_nan=True)
+    at.number_input(key="heads_row").set_value(8191).run()
+    row = decode(spec_of(at.get("plotly_chart")[3])["data"][0]["y"])
+    assert row.shape == (8192,) and abs(float(np.nansum(row)) - 1.0) < 1e-4

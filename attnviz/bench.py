@@ -1,0 +1,144 @@
+"""The capture's speed and memory against a plain forward pass, side by side in one run.
+
+Each case runs in a fresh Python (``python -m attnviz.bench --child CASE TOKENS``)
+so its peak resident memory (VmHWM, model load included) is its own:
+
+- ``sdpa``: SmolLM2 loaded with ``attn_implementation="sdpa"``, one forward pass
+  (the yardstick: what the model costs without looking at its attention);
+- ``capture``: :meth:`HFSource.run` with every statistic and the pooled maps,
+  q and k not kept (what ``python -m attnviz heads`` does);
+- ``capture+qk``: the same, keeping q and k for full-resolution heads on demand
+  (what the app does);
+- ``full-record``: the record as it was before the capture: eager attention with
+  ``output_attentions=True``, every weight stacked as float32.
+
+Ratios are taken between cases measured in the same run. Timing uses
+``threads`` intra-op threads (1 by default, as the targets were set).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+
+from attnviz.peak_memory import child_env, status_bytes
+
+CASES = ("sdpa", "capture", "capture+qk", "full-record")
+TARGET_RSS_MB = 3 * 1024  # capture at 8,192 tokens
+TARGET_TIME_RATIO = 3.0  # capture / sdpa forward, same input
+PARAGRAPH = (
+    "Attention lets every token look at every other token and decide how much each one matters. "
+    "注意力机制让每个词都能看到句子里的其他词。 The cat sat on the mat because it was tired. "
+)
+
+
+def benchmark_text(tokens: int) -> str:
+    """A paragraph repeated until it is longer than ``tokens`` tokens of any bundled model."""
+    return PARAGRAPH * (tokens // 20 + 2)
+
+
+def run_case_here(case: str, tokens: int, threads: int = 1) -> dict:
+    """Run one case in this process: seconds for the pass (model load excluded) and the peak RSS in MB."""
+    import torch
+
+    torch.set_num_threads(threads)
+    text = benchmark_text(tokens)
+    if case == "sdpa" or case == "full-record":
+        from transformers import AutoModelForCausalLM
+
+        from attnviz.bundled import prepared_folder
+        from attnviz.hf_source import load_hf_source
+
+        source = load_hf_source("smollm2")  # for its tokenizer and its cut to ``tokens``
+        ids = torch.tensor([source.encode(text, tokens).ids])
+        implementation = "sdpa" if case == "sdpa" else "eager"
+        model = AutoModelForCausalLM.from_pretrained(
+            prepared_folder("smollm2"), attn_implementation=implementation, dtype=torch.float32
+        ).eval()
+        del source
+        start = time.perf_counter()
+        with torch.no_grad():
+            out = model(input_ids=ids, logits_to_keep=1, output_attentions=case == "full-record")
+            if case == "full-record":
+                record = torch.stack([a[0] for a in out.attentions]).float()  # (n_layer, n_head, T, T)
+                del out
+        seconds = time.perf_counter() - start
+    elif case in ("capture", "capture+qk"):
+        from attnviz.hf_source import load_hf_source
+
+        source = load_hf_source("smollm2")
+        start = time.perf_counter()
+        record = source.run(text, tokens, keep_qk=case == "capture+qk")
+        _ = record.statistics
+        seconds = time.perf_counter() - start
+        ids = torch.zeros(1, record.q_len)
+    else:
+        raise ValueError(f"case must be one of {', '.join(CASES)}, not {case!r}")
+    return {"case": case, "tokens": int(ids.shape[1]), "seconds": seconds, "peak_rss_mb": status_bytes("VmHWM") / 2**20}
+
+
+def run_case(case: str, tokens: int, threads: int = 1, timeout_s: float = 1800.0) -> dict:
+    """:func:`run_case_here` in a fresh Python; a case that runs out of memory or fails says so."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "attnviz.bench", "--child", case, str(tokens), "--threads", str(threads)],
+        capture_output=True,
+        text=True,
+        env=child_env(),
+        timeout=timeout_s,
+        check=False,
+    )
+    if proc.returncode != 0:
+        lines = proc.stderr.strip().splitlines()
+        why = "killed (out of memory?)" if proc.returncode < 0 else (lines[-1] if lines else f"exit {proc.returncode}")
+        return {"case": case, "tokens": tokens, "seconds": None, "peak_rss_mb": None, "failed": why}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def capture_benchmark(
+    tokens: Sequence[int] = (2048, 8192), cases: Sequence[str] = CASES, threads: int = 1
+) -> list[dict]:
+    """Every case at every size, then the capture's ratios to the sdpa forward of the same size.
+
+    The full record is skipped above 2,048 tokens: it needs about 9 GB at 2,048 and 72 GB at 8,192.
+    """
+    rows = []
+    for n in tokens:
+        for case in cases:
+            if case == "full-record" and n > 2048:
+                continue
+            rows.append(run_case(case, n, threads))
+    for row in rows:
+        base = next((r for r in rows if r["case"] == "sdpa" and r["tokens"] == row["tokens"]), None)
+        ok = base and base["seconds"] and row["seconds"]
+        row["time_vs_sdpa"] = row["seconds"] / base["seconds"] if ok else None
+        row["rss_vs_sdpa"] = row["peak_rss_mb"] / base["peak_rss_mb"] if ok else None
+        if row["case"].startswith("capture") and row["tokens"] >= 8192:
+            row["target"] = f"peak RSS <= {TARGET_RSS_MB} MB, time <= {TARGET_TIME_RATIO}x sdpa"
+            row["met"] = bool(
+                row["peak_rss_mb"] is not None
+                and row["peak_rss_mb"] <= TARGET_RSS_MB
+                and row["time_vs_sdpa"] is not None
+                and row["time_vs_sdpa"] <= TARGET_TIME_RATIO
+            )
+        row["threads"] = threads
+    return rows
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m attnviz.bench", description=__doc__)
+    parser.add_argument("--child", nargs=2, metavar=("CASE", "TOKENS"), help="run one case here (internal)")
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args(argv)
+    if args.child:
+        print(json.dumps(run_case_here(args.child[0], int(args.child[1]), args.threads)))
+        return 0
+    print(json.dumps(capture_benchmark(threads=args.threads), indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,88 @@
+"""A thread-safe LRU cache bounded in bytes, for results shared read-only by every session of a server.
+
+``st.cache_data`` hands each rerun a deserialised copy of what it holds (0.45 s
+for a 283 MB record) and bounds only the number of entries. Records here are
+built once, never mutated, and can be large, so they are shared by reference
+and bounded by what they hold: a hosted server's memory stays within
+``max_bytes`` (plus the one result being computed per key).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from typing import Any
+
+
+def nbytes_of(value: Any) -> int:
+    """What a cached value holds: its ``nbytes`` attribute, else 0 (small values)."""
+    return int(getattr(value, "nbytes", 0) or 0)
+
+
+class BoundedCache:
+    """``get_or_compute(key, compute)``: one computation per key at a time, LRU eviction by bytes and count.
+
+    A value larger than ``max_bytes`` is returned but not kept. Exceptions are not cached.
+    """
+
+    def __init__(self, max_bytes: int, max_entries: int, size: Callable[[Any], int] = nbytes_of) -> None:
+        if max_bytes < 0 or max_entries < 1:
+            raise ValueError(f"max_bytes ({max_bytes}) must be >= 0 and max_entries ({max_entries}) >= 1")
+        self.max_bytes, self.max_entries, self._size = max_bytes, max_entries, size
+        self._items: OrderedDict[Hashable, tuple[Any, int]] = OrderedDict()
+        self._lock = threading.Lock()
+        self._computing: dict[Hashable, threading.Lock] = {}
+
+    @property
+    def nbytes(self) -> int:
+        with self._lock:
+            return sum(size for _, size in self._items.values())
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._items)
+
+    def __contains__(self, key: Hashable) -> bool:
+        with self._lock:
+            return key in self._items
+
+    def _lookup(self, key: Hashable) -> tuple[bool, Any]:
+        with self._lock:
+            if key in self._items:
+                self._items.move_to_end(key)
+                return True, self._items[key][0]
+            return False, None
+
+    def get_or_compute(self, key: Hashable, compute: Callable[[], Any]) -> Any:
+        found, value = self._lookup(key)
+        if found:
+            return value
+        with self._lock:
+            key_lock = self._computing.setdefault(key, threading.Lock())
+        with key_lock:  # a second session asking for the same result waits for the first
+            found, value = self._lookup(key)
+            if found:
+                return value
+            try:
+                value = compute()
+                self._store(key, value)
+            finally:
+                with self._lock:
+                    self._computing.pop(key, None)
+        return value
+
+    def _store(self, key: Hashable, value: Any) -> None:
+        size = self._size(value)
+        if size > self.max_bytes:
+            return
+        with self._lock:
+            self._items[key] = (value, size)
+            total = sum(s for _, s in self._items.values())
+            while self._items and (total > self.max_bytes or len(self._items) > self.max_entries):
+                _, (_, evicted) = self._items.popitem(last=False)
+                total -= evicted
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()

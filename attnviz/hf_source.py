@@ -1,0 +1,360 @@
+"""A Hugging Face encoder or decoder as an :class:`~attnviz.source.AttentionSource`.
+
+The model is loaded with ``attn_implementation="attnviz"`` (see
+:mod:`attnviz.hf_attention`), so its real layers call attnviz's attention:
+captured in bounded memory for :meth:`HFSource.run`, torch's fused kernel for
+generation, the model's own eager code for the parity reference. It is shared
+read-only between sessions.
+
+Whether a model is causal is read from what transformers loads, its attention
+modules' ``is_causal``, not from the config's ``architectures`` list (which may
+name a base class such as ``LlamaModel``, or be missing).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+from attnviz import settings
+from attnviz.bundled import Progress
+from attnviz.capture import CaptureSession
+from attnviz.hf_attention import IMPLEMENTATION, capturing, reference, register
+from attnviz.masks import pad_row, padding_mask, positions_from_mask
+from attnviz.model_paths import resolve_source
+from attnviz.record import AttentionRecord, BatchRecord, GenerationRecord, ModelOutputs
+from attnviz.source import Encoding, GenerationUnsupportedError, ModelUnavailableError
+from attnviz.token_display import display_tokens, shown_text
+from attnviz.tokenizer import Token
+
+LM_SUFFIXES = ("ForCausalLM", "LMHeadModel")
+
+
+def _attention_modules(model: torch.nn.Module) -> list[torch.nn.Module]:
+    return [m for m in model.modules() if type(m).__name__.endswith("Attention") and hasattr(m, "is_causal")]
+
+
+@dataclass(eq=False)
+class HFSource:
+    """A loaded Hugging Face model, read-only and shared between sessions."""
+
+    name: str
+    source: str
+    model: torch.nn.Module
+    tokenizer: object
+    device: str
+    causal: bool
+    can_generate: bool
+    random_weights = False
+
+    @property
+    def config(self):
+        return self.model.config
+
+    @property
+    def n_layer(self) -> int:
+        return self.config.num_hidden_layers
+
+    @property
+    def n_head(self) -> int:
+        return self.config.num_attention_heads
+
+    @property
+    def n_kv_head(self) -> int:
+        return getattr(self.config, "num_key_value_heads", None) or self.n_head
+
+    @property
+    def d_model(self) -> int:
+        return self.config.hidden_size
+
+    @property
+    def head_dim(self) -> int:
+        return getattr(self.config, "head_dim", None) or self.d_model // self.n_head
+
+    @property
+    def max_positions(self) -> int:
+        """The longest input the model can read (BERT's learned positions stop at 512)."""
+        return int(getattr(self.config, "max_position_embeddings", None) or settings.MAX_TOKENS.high)
+
+    @property
+    def kind(self) -> str:
+        return "decoder" if self.causal else "encoder"
+
+    @property
+    def supports_parity(self) -> bool:
+        from attnviz.parity import supports
+
+        return supports(self.config)
+
+    @property
+    def implementation(self) -> str:
+        modules = _attention_modules(self.model)
+        layer = type(modules[0]).__name__ if modules else type(self.model).__name__
+        return f"transformers {layer} calling attnviz.capture (attn_implementation='{IMPLEMENTATION}')"
+
+    def encode(self, text: str, max_tokens: int, keep: str = "start") -> Encoding:
+        """Token ids cut to max_tokens (special tokens kept), display tokens, the uncut count.
+
+        ``keep="start"`` keeps the beginning of the text, ``"end"`` its end (a
+        generation prompt). The tokenizer is called without truncation: its
+        truncation setting is state shared by every session using the model.
+        """
+        if max_tokens < 1:
+            raise ValueError(f"max_tokens ({max_tokens}) must be at least 1")
+        max_tokens = min(max_tokens, self.max_positions)
+        tok = self.tokenizer
+        fast = bool(getattr(tok, "is_fast", False))
+        enc = tok(text, add_special_tokens=True, return_special_tokens_mask=True, return_offsets_mapping=fast)
+        ids, special = list(enc["input_ids"]), list(enc["special_tokens_mask"])
+        offsets = [tuple(o) for o in enc["offset_mapping"]] if fast else None
+        n_input = len(ids)
+        if n_input > max_tokens:
+            lead = next((i for i, s in enumerate(special) if not s), n_input)
+            trail = next((i for i, s in enumerate(reversed(special)) if not s), 0)
+            room = max_tokens - lead - trail
+            if room < 1:
+                index = list(range(max_tokens))
+            elif keep == "end":
+                index = [*range(lead), *range(n_input - trail - room, n_input)]
+            else:
+                index = [*range(lead + room), *range(n_input - trail, n_input)]
+            ids, special = [ids[i] for i in index], [special[i] for i in index]
+            offsets = [offsets[i] for i in index] if offsets else None
+        return Encoding(ids=ids, tokens=display_tokens(text, ids, offsets, tok, special), n_input=n_input)
+
+    def forward(
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor | None = None,
+        position_ids: Tensor | None = None,
+        *,
+        output_attentions: bool = False,
+    ):
+        """One forward pass of the model (batch, T) in whatever attention mode this thread is in."""
+        kwargs = {"return_dict": True, "output_attentions": output_attentions}
+        if attention_mask is not None:
+            kwargs["attention_mask"] = attention_mask
+        if position_ids is not None:
+            kwargs["position_ids"] = position_ids
+        if self.can_generate:
+            kwargs["logits_to_keep"] = 1
+        return self.model(input_ids=input_ids, **kwargs)
+
+    @contextmanager
+    def _last_hidden(self) -> Iterator[list[Tensor]]:
+        """Collect the base model's last hidden states of this thread's passes (the model is shared)."""
+        grabbed: list[Tensor] = []
+        owner = threading.get_ident()
+
+        def grab(module, args, output):
+            if threading.get_ident() == owner:
+                grabbed.append(output[0] if isinstance(output, tuple) else output.last_hidden_state)
+
+        hook = self.model.base_model.register_forward_hook(grab)
+        try:
+            yield grabbed
+        finally:
+            hook.remove()
+
+    def _capture(
+        self, input_ids: Tensor, attention_mask: Tensor | None, position_ids: Tensor | None, keep_qk: bool
+    ) -> tuple[CaptureSession, Tensor, Tensor | None]:
+        """Run and capture a (batch, T) pass -> the session, last hidden (B, T, d_model), next-token logits (B, V)."""
+        batch, T = input_ids.shape
+        session = CaptureSession(batch, T, self.n_layer * self.n_head, keep_qk)
+        with capturing(session), self._last_hidden() as hidden:
+            out = self.forward(input_ids, attention_mask, position_ids)
+        if not session.layers[0] and T:
+            raise ModelUnavailableError(
+                f"{self.name}'s attention does not go through transformers' AttentionInterface; attnviz cannot capture it"
+            )
+        logits = out.logits[:, -1].float().cpu() if self.can_generate and T else None
+        return session, hidden[-1].float().cpu(), logits
+
+    def _record(
+        self, encoding: Encoding, layers, hidden: Tensor, logits: Tensor | None, tokens=None
+    ) -> AttentionRecord:
+        return AttentionRecord(
+            model_name=self.name,
+            tokens=tokens if tokens is not None else encoding.tokens,
+            layers=layers,
+            n_kv_head=self.n_kv_head,
+            causal=self.causal,
+            implementation=self.implementation,
+            n_input_tokens=encoding.n_input,
+            outputs=ModelOutputs(hidden=hidden, next_token_logits=logits),
+        )
+
+    @torch.no_grad()
+    def run(self, text: str, max_tokens: int, *, keep_qk: bool = True) -> AttentionRecord:
+        encoding = self.encode(text, max_tokens)
+        input_ids = torch.tensor([encoding.ids], dtype=torch.long, device=self.device)  # (1, T)
+        session, hidden, logits = self._capture(input_ids, None, None, keep_qk)
+        return self._record(encoding, session.layers[0], hidden[0], None if logits is None else logits[0])
+
+    def reference_weights(self, text: str, max_tokens: int) -> Tensor:
+        """Every weight from the model's own eager attention: (n_layer, n_head, T, T). Short inputs only."""
+        return self.reference_pass(self.encode(text, min(max_tokens, settings.PARITY_TOKENS)).ids)[0]
+
+    @torch.no_grad()
+    def reference_pass(self, ids: list[int]) -> tuple[Tensor, list]:
+        """The model's own eager attention on ``ids``: weights (n_layer, n_head, T, T) and each layer's mask.
+
+        Every weight at once, so only for short inputs (parity, exactness checks).
+        """
+        input_ids = torch.tensor([ids], dtype=torch.long, device=self.device)
+        with reference() as run:
+            out = self.forward(input_ids, output_attentions=True)
+        weights = torch.stack([a[0] for a in out.attentions]).float().cpu()
+        return weights, [keys[0] for keys in run.keys]
+
+    @torch.no_grad()
+    def run_batch(self, texts: list[str], max_tokens: int, side: str = "right") -> BatchRecord:
+        """Several texts padded to one length on ``side``; the model's own padding mask keeps pads out."""
+        encodings = [self.encode(t, max_tokens) for t in texts]
+        length = max(len(e.ids) for e in encodings)
+        pad_id = self.tokenizer.pad_token_id
+        if pad_id is None:
+            pad_id = self.tokenizer.eos_token_id or 0
+        pad_text = self.tokenizer.pad_token or "[PAD]"
+        pad = Token(pad_text, 0, 0, special=True, pad=True, raw=pad_text)
+        input_ids = torch.tensor([pad_row(e.ids, length, pad_id, side) for e in encodings], device=self.device)
+        key_mask = padding_mask([len(e.ids) for e in encodings], length, side=side)[:, 0, 0]  # (B, T)
+        position_ids = positions_from_mask(key_mask).to(self.device)
+        session, hidden, _ = self._capture(input_ids, key_mask.long().to(self.device), position_ids, True)
+        records = [
+            self._record(e, layers, hidden[b], None, tokens=pad_row(e.tokens, length, pad, side))
+            for b, (e, layers) in enumerate(zip(encodings, session.layers, strict=True))
+        ]
+        return BatchRecord(records=records, key_mask=key_mask, side=side)
+
+    @torch.no_grad()
+    def generate(self, prompt: str, n_new: int, max_tokens: int) -> GenerationRecord:
+        """Greedy decoding with the KV cache, then one captured pass over prompt + generated tokens.
+
+        Row ``p`` of the record is the attention of the token *at* position p (the
+        one being read), which is what predicts token p + 1. Decoding runs torch's
+        fused kernel with the model's KV cache; the capture's rows equal the
+        cached steps' rows (tested to 1e-5), and a single pass keeps memory bounded.
+        """
+        if not self.can_generate:
+            raise GenerationUnsupportedError(
+                f"{self.name} has no language-model head; generation needs a decoder (causal LM)"
+            )
+        if n_new < 1:
+            raise ValueError(f"the number of new tokens ({n_new}) must be at least 1")
+        encoding = self.encode(prompt, max(1, max_tokens - n_new), keep="end")
+        ids = list(encoding.ids)
+        out = self.model(input_ids=torch.tensor([ids], device=self.device), use_cache=True, logits_to_keep=1)
+        generated: list[int] = []
+        eos = self.tokenizer.eos_token_id
+        for step in range(n_new):
+            next_id = int(out.logits[0, -1].argmax())
+            generated.append(next_id)
+            if next_id == eos or step == n_new - 1:
+                break
+            out = self.model(input_ids=torch.tensor([[next_id]], device=self.device), cache=out.cache, use_cache=True)
+        new_tokens = [
+            Token(
+                shown_text(self.tokenizer.decode([g])),
+                -1,
+                -1,
+                special=bool(g in self.tokenizer.all_special_ids),
+                raw=self.tokenizer.convert_ids_to_tokens(g),
+            )
+            for g in generated
+        ]
+        everything = Encoding(
+            ids=ids + generated, tokens=encoding.tokens + new_tokens, n_input=len(ids) + len(generated)
+        )
+        input_ids = torch.tensor([everything.ids], dtype=torch.long, device=self.device)
+        session, hidden, logits = self._capture(input_ids, None, None, keep_qk=True)
+        record = self._record(everything, session.layers[0], hidden[0], logits[0])
+        return GenerationRecord(
+            record=record,
+            n_prompt=len(ids),
+            n_prompt_input=encoding.n_input,
+            generated_ids=generated,
+            text=self.tokenizer.decode(generated, skip_special_tokens=True),
+        )
+
+    def check_parity(self, text: str, max_tokens: int):
+        from attnviz.parity import PARITY_MAX_TOKENS, reproduce
+
+        return reproduce(self, self.encode(text, min(max_tokens, PARITY_MAX_TOKENS)).ids)
+
+
+def _has_lm_head(config, where: str) -> bool:
+    """Whether to load the model with its language-model head.
+
+    The architectures list says so when it names a ``*ForCausalLM`` class. When
+    it is missing, a checkpoint that holds ``lm_head`` weights has one.
+    """
+    names = config.architectures or []
+    if names:
+        return any(n.endswith(LM_SUFFIXES) for n in names)
+    folder = Path(where)
+    if not folder.is_dir():
+        return False
+    from safetensors import safe_open
+
+    for file in folder.glob("*.safetensors"):
+        with safe_open(str(file), framework="pt") as handle:
+            if any(name.startswith("lm_head.") for name in handle.keys()):  # noqa: SIM118 (a safetensors handle)
+                return True
+    return False
+
+
+def load_hf_source(
+    source: str, device: str = "cpu", allow_pickle: bool = False, progress: Progress | None = None
+) -> HFSource:
+    """Load a bundled model ("minilm", "smollm2"), a local folder or a hub id, read-only, through attnviz's attention."""
+    from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoTokenizer
+
+    register()
+    where, name, safetensors = resolve_source(source, progress, allow_pickle)
+    report = progress or (lambda fraction, message: None)
+    report(0.9, f"Loading {name}")
+    try:
+        config = AutoConfig.from_pretrained(where, trust_remote_code=False)
+        if getattr(config, "is_encoder_decoder", False):
+            raise ModelUnavailableError(f"{name} is an encoder-decoder model; attnviz shows encoders and decoders")
+        with_lm_head = _has_lm_head(config, where)
+        cls = AutoModelForCausalLM if with_lm_head else AutoModel
+        model = cls.from_pretrained(
+            where,
+            attn_implementation=IMPLEMENTATION,
+            dtype=torch.float32,
+            trust_remote_code=False,
+            use_safetensors=safetensors,
+        )
+        tokenizer = AutoTokenizer.from_pretrained(where, trust_remote_code=False)
+    except ModelUnavailableError:
+        raise
+    except Exception as err:  # corrupt files, unknown architectures, missing deps: all user-fixable
+        first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ModelUnavailableError(f"could not load {source!r}: {first_line}") from err
+    if not type(model)._supports_attention_backend:
+        raise ModelUnavailableError(
+            f"{name} ({type(model).__name__}) does not route attention through transformers' AttentionInterface, "
+            "so attnviz cannot capture it"
+        )
+    modules = _attention_modules(model)
+    causal = any(m.is_causal for m in modules) if modules else bool(getattr(config, "is_decoder", False))
+    model.eval().requires_grad_(False).to(device)
+    report(1.0, f"Loaded {name}")
+    return HFSource(
+        name=name,
+        source=source,
+        model=model,
+        tokenizer=tokenizer,
+        device=device,
+        causal=causal,
+        can_generate=with_lm_head and causal,
+    )

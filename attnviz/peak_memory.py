@@ -1,0 +1,62 @@
+"""Peak resident memory of this process, resettable on Linux: how benchmarks measure what one call costs.
+
+torch's CPU allocations are invisible to ``tracemalloc``, and ``ru_maxrss`` only
+ever grows (in a child process it even starts at the parent's peak), so a
+measurement resets the kernel's high-water mark (VmHWM) to the current RSS,
+runs, and reads it back.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import sys
+from pathlib import Path
+
+# glibc raises its mmap threshold after a large block is freed, and then serves the next
+# large allocation from heap pages that are already resident: a measured peak would miss
+# it. A fixed threshold keeps every large tensor in its own mapping, returned on free.
+MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": "131072"}
+
+
+def child_env() -> dict[str, str]:
+    """The environment for a measuring child process: this project importable, glibc's threshold fixed."""
+    root = str(Path(__file__).resolve().parents[1])
+    path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
+    return {**os.environ, **MALLOC_ENV, "PYTHONPATH": path}
+
+
+def status_bytes(field: str) -> int | None:
+    """A ``VmRSS``/``VmHWM`` line of /proc/self/status in bytes; None off Linux."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def maxrss_bytes() -> int:
+    scale = 1 if sys.platform == "darwin" else 1024  # bytes on macOS, KiB elsewhere
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale
+
+
+def reset_peak_rss() -> tuple[int, bool]:
+    """The RSS baseline in bytes, and whether the kernel's peak was reset to it.
+
+    On Linux, writing 5 to /proc/self/clear_refs resets VmHWM (peak RSS) to the
+    current RSS. ``ru_maxrss`` is no substitute in a child process: it starts at
+    the peak of the parent that spawned it (through vfork and exec), so after
+    one large run every later child would report that run's peak.
+    """
+    try:
+        with open("/proc/self/clear_refs", "w") as clear_refs:
+            clear_refs.write("5")
+        current = status_bytes("VmRSS")
+        if current is not None and status_bytes("VmHWM") is not None:
+            return current, True
+    except OSError:
+        pass
+    return maxrss_bytes(), False

@@ -1,0 +1,157 @@
+"""The chunked capture against the inspectable path that holds every weight: statistics, pooled maps, heads."""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from attnviz import capture as capture_module
+from attnviz.attention import scaled_dot_product_attention
+from attnviz.capture import (
+    CaptureSession,
+    capture_attention,
+    pool_bin,
+    pooled_counts,
+    weights_window,
+)
+from attnviz.head_stats import row_statistics
+from attnviz.masks import KeyRanges
+
+TOL = 1e-5
+MASKS = {
+    "full": lambda n: KeyRanges.full(n),
+    "causal": lambda n: KeyRanges.causal(n),
+    "window 5": lambda n: KeyRanges.causal(n, window=5),
+    "left-padded causal": lambda n: KeyRanges.causal(n, start=7),
+    "right-padded encoder": lambda n: KeyRanges.span(n, 0, n - 6),
+}
+
+
+def inputs(n_head=6, n_kv_head=3, length=41, head_dim=16, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(n_head, length, head_dim, generator=g) * 2
+    k = torch.randn(n_kv_head, length, head_dim, generator=g) * 2
+    v = torch.randn(n_kv_head, length, head_dim, generator=g)
+    return q, k, v
+
+
+def reference(q, k, v, keys):
+    """Every weight at once: output (H, T, hd), weights (H, T, T)."""
+    out, w = scaled_dot_product_attention(q[None], k[None], v[None], mask=keys.dense())
+    return out[0], w[0]
+
+
+def assert_close(ours, theirs, tol=TOL):
+    """Equal to ``tol`` where defined, and NaN exactly where the other is."""
+    assert torch.equal(torch.isnan(ours), torch.isnan(theirs))
+    defined = ~torch.isnan(theirs)
+    assert (ours[defined] - theirs[defined]).abs().max().item() <= tol
+
+
+def pool(w, b, op):
+    """(H, T, S) -> (H, ceil(T/b), ceil(S/b)) by max or sum over whole b x b bins (zero padding)."""
+    T, S = w.shape[-2:]
+    padded = F.pad(w, (0, -S % b, 0, -T % b))
+    blocks = padded.view(w.shape[0], padded.shape[1] // b, b, padded.shape[2] // b, b)
+    return blocks.amax(dim=(2, 4)) if op == "max" else blocks.sum(dim=(2, 4))
+
+
+@pytest.fixture(params=[None, 1], ids=["one chunk", "many chunks"])
+def chunking(request, monkeypatch):
+    if request.param:  # chunks of a single pooled bin of rows: every boundary case at once
+        monkeypatch.setattr(capture_module, "CHUNK_ELEMENTS", 1)
+
+
+@pytest.mark.parametrize("bin_size", [1, 3, 8])
+@pytest.mark.parametrize("mask", list(MASKS))
+def test_capture_equals_every_weight_at_once(mask, bin_size, chunking):
+    q, k, v = inputs()
+    keys = MASKS[mask](q.shape[1])
+    ref_out, ref_w = reference(q, k, v, keys)
+    out, cap = capture_attention(q, k, v, keys, scale=16**-0.5, bin_size=bin_size)
+    assert (out - ref_out).abs().max().item() <= TOL
+    # statistics, on the rows that have a choice (row_statistics leaves the others NaN)
+    expected = row_statistics(ref_w, keys.dense())
+    live = ~torch.isnan(expected["entropy"])
+    for name in ("entropy", "max_weight", "first_token_weight", "prev_token_weight", "self_weight"):
+        assert_close(cap.rows[name][live], expected[name][live])
+    distance = expected["mean_distance"][live]  # tokens: float32 rounding grows with the distance
+    assert ((cap.rows["mean_distance"][live] - distance).abs() / distance.clamp_min(1)).max().item() <= TOL
+    # pooled maps, NaN exactly where a bin sees nothing
+    counts = pooled_counts(keys, bin_size)
+    empty = counts == 0
+    assert torch.equal(torch.isnan(cap.pooled_max[0]), empty)
+    assert (cap.pooled_max.nan_to_num(0) - pool(ref_w, bin_size, "max")).abs().max().item() <= TOL
+    mean = pool(ref_w, bin_size, "sum") / counts.clamp_min(1)
+    assert (cap.pooled_mean.nan_to_num(0) - mean.masked_fill(empty, 0)).abs().max().item() <= TOL
+    assert (
+        cap.mean_pooled_max.nan_to_num(0) - pool(ref_w.mean(0, keepdim=True), bin_size, "max")[0]
+    ).abs().max() <= TOL
+    # any head, any window, at full resolution from q, k and the log-sum-exps
+    T = q.shape[1]
+    assert (weights_window(cap, 4, (0, T), (0, T)) - ref_w[4]).abs().max().item() <= TOL
+    assert (weights_window(cap, None, (9, 20), (3, 30)) - ref_w[:, 9:20, 3:30]).abs().max().item() <= TOL
+
+
+def test_statistics_by_hand_on_a_previous_token_head():
+    # q·k is large exactly for the previous position: every row but the first puts ~all weight there
+    T, hd = 6, 8
+    k = torch.eye(T, hd)[None] * 40  # (1, T, hd): key j points along axis j
+    q = torch.roll(torch.eye(T, hd), shifts=1, dims=0)[None] * 40  # query i points along axis i - 1
+    q[0, 0] = 0.0
+    v = torch.randn(1, T, hd)
+    _, cap = capture_attention(q, k, v, KeyRanges.causal(T), scale=hd**-0.5, bin_size=1)
+    assert cap.rows["prev_token_weight"][0, 1:].min().item() > 0.999
+    assert math.isnan(cap.rows["prev_token_weight"][0, 0].item())  # row 0 has no previous token
+    assert cap.rows["mean_distance"][0, 1:].tolist() == pytest.approx([1.0] * (T - 1), abs=1e-3)
+    assert cap.rows["entropy"][0, 1:].max().item() < 1e-2
+    assert cap.rows["max_weight"][0, 0].item() == pytest.approx(1.0)  # row 0 sees only itself
+
+
+def test_fully_masked_rows_give_zeros_not_nan():
+    q, k, v = inputs(length=12)
+    keys = KeyRanges.causal(12, start=4)  # rows 0..3 of a left-padded decoder see nothing
+    out, cap = capture_attention(q, k, v, keys, scale=0.25, bin_size=2)
+    assert not torch.isnan(out).any() and out[:, :4].abs().max().item() == 0.0
+    assert torch.isneginf(cap.rows["lse"][:, :4]).all()
+    assert weights_window(cap, 0, (0, 12), (0, 12))[:4].abs().max().item() == 0.0
+    assert not torch.isnan(weights_window(cap, 0, (0, 12), (0, 12))).any()
+
+
+def test_softcap_is_applied_where_the_model_applies_it():
+    q, k, v = inputs(length=10)
+    _, cap = capture_attention(q, k, v, KeyRanges.full(10), scale=0.25, bin_size=1, softcap=2.0)
+    scores = torch.tanh((q @ k.repeat_interleave(2, 0).transpose(-1, -2)) * 0.25 / 2.0) * 2.0
+    assert (weights_window(cap, None, (0, 10), (0, 10)) - scores.softmax(-1)).abs().max().item() <= TOL
+
+
+def test_windows_are_bounded_and_need_q_and_k():
+    q, k, v = inputs(length=8)
+    _, cap = capture_attention(q, k, v, KeyRanges.full(8), scale=0.25, bin_size=1, keep_qk=False)
+    assert cap.q is None and cap.k is None
+    with pytest.raises(ValueError, match="keep_qk=True"):
+        weights_window(cap, 0, (0, 8), (0, 8))
+    _, cap = capture_attention(q, k, v, KeyRanges.full(8), scale=0.25, bin_size=1)
+    with pytest.raises(ValueError, match="over the limit of 16 cells"):
+        weights_window(cap, 0, (0, 8), (0, 8), limit=16)
+
+
+def test_pooled_maps_stay_within_their_budget():
+    # a head drawn whole needs pooled maps only for the grid's 64-cell tiles; a long one, 256 cells a side
+    assert pool_bin(40, 270) == 1 and pool_bin(512, 270) == 8 and pool_bin(513, 270) == 3
+    assert pool_bin(8192, 270) == 32
+    # 12 layers x 64 heads: cells shrink so every head of every layer stays within the budget
+    b = pool_bin(8192, 12 * 64)
+    assert 12 * 64 * math.ceil(8192 / b) ** 2 <= capture_module.POOL_CELL_BUDGET
+
+
+def test_session_captures_each_sequence_of_a_batch_apart():
+    q, k, v = inputs(length=9)
+    session = CaptureSession(batch=2, q_len=9, n_heads_total=6)
+    keys = [KeyRanges.causal(9), KeyRanges.causal(9, start=3)]
+    out = session.attend(torch.stack([q, q]), torch.stack([k, k]), torch.stack([v, v]), keys, 0.25)
+    assert out.shape == (2, 6, 9, 16)
+    assert [len(s) for s in session.layers] == [1, 1]
+    assert session.layers[1][0].keys is keys[1]
+    assert torch.equal(out[0], capture_attention(q, k, v, keys[0], scale=0.25, bin_size=1)[0])
