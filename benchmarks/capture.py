@@ -36,7 +36,9 @@ def main() -> None:
         t = "-" if r["time_vs_sdpa"] is None else f"{r['time_vs_sdpa']:.2f}"
         m = "-" if r["rss_vs_sdpa"] is None else f"{r['rss_vs_sdpa']:.2f}"
         target = "" if "met" not in r else ("met" if r["met"] else "NOT met") + f" ({r['target']})"
-        print(f"{r['case']:<13} {r['tokens']:>6} {r['seconds']:>8.1f} {t:>7} {r['peak_rss_mb']:>12,.0f} {m:>7}  {target}")
+        print(
+            f"{r['case']:<13} {r['tokens']:>6} {r['seconds']:>8.1f} {t:>7} {r['peak_rss_mb']:>12,.0f} {m:>7}  {target}"
+        )
 
 
 if __name__ == "__main__":

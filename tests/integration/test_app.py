@@ -268,7 +268,9 @@ def test_8192_tokens_draw_pooled_with_a_full_resolution_window():
     assert not at.exception, at.exception
     assert any("8,300 tokens; only the first 8,192" in w.value for w in at.warning)
     assert any("8,192 tokens are drawn as 256 × 256 cells, each the max" in c.value for c in at.caption)
-    grid, pooled, window, row, stats = (spec_of(c) for c in at.get("plotly_chart"))
+    charts = [spec_of(c) for c in at.get("plotly_chart")]
+    assert len(charts) == 5  # grid, pooled head, full-resolution window, one row, statistics
+    pooled = charts[1]
     record = EmbeddedModel(EmbeddedConfig(causal=True)).run(text, 8192)
     z = decode(pooled["data"][0]["z"])
     assert z.shape == (256, 256) and np.allclose(z, record.pooled(0, 0, "max").numpy(), atol=1e-6, equal_nan=True)
