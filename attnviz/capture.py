@@ -43,7 +43,7 @@ ROW_STATS = (
 )
 POOL_SIDE = 256  # pooled maps have at most this many cells a side (the pooled large view)
 GRID_SIDE = 64  # ... and this many when only the grid's tiles need them
-FULL_VIEW_TOKENS = 512  # up to this many tokens a head is drawn whole at full resolution, from q and k
+FULL_VIEW_TOKENS = 384  # up to this many tokens a head is drawn whole at full resolution (589 kB of float32)
 POOL_CELL_BUDGET = 24 * 2**20  # cells per pooled-map kind over all heads of all layers (96 MB in float32)
 CHUNK_ELEMENTS = 2**22  # scores held at once: n_head x chunk rows x keys (16 MB in float32)
 WINDOW_CELLS = 512 * 512  # the largest full-resolution window produced on demand, per head

@@ -343,8 +343,10 @@ def head_view(
     )
     event = plotly(fig, key=f"{key}_pooled", on_select="rerun", selection_mode=("box",))
     box = _selected_box(event)
-    if box is not None:  # a selection moves the window; the inputs stay editable
-        st.session_state[f"{key}_q0"], st.session_state[f"{key}_k0"] = box
+    if box is not None and box != st.session_state.get(f"{key}_box"):  # a new selection moves the window once;
+        st.session_state[f"{key}_box"] = box  # the inputs stay editable while it stays selected
+        st.session_state[f"{key}_q0"] = min(box[0], record.q_len - 1)
+        st.session_state[f"{key}_k0"] = min(box[1], record.k_len - 1)
     if f"{key}_side" not in st.session_state:
         st.session_state[f"{key}_side"] = WINDOW_SIDES[1]
     cols = st.columns(3)

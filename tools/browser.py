@@ -115,12 +115,12 @@ def wait_until_idle(page, timeout_ms: int = 120_000) -> None:
     page.wait_for_timeout(200)
 
 
-def set_sidebar_value(page, label: str, value: str) -> None:
+def set_sidebar_value(page, label: str, value: str, timeout_ms: int = 120_000) -> None:
     """Type into a sidebar input found by its label and commit it as a user does."""
     box = page.locator('[data-testid="stSidebar"]').get_by_label(label, exact=True)
     box.fill(value)
     box.press("Control+Enter" if box.evaluate("e => e.tagName") == "TEXTAREA" else "Enter")
-    wait_until_idle(page)
+    wait_until_idle(page, timeout_ms)
 
 
 def wait_for_charts(page, count: int, timeout_ms: int = 90_000) -> None:

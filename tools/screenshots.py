@@ -21,20 +21,36 @@ from tools.browser import (
 
 MINILM = [("Model", BUNDLED["minilm"].title)]
 SMOLLM2 = [("Model", BUNDLED["smollm2"].title)]
-# name -> (page path, sidebar choices (selectbox label, option) or (input label, value), charts to wait for)
+LONG_TEXT = (
+    "Attention lets every token look at every other token and decide how much each one matters. "
+    "注意力机制让每个词都能看到句子里的其他词。 The cat sat on the mat because it was tired. "
+) * 260  # over 8,192 SmolLM2 tokens
+# name -> (page path, sidebar choices (selectbox label, option) or (input label, value), charts to wait for,
+#          a button to press first or None, where to scroll for the shot or None)
 SHOTS = {
-    "overview": ("", [], 0),
-    "heads": ("heads", [], 3),
-    "heads-minilm": ("heads", MINILM, 3),
-    "heads-smollm2": ("heads", SMOLLM2, 3),
-    "parity-smollm2": ("parity", SMOLLM2, 3),
-    "generation-smollm2": ("generation", [*SMOLLM2, ("Text to analyse", "The capital of France is")], 2),
-    "padding": ("padding", [], 4),
+    "overview": ("", [], 0, None, None),
+    "heads": ("heads", [], 3, None, None),
+    "heads-minilm": ("heads", MINILM, 3, None, None),
+    "heads-smollm2": ("heads", SMOLLM2, 3, None, None),
+    "heads-smollm2-8192": (
+        "heads",
+        [*SMOLLM2, ("Max tokens", "8192"), ("Text to analyse", LONG_TEXT)],
+        5,
+        None,
+        "One head, large",
+    ),
+    "parity-smollm2": ("parity", SMOLLM2, 3, None, None),
+    "generation-smollm2": ("generation", [*SMOLLM2, ("Text to analyse", "The capital of France is")], 2, None, None),
+    "padding": ("padding", [], 4, None, None),
+    "cost": ("cost", [], 3, "Measure on this machine (about 10 s)", None),
 }
 
 
+TIMEOUT_MS = 600_000  # SmolLM2 captures 8,192 tokens in one to two minutes on a 2-core CPU
+
+
 def take(browser, url: str, name: str, height: int = 2300) -> None:
-    path, values, charts = SHOTS[name]
+    path, values, charts, button, scroll_to = SHOTS[name]
     context = browser.new_context(viewport={"width": 1400, "height": height})
     page = context.new_page()
     page.goto(f"{url}/{path}")
@@ -43,10 +59,15 @@ def take(browser, url: str, name: str, height: int = 2300) -> None:
         if label == "Model":
             choose_sidebar_option(page, label, value)
         else:
-            set_sidebar_value(page, label, value)
+            set_sidebar_value(page, label, value, timeout_ms=TIMEOUT_MS)
+    if button:
+        page.get_by_role("button", name=button).click()
+        wait_until_idle(page, TIMEOUT_MS)
     if charts:
-        wait_for_charts(page, charts)
-    wait_until_idle(page)
+        wait_for_charts(page, charts, TIMEOUT_MS)
+    wait_until_idle(page, TIMEOUT_MS)
+    if scroll_to:
+        page.get_by_text(scroll_to, exact=True).scroll_into_view_if_needed()
     page.wait_for_timeout(800)
     out = ROOT / "assets" / f"{name}.png"
     page.screenshot(path=str(out))

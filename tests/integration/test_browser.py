@@ -99,7 +99,7 @@ def test_overview_links_to_heads(server, page):
     assert "/heads" in page.url
 
 
-def test_12_heads_of_512_tokens_stay_under_2mb_and_draw(server, page):
+def test_12_heads_of_512_tokens_stay_under_1_5mb_and_zoom_to_full_resolution(server, page):
     received = []
     page.on("websocket", lambda ws: ws.on("framereceived", lambda payload: received.append(len(payload))))
     page.goto(f"{server}/heads")
@@ -111,14 +111,36 @@ def test_12_heads_of_512_tokens_stay_under_2mb_and_draw(server, page):
     received.clear()
     started = time.monotonic()
     set_sidebar_value(page, "Text to analyse", " ".join(f"word{i % 97}" for i in range(600)))
-    wait_for_charts(page, 3)
+    wait_for_charts(page, 5)  # grid, pooled head, full-resolution window, one row, statistics
     drawn_s = time.monotonic() - started
     payload = sum(received)
     assert_no_exception(page)
     assert page.get_by_text("The text has 600 tokens; only the first 512").count() == 1
     assert page.get_by_text("1 layers × 12 heads", exact=False).count() == 1
-    assert payload < 2_000_000, f"{payload} bytes"
+    assert page.get_by_text("512 tokens are drawn as 256 × 256 cells", exact=False).count() == 1
+    assert payload < 1_500_000, f"{payload} bytes"
     print(f"12 heads x 512 tokens: {payload / 1e6:.2f} MB over the websocket, drawn in {drawn_s:.1f} s")
+    # box-select a region of the pooled head: the full-resolution window moves there
+    queries = page.get_by_label("Queries from", exact=True)
+    assert queries.input_value() == "0"
+    pooled = page.locator(".js-plotly-plot").nth(1)
+    pooled.scroll_into_view_if_needed()
+    box = pooled.locator(".nsewdrag").first.bounding_box()
+    x0, y0 = box["x"] + box["width"] * 0.55, box["y"] + box["height"] * 0.6
+    page.mouse.move(x0, y0)
+    page.mouse.down()
+    page.mouse.move(x0 + 40, y0 + 40, steps=8)
+    page.mouse.up()
+    page.wait_for_function(
+        "() => document.querySelector('input[aria-label=\"Queries from\"]').value !== '0'", timeout=30_000
+    )
+    wait_until_idle(page)
+    wait_for_charts(page, 5)
+    assert_no_exception(page)
+    q0 = int(queries.input_value())
+    k0 = int(page.get_by_label("Keys from", exact=True).input_value())
+    assert 250 < q0 < 360 and 230 < k0 < 330, (q0, k0)  # 60% down, 55% across 512 tokens
+    assert page.get_by_text(f"queries {q0}–", exact=False).count() >= 1
 
 
 def test_choosing_smollm2_in_the_sidebar_generates(server, page):
