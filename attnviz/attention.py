@@ -400,3 +400,22 @@ class MultiHeadAttention(nn.Module):
         else:
             out, weights = fused_attention(q, k, v, mask, scale, dropout_p, is_causal=is_causal), None
         return self.w_o(merge_heads(out)), weights  # (B, T, d_model)
+
+
+def naive_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    """The textbook four lines, kept as the yardstick the inspectable path is measured against.
+
+    q (B, n_head, T, hd), k and v (B, n_kv_head, S, hd) -> output (B, n_head, T, hd),
+    weights (B, n_head, T, S). K and V are repeated per query head with
+    ``repeat_interleave`` (one copy each, the cheapest way for this form), and the
+    whole scores matrix is held: this is what "O(n²) memory" means. A fully
+    masked row gives NaN here.
+    """
+    n_rep = q.shape[1] // k.shape[1]
+    k = k.repeat_interleave(n_rep, dim=1)  # (B, n_head, T, hd)
+    v = v.repeat_interleave(n_rep, dim=1)  # (B, n_head, T, hd)
+    scores = q @ k.transpose(-2, -1) * (1.0 / math.sqrt(q.shape[-1]))  # (B, n_head, T, T)
+    if mask is not None:
+        scores.masked_fill_(~mask, float("-inf"))
+    weights = scores.softmax(-1)  # (B, n_head, T, T)
+    return weights @ v, weights  # (B, n_head, T, hd)

@@ -10,7 +10,9 @@ so its peak resident memory (VmHWM, model load included) is its own:
 - ``capture+qk``: the same, keeping q and k for full-resolution heads on demand
   (what the app does);
 - ``full-record``: the record as it was before the capture: eager attention with
-  ``output_attentions=True``, every weight stacked as float32.
+  ``output_attentions=True``, every weight stacked as float32;
+- ``embedded-max``: the embedded model at the sidebar's largest setting (12
+  layers x 64 heads, d_model 1,024), the most a visitor can ask of it.
 
 Ratios are taken between cases measured in the same run. Timing uses
 ``threads`` intra-op threads (1 by default, as the targets were set).
@@ -27,7 +29,7 @@ from collections.abc import Sequence
 
 from attnviz.peak_memory import child_env, status_bytes
 
-CASES = ("sdpa", "capture", "capture+qk", "full-record")
+CASES = ("sdpa", "capture", "capture+qk", "full-record", "embedded-max")
 TARGET_RSS_MB = 3 * 1024  # capture at 8,192 tokens
 TARGET_TIME_RATIO = 3.0  # capture / sdpa forward, same input
 PARAGRAPH = (
@@ -48,18 +50,15 @@ def run_case_here(case: str, tokens: int, threads: int = 1) -> dict:
     torch.set_num_threads(threads)
     text = benchmark_text(tokens)
     if case == "sdpa" or case == "full-record":
-        from transformers import AutoModelForCausalLM
+        from transformers import AutoModelForCausalLM, AutoTokenizer
 
         from attnviz.bundled import prepared_folder
-        from attnviz.hf_source import load_hf_source
 
-        source = load_hf_source("smollm2")  # for its tokenizer and its cut to ``tokens``
-        ids = torch.tensor([source.encode(text, tokens).ids])
+        folder = prepared_folder("smollm2")
+        ids = torch.tensor([AutoTokenizer.from_pretrained(folder)(text)["input_ids"][:tokens]])  # what run() reads
         implementation = "sdpa" if case == "sdpa" else "eager"
-        model = AutoModelForCausalLM.from_pretrained(
-            prepared_folder("smollm2"), attn_implementation=implementation, dtype=torch.float32
-        ).eval()
-        del source
+        model = AutoModelForCausalLM.from_pretrained(folder, attn_implementation=implementation, dtype=torch.float32)
+        model.eval()
         start = time.perf_counter()
         with torch.no_grad():
             out = model(input_ids=ids, logits_to_keep=1, output_attentions=case == "full-record")
@@ -67,12 +66,16 @@ def run_case_here(case: str, tokens: int, threads: int = 1) -> dict:
                 record = torch.stack([a[0] for a in out.attentions]).float()  # (n_layer, n_head, T, T)
                 del out
         seconds = time.perf_counter() - start
-    elif case in ("capture", "capture+qk"):
+    elif case in ("capture", "capture+qk", "embedded-max"):
+        from attnviz.embedded import EmbeddedConfig, EmbeddedModel
         from attnviz.hf_source import load_hf_source
 
-        source = load_hf_source("smollm2")
+        if case == "embedded-max":
+            source = EmbeddedModel(EmbeddedConfig(d_model=1024, n_head=64, n_layer=12))
+        else:
+            source = load_hf_source("smollm2")
         start = time.perf_counter()
-        record = source.run(text, tokens, keep_qk=case == "capture+qk")
+        record = source.run(text, tokens, keep_qk=case != "capture")
         _ = record.statistics
         seconds = time.perf_counter() - start
         ids = torch.zeros(1, record.q_len)
@@ -103,15 +106,20 @@ def capture_benchmark(
 ) -> list[dict]:
     """Every case at every size, then the capture's ratios to the sdpa forward of the same size.
 
-    The full record is skipped above 2,048 tokens: it needs about 9 GB at 2,048 and 72 GB at 8,192.
+    The full record is skipped above 2,048 tokens: it needs about 9 GB at 2,048 and
+    72 GB at 8,192; the embedded model's largest setting runs at the largest size only.
     """
     rows = []
     for n in tokens:
         for case in cases:
-            if case == "full-record" and n > 2048:
+            if (case == "full-record" and n > 2048) or (case == "embedded-max" and n != max(tokens)):
                 continue
             rows.append(run_case(case, n, threads))
     for row in rows:
+        if row["case"] == "embedded-max":  # a different model: no sdpa yardstick
+            row["time_vs_sdpa"] = row["rss_vs_sdpa"] = None
+            row["threads"] = threads
+            continue
         base = next((r for r in rows if r["case"] == "sdpa" and r["tokens"] == row["tokens"]), None)
         ok = base and base["seconds"] and row["seconds"]
         row["time_vs_sdpa"] = row["seconds"] / base["seconds"] if ok else None

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import gc
 import json
-import math
 import os
 import statistics
 import subprocess
@@ -36,13 +35,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from attnviz.attention import fused_attention, group_size, scaled_dot_product_attention
+from attnviz.attention import fused_attention, group_size, naive_attention, scaled_dot_product_attention
+from attnviz.cost import HEAD_DIM, N_HEAD, N_KV_HEAD
 from attnviz.masks import causal_mask
 from attnviz.peak_memory import child_env, maxrss_bytes, reset_peak_rss, status_bytes
 
 DEFAULT_TOKENS = (512, 2048, 4096)
-# SmolLM2-135M's attention: 9 query heads sharing 3 K/V heads (GQA), head_dim 64.
-BATCH, N_HEAD, N_KV_HEAD, HEAD_DIM = 1, 9, 3, 64
+BATCH = 1  # one sequence, of SmolLM2-135M's attention shape (attnviz.cost): 9 query heads, 3 K/V heads, head_dim 64
 TIMING_THREADS = 1
 FUSED_TARGET = 1.05
 INSPECTABLE_TARGET = 1.2
@@ -69,23 +68,6 @@ def make_inputs(
         "v": torch.randn(batch, n_kv_head, tokens, head_dim, generator=g),
         "mask": causal_mask(tokens),
     }
-
-
-def naive_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
-    """The textbook version, the yardstick for the inspectable path: output and weights.
-
-    K and V are repeated per query head with ``repeat_interleave`` (one copy each,
-    the cheapest way for this form). A fully masked row gives NaN here, which the
-    benchmark's causal masks never have.
-    """
-    n_rep = q.shape[1] // k.shape[1]
-    k = k.repeat_interleave(n_rep, dim=1)  # (B, n_head, T, hd)
-    v = v.repeat_interleave(n_rep, dim=1)  # (B, n_head, T, hd)
-    scores = q @ k.transpose(-2, -1) * (1.0 / math.sqrt(q.shape[-1]))  # (B, n_head, T, T)
-    if mask is not None:
-        scores.masked_fill_(~mask, float("-inf"))
-    weights = scores.softmax(-1)  # (B, n_head, T, T)
-    return weights @ v, weights  # (B, n_head, T, hd)
 
 
 @dataclass(frozen=True)

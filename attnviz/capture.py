@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from attnviz.attention import group_size
+from attnviz.attention import attention_scores, group_size, weighted_values
 from attnviz.masks import KeyRanges
 
 ROW_STATS = (
@@ -45,7 +45,8 @@ POOL_SIDE = 256  # pooled maps have at most this many cells a side (the pooled l
 GRID_SIDE = 64  # ... and this many when only the grid's tiles need them
 FULL_VIEW_TOKENS = 384  # up to this many tokens a head is drawn whole at full resolution (589 kB of float32)
 POOL_CELL_BUDGET = 24 * 2**20  # cells per pooled-map kind over all heads of all layers (96 MB in float32)
-CHUNK_ELEMENTS = 2**22  # scores held at once: n_head x chunk rows x keys (16 MB in float32)
+CHUNK_ELEMENTS = 2**22  # scores held at once on a CPU: n_head x chunk rows x keys (16 MB in float32)
+DEVICE_CHUNK_ELEMENTS = 2**26  # on an accelerator, fewer and larger chunks keep kernel launches few (256 MB)
 WINDOW_CELLS = 512 * 512  # the largest full-resolution window produced on demand, per head
 
 
@@ -70,6 +71,20 @@ def pooled_counts(keys: KeyRanges, bin_size: int) -> Tensor:
     overlap = torch.minimum(keys.hi[:, None], ends) - torch.maximum(keys.lo[:, None], starts)  # (q_len, n_k)
     overlap = F.pad(overlap.clamp_min(0).float(), (0, 0, 0, n_q * bin_size - q_len))  # (n_q * b, n_k)
     return overlap.view(n_q, bin_size, n_k).sum(dim=1)  # (n_q, n_k)
+
+
+def predicted_nbytes(n_layer: int, n_head: int, n_kv_head: int, head_dim: int, q_len: int, keep_qk: bool = True) -> int:
+    """What the captures of a whole model will hold for ``q_len`` tokens, in bytes, before running it.
+
+    Per layer: the row statistics (n_head x q_len each), three pooled maps at the
+    bin :func:`pool_bin` picks, the mask's two integers a row, and q and k.
+    """
+    b = pool_bin(q_len, n_layer * n_head)
+    cells = math.ceil(q_len / b) ** 2
+    per_layer = len(ROW_STATS) * n_head * q_len * 4 + (2 * n_head + 1) * cells * 4 + 2 * q_len * 8
+    if keep_qk:
+        per_layer += (n_head + n_kv_head) * q_len * head_dim * 4
+    return n_layer * per_layer
 
 
 @dataclass
@@ -104,23 +119,11 @@ class LayerCapture:
 
 
 def _scores(q: Tensor, k: Tensor, scale: float, softcap: float | None) -> Tensor:
-    """q (n_head, C, hd) x k (n_kv_head, W, hd) -> scores (n_head, C, W), float32, K never copied for GQA."""
-    n_head, chunk, head_dim = q.shape
-    n_kv_head = k.shape[0]
-    n_rep = group_size(n_head, n_kv_head)
-    grouped = (q.float() * scale).reshape(n_kv_head, n_rep * chunk, head_dim)  # (n_kv_head, n_rep * C, hd)
-    scores = (grouped @ k.float().transpose(-2, -1)).view(n_head, chunk, k.shape[1])  # (n_head, C, W)
+    """q (n_head, C, hd) x k (n_kv_head, W, hd) -> scores (n_head, C, W) in float32, as the inspectable path has them."""
+    scores = attention_scores(q[None].float(), k[None].float(), scale)[0]  # (n_head, C, W)
     if softcap is not None:  # Gemma-2 style logit soft-capping, applied where the model applies it
         scores = scores.div_(softcap).tanh_().mul_(softcap)
     return scores
-
-
-def _values(weights: Tensor, v: Tensor) -> Tensor:
-    """weights (n_head, C, W) x v (n_kv_head, W, hd) -> (n_head, C, hd), grouped like :func:`_scores`."""
-    n_head, chunk, width = weights.shape
-    n_kv_head, _, head_dim = v.shape
-    grouped = weights.reshape(n_kv_head, n_head // n_kv_head * chunk, width)  # (n_kv_head, n_rep * C, W)
-    return (grouped @ v.float()).view(n_head, chunk, head_dim)  # (n_head, C, hd)
 
 
 def _masked_parts(keys: KeyRanges, r0: int, r1: int, a0: int, a1: int) -> list[tuple[int, int]]:
@@ -141,6 +144,49 @@ def _masked_parts(keys: KeyRanges, r0: int, r1: int, a0: int, a1: int) -> list[t
     return [(s, e) for s, e in parts if e > s]
 
 
+def _diagonals(q_pos: Tensor) -> list[tuple[str, Tensor]]:
+    """The key each single-weight statistic reads: the query itself, the previous token, the first token."""
+    return [("self_weight", q_pos), ("prev_token_weight", q_pos - 1), ("first_token_weight", torch.zeros_like(q_pos))]
+
+
+def _fill_dead_rows(rows: dict[str, Tensor], r0: int, r1: int, q_pos: Tensor) -> None:
+    """Statistics of rows that see no key: weight 0 everywhere (NaN where the key does not exist)."""
+    rows["lse"][:, r0:r1] = -math.inf
+    for name in ("entropy", "max_weight", "mean_distance"):
+        rows[name][:, r0:r1] = 0.0
+    for name, key in _diagonals(q_pos):
+        rows[name][:, r0:r1] = torch.where(key >= 0, 0.0, math.nan)
+
+
+def _mean_distance(w: Tensor, q_pos: Tensor, a0: int) -> Tensor:
+    """Σ_j w·|i - j| for each row: w (n_head, C, W) over keys a0.., q_pos (C,) -> (n_head, C).
+
+    Keys before the chunk's first position d0 are summed as (i - d0)·Σw + Σ w·(d0 - j),
+    and keys after its last position as the mirror image: two matvecs of
+    non-negative terms, so nothing large cancels. Only the C x C block around
+    the diagonal is weighted cell by cell. (i·Σw - Σ w·j in one matvec loses a
+    previous-token head's distance of 1 to float32 cancellation at long inputs.)
+    """
+    n_head, chunk, width = w.shape
+    first, last = int(q_pos[0]), int(q_pos[-1])
+    near_lo, near_hi = min(max(first - a0, 0), width), min(max(last + 1 - a0, 0), width)
+    k_pos = torch.arange(a0, a0 + width, device=w.device, dtype=torch.float32)  # (W,)
+    qf = q_pos.float()
+    total = torch.zeros(n_head, chunk, device=w.device)
+    if near_lo > 0:  # keys before the chunk's first position: weight and weighted distance in one matvec
+        ones = torch.ones(near_lo, device=w.device)
+        left = w[..., :near_lo] @ torch.stack([ones, first - k_pos[:near_lo]], dim=-1)  # (n_head, C, 2)
+        total += (qf - first) * left[..., 0] + left[..., 1]
+    if near_hi > near_lo:
+        distance = (qf[:, None] - k_pos[None, near_lo:near_hi]).abs()  # (C, near)
+        total += (w[..., near_lo:near_hi] * distance).sum(dim=-1)
+    if near_hi < width:  # keys after the chunk's last position
+        ones = torch.ones(width - near_hi, device=w.device)
+        right = w[..., near_hi:] @ torch.stack([ones, k_pos[near_hi:] - last], dim=-1)  # (n_head, C, 2)
+        total += (last - qf) * right[..., 0] + right[..., 1]
+    return total
+
+
 def capture_attention(
     q: Tensor,
     k: Tensor,
@@ -154,36 +200,37 @@ def capture_attention(
 ) -> tuple[Tensor, LayerCapture]:
     """One layer's attention for one sequence, chunk by chunk: the output and its capture.
 
-    q: (n_head, q_len, head_dim); k, v: (n_kv_head, k_len, head_dim) after any
-    rotation; ``keys`` is the mask the model applies (queries are the last q_len
-    of the k_len positions). Returns the output (n_head, q_len, head_dim) in q's
-    dtype, equal to softmax(q·kᵀ·scale + mask)·v with fully masked rows as zeros,
-    and the :class:`LayerCapture`. Work stays on q's device; only reduced
-    results (and q and k) move to the CPU.
+    q: (n_head, q_len, head_dim); k: (n_kv_head, k_len, head_dim); v: (n_kv_head,
+    k_len, v_dim), after any rotation; ``keys`` is the mask the model applies
+    (queries are the last q_len of the k_len positions). Returns the output
+    (n_head, q_len, v_dim) in q's dtype, equal to softmax(q·kᵀ·scale + mask)·v
+    with fully masked rows as zeros, and the :class:`LayerCapture`. Work stays
+    on q's device; only reduced results (and q and k) move to the CPU.
     """
-    n_head, q_len, head_dim = q.shape
+    n_head, q_len, _ = q.shape
     n_kv_head, k_len, _ = k.shape
     group_size(n_head, n_kv_head)
     if keys.q_len != q_len or keys.k_len != k_len:
         raise ValueError(f"mask is {keys.q_len} x {keys.k_len} but attention is {q_len} x {k_len}")
     device, b = q.device, bin_size
-    offset = k_len - q_len
+    offset = k_len - q_len  # query i sits at position offset + i
     n_q, n_k = math.ceil(q_len / b), math.ceil(k_len / b)
-    out = torch.zeros(n_head, q_len, head_dim, device=device, dtype=torch.float32)
+    out = torch.zeros(n_head, q_len, v.shape[-1], device=device, dtype=torch.float32)
     rows = {name: torch.full((n_head, q_len), math.nan, device=device) for name in ROW_STATS}
     pooled_max = torch.zeros(n_head, n_q, n_k, device=device)
     pooled_sum = torch.zeros(n_head, n_q, n_k, device=device)
     mean_max = torch.zeros(n_q, n_k, device=device)
     c_first, c_last = keys.key_span(0, q_len)
-    chunk = max(b, (CHUNK_ELEMENTS // max(1, n_head * (c_last - c_first))) // b * b)
-    # rows that see no key after their own position: mean distance is then i·Σw - Σ w·j, a matvec
-    sees_no_future = (keys.hi <= torch.arange(q_len) + offset + 1) | (keys.hi <= keys.lo)  # (q_len,)
+    budget = CHUNK_ELEMENTS if device.type == "cpu" else DEVICE_CHUNK_ELEMENTS
+    chunk = max(1, budget // max(1, n_head * (c_last - c_first)))
+    chunk = chunk // b * b if chunk >= b else chunk  # whole bins when they fit: no bin to merge
 
     for r0 in range(0, q_len, chunk):
         r1 = min(q_len, r0 + chunk)
+        q_pos = torch.arange(r0, r1, device=device) + offset  # (C,) absolute positions
         c0, c1 = keys.key_span(r0, r1)
         if c1 <= c0:  # every row of the chunk is fully masked: zero weights, zero output
-            rows["max_weight"][:, r0:r1] = 0.0
+            _fill_dead_rows(rows, r0, r1, q_pos)
             continue
         a0, a1 = c0 // b * b, min(k_len, -(-c1 // b) * b)  # key window, aligned to pooled bins
         s = _scores(q[:, r0:r1], k[:, a0:a1], scale, softcap)  # (n_head, C, W)
@@ -207,33 +254,26 @@ def capture_attention(
         rows["lse"][:, r0:r1] = torch.where(dead[..., 0], -math.inf, m[..., 0] + z1.log())
         rows["entropy"][:, r0:r1] = torch.where(dead[..., 0], 0.0, z1.log() - e_dot_s / z1)
         rows["max_weight"][:, r0:r1] = torch.where(dead[..., 0], 0.0, 1.0 / z1)
-        q_pos = torch.arange(r0, r1, device=device) + offset  # (C,)
-        for name, shift in (("self_weight", 0), ("prev_token_weight", 1), ("first_token_weight", None)):
-            key = q_pos - shift if shift is not None else torch.zeros_like(q_pos)
+        for name, key in _diagonals(q_pos):
             col = key - a0
             inside = (col >= 0) & (col < w.shape[-1])
             picked = w.gather(-1, col.clamp(0, w.shape[-1] - 1).expand(n_head, -1)[..., None])[..., 0]
             value = torch.where(inside, picked, 0.0)  # a key outside the window is masked: weight 0
             rows[name][:, r0:r1] = torch.where(key >= 0, value, math.nan)
-        k_pos = torch.arange(a0, a1, device=device, dtype=torch.float32)  # (W,)
-        if bool(sees_no_future[r0:r1].all()):
-            weighted_pos = (w @ k_pos[:, None])[..., 0]  # (n_head, C)
-            rows["mean_distance"][:, r0:r1] = q_pos.float() * (1.0 - dead[..., 0].float()) - weighted_pos
-        else:
-            distance = (q_pos[:, None].float() - k_pos[None, :]).abs()  # (C, W)
-            rows["mean_distance"][:, r0:r1] = (w * distance).sum(dim=-1)
-        out[:, r0:r1] = _values(w, v[:, a0:a1])
+        rows["mean_distance"][:, r0:r1] = _mean_distance(w, q_pos, a0)
+        out[:, r0:r1] = weighted_values(w[None], v[None, :, a0:a1].float())[0]  # (n_head, C, v_dim)
 
-        # pooled maps: pad the chunk to whole bins (pads are weight 0), then reduce each b x b bin
-        rows_pad, cols_pad = -(r1 - r0) % b, -(a1 - a0) % b
-        if rows_pad or cols_pad:
-            w = F.pad(w, (0, cols_pad, 0, rows_pad))
-        br0, bc0 = r0 // b, a0 // b
-        br1, bc1 = br0 + w.shape[1] // b, bc0 + w.shape[2] // b
-        pooled_max[:, br0:br1, bc0:bc1] = F.max_pool2d(w, b)  # (n_head, C / b, W / b)
+        # pooled maps: pad the chunk to whole bins (pads weigh 0), reduce each b x b bin, and merge into
+        # bins an earlier chunk may have started (max of maxima, sum of sums)
+        top, bottom, right = r0 % b, -r1 % b, -(a1 - a0) % b
+        if top or bottom or right:
+            w = F.pad(w, (0, right, top, bottom))
+        rb = slice(r0 // b, r0 // b + w.shape[1] // b)
+        cb = slice(a0 // b, a0 // b + w.shape[2] // b)
+        pooled_max[:, rb, cb] = torch.maximum(pooled_max[:, rb, cb], F.max_pool2d(w, b))  # (n_head, bins, bins)
         blocks = w.view(n_head, w.shape[1] // b, b, w.shape[2] // b, b)
-        pooled_sum[:, br0:br1, bc0:bc1] = blocks.sum(dim=4).sum(dim=2)  # two steps: faster than one
-        mean_max[br0:br1, bc0:bc1] = F.max_pool2d(w.mean(dim=0, keepdim=True), b)[0]
+        pooled_sum[:, rb, cb] += blocks.sum(dim=4).sum(dim=2)  # two steps: faster than one
+        mean_max[rb, cb] = torch.maximum(mean_max[rb, cb], F.max_pool2d(w.mean(dim=0, keepdim=True), b)[0])
 
     counts = pooled_counts(keys, b).to(device)  # (n_q, n_k)
     empty = counts == 0

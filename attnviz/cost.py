@@ -28,7 +28,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from attnviz.bench_sdpa import naive_attention
+from attnviz import settings
+from attnviz.attention import naive_attention
 from attnviz.capture import capture_attention, pool_bin
 from attnviz.masks import KeyRanges
 from attnviz.peak_memory import child_env, reset_peak_rss, status_bytes
@@ -41,7 +42,7 @@ PATH_TITLES = {
 }
 SIZES = (256, 512, 1024, 2048, 4096, 8192)
 NAIVE_MAX_TOKENS = 2048  # the naive path is run up to here (about 0.3 GB); beyond, it is predicted
-MAX_TOKENS = 8192
+MAX_TOKENS = settings.MAX_TOKENS.high
 # one layer of SmolLM2-135M: 9 query heads sharing 3 key/value heads of 64 dims
 N_HEAD, N_KV_HEAD, HEAD_DIM = 9, 3, 64
 
@@ -93,8 +94,11 @@ def run_path(path: str, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
 
 
 def _sync(device: str) -> None:
+    """Wait for the device's queued work, so a timer measures the work and not its launch."""
     if device == "cuda":
         torch.cuda.synchronize()
+    elif device == "mps":
+        torch.mps.synchronize()
 
 
 def measure(sizes: Sequence[int] = SIZES, device: str = "cpu", repeats: int = 2) -> list[dict]:
@@ -152,13 +156,12 @@ def measure_in_child(sizes: Sequence[int] = SIZES, timeout_s: float = 600.0) -> 
 
 @dataclass(frozen=True)
 class TilingStep:
-    """The running state of one query row after a key block: max m, normaliser l, unnormalised output o."""
+    """The running state of one query row after a key block: the block's scores, the max m and normaliser l so far."""
 
     block: tuple[int, int]
-    scores: Tensor  # (block,) this block's scores
+    scores: Tensor  # (block,)
     m: float
     l: float  # noqa: E741 (the paper's name)
-    o: Tensor  # (head_dim,)
 
 
 def online_softmax_attention(
@@ -188,22 +191,8 @@ def online_softmax_attention(
         l = l * rescale + p.sum(dim=-1, keepdim=True)  # noqa: E741
         o = o * rescale + p @ v[c0:c1]  # (n, hd)
         m = m_new
-        steps.append(TilingStep((c0, c1), s[row].clone(), float(m[row]), float(l[row]), o[row].clone()))
+        steps.append(TilingStep((c0, c1), s[row].clone(), float(m[row]), float(l[row])))
     return o / l, steps
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m attnviz.cost --sizes 256 512``: the measurement as JSON (for :func:`measure_in_child`)."""
-    parser = argparse.ArgumentParser(prog="python -m attnviz.cost", description=__doc__)
-    parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES))
-    parser.add_argument("--device", default="cpu")
-    args = parser.parse_args(argv)
-    print(json.dumps(measure(args.sizes, args.device)))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
 
 
 @dataclass(frozen=True)
@@ -229,3 +218,17 @@ def tiling_example(n_keys: int, block: int, seed: int = 0, head_dim: int = 16) -
     tiled, steps = online_softmax_attention(q, k, v, block)
     weights = torch.softmax((q @ k.T) * head_dim**-0.5, dim=-1)  # (1, n_keys): the whole row at once
     return TilingExample(steps=steps, weights=weights[0], tiled=tiled[0], plain=(weights @ v)[0])
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m attnviz.cost --sizes 256 512``: the measurement as JSON (for :func:`measure_in_child`)."""
+    parser = argparse.ArgumentParser(prog="python -m attnviz.cost", description=__doc__)
+    parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES))
+    parser.add_argument("--device", default="cpu")
+    args = parser.parse_args(argv)
+    print(json.dumps(measure(args.sizes, args.device)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

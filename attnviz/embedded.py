@@ -63,7 +63,8 @@ class EmbeddedConfig:
 
     @property
     def kv_heads(self) -> int:
-        return self.n_head if self.n_kv_head is None else self.n_kv_head
+        """K/V heads: ``n_kv_head``, or n_head (MHA) when it is None or 0, as the sidebar and the CLI offer."""
+        return self.n_kv_head or self.n_head
 
 
 def token_embedding(text: str, d_model: int, seed: int) -> Tensor:

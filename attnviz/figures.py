@@ -156,7 +156,7 @@ def make_head_grid_figure(
     th, tw = tiles.shape[-2:]
     mosaic = tiles.permute(0, 2, 1, 3).reshape(n_layer * th, n_col * tw)  # (L * th, n_col * tw)
     z = quantize_weights(mosaic, gamma)
-    col_names = [head_label(h) for h in range(n_head)] + (["mean"] if with_mean else [])
+    col_names = [head_label(h) for h in range(n_head)] + ([head_label("mean", short=True)] if with_mean else [])
     fig = go.Figure(
         go.Heatmap(
             z=z,

@@ -158,7 +158,8 @@ def attention_forward(
     batch, _, q_len, _ = query.shape
     k_len = key.shape[2]
     scale = scaling if scaling is not None else query.shape[-1] ** -0.5
-    causal = bool(kwargs.get("is_causal", getattr(module, "is_causal", False)))
+    causal = kwargs.get("is_causal")
+    causal = bool(getattr(module, "is_causal", True) if causal is None else causal)  # as transformers' sdpa reads it
     mode = _mode.get()
     if isinstance(mode, CaptureSession):
         keys = layer_keys(attention_mask, batch, q_len, k_len, causal)

@@ -28,6 +28,7 @@ from attnviz.capture import CaptureSession
 from attnviz.hf_attention import IMPLEMENTATION, capturing, reference, register
 from attnviz.masks import pad_row, padding_mask, positions_from_mask
 from attnviz.model_paths import resolve_source
+from attnviz.parity import Parity, reproduce, supports
 from attnviz.record import AttentionRecord, BatchRecord, GenerationRecord, ModelOutputs
 from attnviz.source import Encoding, GenerationUnsupportedError, ModelUnavailableError
 from attnviz.token_display import display_tokens, shown_text
@@ -79,17 +80,17 @@ class HFSource:
 
     @property
     def max_positions(self) -> int:
-        """The longest input the model can read (BERT's learned positions stop at 512)."""
-        return int(getattr(self.config, "max_position_embeddings", None) or settings.MAX_TOKENS.high)
+        """The longest input the model can read (BERT's learned positions stop at 512).
 
-    @property
-    def kind(self) -> str:
-        return "decoder" if self.causal else "encoder"
+        RoBERTa-style embeddings count positions from ``padding_idx + 1``, so of
+        their 514 position rows only 512 are usable.
+        """
+        limit = int(getattr(self.config, "max_position_embeddings", None) or settings.MAX_TOKENS.high)
+        padding_idx = getattr(getattr(self.model.base_model, "embeddings", None), "padding_idx", None)
+        return limit - (padding_idx + 1) if isinstance(padding_idx, int) else limit
 
     @property
     def supports_parity(self) -> bool:
-        from attnviz.parity import supports
-
         return supports(self.config)
 
     @property
@@ -284,10 +285,11 @@ class HFSource:
             text=self.tokenizer.decode(generated, skip_special_tokens=True),
         )
 
-    def check_parity(self, text: str, max_tokens: int):
-        from attnviz.parity import PARITY_MAX_TOKENS, reproduce
-
-        return reproduce(self, self.encode(text, min(max_tokens, PARITY_MAX_TOKENS)).ids)
+    def check_parity(self, text: str, max_tokens: int) -> Parity:
+        encoding = self.encode(text, min(max_tokens, settings.PARITY_TOKENS))
+        parity = reproduce(self, encoding.ids)
+        parity.tokens = encoding.tokens
+        return parity
 
 
 def _has_lm_head(config, where: str) -> bool:

@@ -171,20 +171,31 @@ class KeyRanges:
         return cls(lo, hi, k_len)
 
     @classmethod
-    def from_mask(cls, mask: Tensor) -> KeyRanges:
-        """Read a bool (q_len, k_len) "may attend" mask; ValueError if a row's keys are not one run."""
+    def from_mask(cls, mask: Tensor, rows_at_once: int = 256) -> KeyRanges:
+        """Read a bool (q_len, k_len) "may attend" mask; ValueError if a row's keys are not one run.
+
+        Read ``rows_at_once`` rows at a time, so an 8,192-token mask costs a few MB
+        of scratch on its device, not copies of the whole matrix.
+        """
         if mask.dtype != torch.bool or mask.ndim != 2:
             raise ValueError(f"expected a bool (q_len, k_len) mask, got {mask.dtype} {tuple(mask.shape)}")
         q_len, k_len = mask.shape
-        count = mask.sum(dim=-1)  # (q_len,)
-        lo = mask.long().argmax(dim=-1)  # first True (0 for an empty row)
-        lo = torch.where(count > 0, lo, torch.zeros_like(lo))
-        hi = lo + count
-        ranges = cls(lo.cpu(), hi.cpu(), k_len)
-        if not torch.equal(ranges.block(0, q_len).to(mask.device), mask):
-            bad = int((ranges.block(0, q_len).to(mask.device) != mask).any(dim=-1).nonzero()[0, 0])
-            raise ValueError(f"row {bad} of the mask is not one contiguous run of keys")
-        return ranges
+        keys = torch.arange(k_len, device=mask.device)[None, :]  # (1, k_len)
+        los, his = [], []
+        for r0 in range(0, q_len, rows_at_once):
+            rows = mask[r0 : r0 + rows_at_once]  # (R, k_len)
+            count = rows.sum(dim=-1)  # (R,)
+            lo = torch.where(count > 0, rows.to(torch.uint8).argmax(dim=-1), 0)  # the first key seen
+            hi = lo + count
+            run = (keys >= lo[:, None]) & (keys < hi[:, None])  # (R, k_len): one run of count keys from lo
+            if not torch.equal(run, rows):
+                bad = r0 + int((run != rows).any(dim=-1).nonzero()[0, 0])
+                raise ValueError(f"row {bad} of the mask is not one contiguous run of keys")
+            los.append(lo.cpu())
+            his.append(hi.cpu())
+        if not los:
+            return cls.full(0, k_len)
+        return cls(torch.cat(los).long(), torch.cat(his).long(), k_len)
 
     @property
     def q_len(self) -> int:
@@ -203,10 +214,6 @@ class KeyRanges:
     def dense(self) -> Tensor:
         """The whole mask, bool (q_len, k_len): only for small inputs."""
         return self.block(0, self.q_len)
-
-    def rows(self, r0: int, r1: int) -> KeyRanges:
-        """The ranges of rows r0..r1-1 (same keys)."""
-        return KeyRanges(self.lo[r0:r1], self.hi[r0:r1], self.k_len)
 
     def key_span(self, r0: int, r1: int) -> tuple[int, int]:
         """The keys any of rows r0..r1-1 may see, as one range (c0, c1); (0, 0) when none."""

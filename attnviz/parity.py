@@ -10,13 +10,13 @@ with bias) and Llama-style decoders (q/k/v/o projections, RoPE, GQA). Our
 layers get the mask each real layer applied (causal, a sliding window, padding),
 read from the reference pass, so a model's quirks are compared, not assumed.
 The reference holds every weight of every layer, so parity reads at most
-:data:`PARITY_MAX_TOKENS` tokens.
+``settings.PARITY_TOKENS`` tokens.
 """
 
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import torch
@@ -24,8 +24,10 @@ from torch import Tensor, nn
 
 from attnviz import settings
 from attnviz.attention import MultiHeadAttention, PositionRotation
+from attnviz.masks import KeyRanges
 from attnviz.rope import apply_rope, rope_rotation
 from attnviz.source import ParityUnsupportedError
+from attnviz.tokenizer import Token
 
 if TYPE_CHECKING:
     from attnviz.hf_source import HFSource
@@ -33,7 +35,6 @@ if TYPE_CHECKING:
 BERT_STYLE = {"bert", "roberta", "xlm-roberta", "camembert", "electra"}
 LLAMA_STYLE = {"llama", "mistral", "qwen2"}
 PARITY_TOLERANCE = 1e-5  # float32: the largest |ours - model| over every weight that counts as equal
-PARITY_MAX_TOKENS = settings.PARITY_TOKENS
 
 
 def supports(config) -> bool:
@@ -43,12 +44,19 @@ def supports(config) -> bool:
 
 @dataclass(eq=False)
 class Parity:
-    """ours and theirs: (n_layer, n_head, T, T); max_abs_diff: (n_layer, n_head); masks: each layer's, described."""
+    """ours and theirs: (n_layer, n_head, T, T); max_abs_diff: (n_layer, n_head); keys: the mask of each layer;
+    tokens: what was read (filled in by the source that ran the check)."""
 
     ours: Tensor
     theirs: Tensor
     max_abs_diff: Tensor
-    masks: list[str]
+    keys: list[KeyRanges]
+    tokens: list[Token] = field(default_factory=list)
+
+    @property
+    def masks(self) -> list[str]:
+        """Each layer's mask, described ("causal", "causal, sliding window of 4")."""
+        return [k.describe() for k in self.keys]
 
     @property
     def worst(self) -> float:
@@ -145,8 +153,8 @@ def our_layers(hf: HFSource) -> tuple[list[nn.Module], list[MultiHeadAttention],
 @torch.no_grad()
 def reproduce(hf: HFSource, ids: list[int]) -> Parity:
     """Run our layers on the inputs and masks each real attention layer saw; compare every head."""
-    if len(ids) > PARITY_MAX_TOKENS:
-        raise ValueError(f"parity reads at most {PARITY_MAX_TOKENS} tokens, not {len(ids)}")
+    if len(ids) > settings.PARITY_TOKENS:
+        raise ValueError(f"parity reads at most {settings.PARITY_TOKENS} tokens, not {len(ids)}")
     theirs_modules, ours, rotate = our_layers(hf)
     captured: list[Tensor] = []
     owner = threading.get_ident()
@@ -169,4 +177,4 @@ def reproduce(hf: HFSource, ids: list[int]) -> Parity:
         mine.append(weights[0])  # (n_head, T, T)
     ours_w = torch.stack(mine).float().cpu()  # (n_layer, n_head, T, T)
     diff = (ours_w - theirs_w).abs().amax(dim=(-2, -1)) if len(ids) else torch.zeros(ours_w.shape[:2])
-    return Parity(ours=ours_w, theirs=theirs_w, max_abs_diff=diff, masks=[k.describe() for k in keys])
+    return Parity(ours=ours_w, theirs=theirs_w, max_abs_diff=diff, keys=keys)

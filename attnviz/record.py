@@ -29,9 +29,16 @@ from attnviz.tokenizer import Token
 Head = int | str  # a head index, or "mean" for the mean over the layer's heads
 
 
-def head_label(head: Head) -> str:
-    """How a head is named everywhere: "H3", or "mean over heads"."""
-    return "mean over heads" if head == "mean" else f"H{head}"
+def head_label(head: Head, short: bool = False) -> str:
+    """How a head is named everywhere: "H3", or "mean over heads" ("mean" where room is short, as a grid column)."""
+    if head == "mean":
+        return "mean" if short else "mean over heads"
+    return f"H{head}"
+
+
+def token_labels(tokens: list[Token]) -> list[str]:
+    """Unique axis labels, "index token", so repeated tokens stay separate rows."""
+    return [f"{i} {tok.text}" for i, tok in enumerate(tokens)]
 
 
 @dataclass(frozen=True)
@@ -185,8 +192,7 @@ class AttentionRecord:
         return summarize_rows(rows)
 
     def labels(self) -> list[str]:
-        """Unique axis labels, "index token", so repeated tokens stay separate rows."""
-        return [f"{i} {tok.text}" for i, tok in enumerate(self.tokens)]
+        return token_labels(self.tokens)
 
 
 _AVERAGED = ("max_weight", "first_token_weight", "prev_token_weight", "self_weight", "mean_distance")

@@ -8,6 +8,7 @@ dropped in favour of the source text, a piece that continues a word is marked
 
 from __future__ import annotations
 
+import html
 import unicodedata
 
 from attnviz.tokenizer import Token
@@ -66,3 +67,16 @@ def display_tokens(
             shown += "[UNK]"
         tokens.append(Token(shown, start, end, raw=raw))
     return tokens
+
+
+MARKDOWN_SPECIAL = "\\`*_{}[]()#+-.!|<>~$"
+
+
+def markdown_text(text: str) -> str:
+    """User text (a token, a folder name, a prompt) made safe inside Markdown: every markup character escaped."""
+    return "".join(f"\\{ch}" if ch in MARKDOWN_SPECIAL else ch for ch in text)
+
+
+def plain_text(text: str) -> str:
+    """User text made safe for a Plotly title, which would read ``<b>`` or ``<br>`` as markup."""
+    return html.escape(text, quote=False)

@@ -26,6 +26,7 @@ from streamlit.runtime.pages_manager import PagesManager
 
 from attnviz import settings
 from attnviz.cache import BoundedCache
+from attnviz.capture import predicted_nbytes
 from attnviz.devices import DEVICE_CHOICES, resolve_device
 from attnviz.embedded import EmbeddedConfig
 from attnviz.figures import (
@@ -38,6 +39,7 @@ from attnviz.figures import (
 from attnviz.record import AttentionRecord, Head, head_label
 from attnviz.source import AttentionSource, ModelUnavailableError
 from attnviz.sources import CHOICES, EMBEDDED, SourceSpec, open_source, preparation_note, prepare_source
+from attnviz.token_display import plain_text
 
 MODEL_CHOICES = {**CHOICES, "path": "Local folder or hub id…"}
 # full-resolution windows under a pooled view, tokens a side (512 x 512 float32 weights is 1 MiB sent)
@@ -101,7 +103,7 @@ def leave_legacy_multipage_mode() -> None:
     resolves the page the visitor asked for, and ``st.switch_page`` reruns on it
     through app.py's frame.
     """
-    if PagesManager.uses_pages_directory:
+    if getattr(PagesManager, "uses_pages_directory", False):
         st.switch_page(st.navigation(pages(), position="hidden"))
 
 
@@ -241,6 +243,25 @@ def current_source(settings_: Settings) -> AttentionSource | None:
     return source_for(settings_.spec)
 
 
+def fits_the_cache(source: AttentionSource, settings_: Settings) -> bool:
+    """Whether the capture's record fits this server's result cache; says why not, and what to do, when not.
+
+    A record over the bound could not be kept, so every rerun would capture it again.
+    """
+    n_tokens = len(source.encode(settings_.text, settings_.max_tokens).tokens)
+    dims = (source.n_layer, source.n_head, source.n_kv_head, source.head_dim)
+    need, bound = predicted_nbytes(*dims, n_tokens), result_cache().max_bytes
+    if need <= bound:
+        return True
+    fit = max((n for n in range(16, n_tokens, 16) if predicted_nbytes(*dims, n) <= bound), default=0)
+    st.error(
+        f"Capturing {n_tokens:,} tokens of this model would hold {need / 2**20:,.0f} MB, more than this server keeps "
+        f"for one result ({bound / 2**20:,.0f} MB, set by `{settings.CACHE_MB_ENV}`). Lower **Max tokens** to "
+        f"{fit:,} or fewer."
+    )
+    return False
+
+
 def record_for(source: AttentionSource, settings_: Settings) -> AttentionRecord:
     """The capture of the sidebar's text, from the shared cache."""
     return cached(
@@ -260,6 +281,8 @@ def current_record(settings_: Settings) -> AttentionRecord | None:
         st.info("Type some text in the sidebar (or pick an example) to see its attention.")
         return None
     try:
+        if not fits_the_cache(source, settings_):
+            return None
         record = record_for(source, settings_)
     except ModelUnavailableError as err:
         st.error(str(err))
@@ -351,8 +374,12 @@ def head_view(
         st.session_state[f"{key}_side"] = WINDOW_SIDES[1]
     cols = st.columns(3)
     side = int(cols[2].select_slider("Window", WINDOW_SIDES, key=f"{key}_side", help="tokens a side, full resolution"))
-    q0 = cols[0].number_input("Queries from", 0, max(0, record.q_len - 1), key=f"{key}_q0", step=side // 2)
-    k0 = cols[1].number_input("Keys from", 0, max(0, record.k_len - 1), key=f"{key}_k0", step=side // 2)
+    forget = {
+        "on_change": st.session_state.pop,
+        "args": (f"{key}_box", None),
+    }  # typing frees the box to be chosen again
+    q0 = cols[0].number_input("Queries from", 0, max(0, record.q_len - 1), key=f"{key}_q0", step=side // 2, **forget)
+    k0 = cols[1].number_input("Keys from", 0, max(0, record.k_len - 1), key=f"{key}_k0", step=side // 2, **forget)
     rows = (int(q0), min(record.q_len, int(q0) + side))
     cols_ = (int(k0), min(record.k_len, int(k0) + side))
     window = record.weights(layer, head, rows, cols_)
@@ -369,7 +396,9 @@ def head_view(
     row = st.number_input("One query row, every key", 0, record.q_len - 1, key=f"{key}_row")
     weights = record.weights(layer, head, (int(row), int(row) + 1), (0, record.k_len))[0]
     plotly(
-        make_row_figure(weights, labels, visible=record.mask(layer, (int(row), int(row) + 1))[0], title=labels[row]),
+        make_row_figure(
+            weights, labels, visible=record.mask(layer, (int(row), int(row) + 1))[0], title=plain_text(labels[row])
+        ),
         key=f"{key}_row_fig",
     )
 

@@ -7,6 +7,7 @@ from attnviz import ui
 from attnviz.figures import make_head_heatmap_figure
 from attnviz.record import head_label
 from attnviz.source import ModelUnavailableError
+from attnviz.token_display import markdown_text
 
 st.title("Generation")
 settings = ui.frame_settings()
@@ -41,7 +42,7 @@ if gen.prompt_truncated:
     st.warning(
         f"The prompt has {gen.n_prompt_input} tokens; the model read only its last {gen.n_prompt}, so that prompt "
         f"plus {n_new} new tokens fit in {context} tokens (**Max tokens**, at most {limits.GENERATION_CONTEXT} "
-        f"here). It read: “{gen.prompt_text()}”"
+        f"here). It read: “{markdown_text(gen.prompt_text())}”"
     )
     st.markdown("The greedy continuation:")
     st.code(gen.text, language=None, wrap_lines=True)

@@ -3,6 +3,7 @@
 import streamlit as st
 
 from attnviz import ui
+from attnviz.token_display import markdown_text
 
 st.title("Heads")
 settings = ui.frame_settings()
@@ -11,7 +12,7 @@ if record is None:
     st.stop()
 
 st.caption(
-    f"**{record.model_name}**: {len(record.tokens):,} tokens, {record.n_layer} layers × {record.n_head} heads "
+    f"**{markdown_text(record.model_name)}**: {len(record.tokens):,} tokens, {record.n_layer} layers × {record.n_head} heads "
     f"({record.n_kv_head} key/value heads), mask: {record.mask_summary()}. Weights from `{record.implementation}`."
 )
 if record.random_weights:

@@ -3,6 +3,7 @@
 import streamlit as st
 
 from attnviz import ui
+from attnviz.token_display import markdown_text
 
 st.title("attnviz: see what attention does to your text")
 st.markdown(
@@ -35,8 +36,9 @@ if record is not None:
     cols[1].metric("layers", record.n_layer)
     cols[2].metric("query heads", record.n_head)
     cols[3].metric("key/value heads", record.n_kv_head)
-    st.caption(f"Model: **{record.model_name}**. Weights from `{record.implementation}`.")
-    st.caption("Tokens: " + " · ".join(t.text for t in record.tokens[:64]) + (" …" if len(record.tokens) > 64 else ""))
+    st.caption(f"Model: **{markdown_text(record.model_name)}**. Weights from `{record.implementation}`.")
+    shown = " · ".join(markdown_text(t.text) for t in record.tokens[:64])
+    st.caption("Tokens: " + shown + (" …" if len(record.tokens) > 64 else ""))
 
 st.subheader("Pages")
 PAGE_LINKS = [

@@ -6,6 +6,7 @@ from attnviz import settings as limits
 from attnviz import ui
 from attnviz.figures import make_padding_mask_figure
 from attnviz.source import ModelUnavailableError
+from attnviz.token_display import plain_text
 
 DEFAULT = "The cat sat on the mat.\nDogs bark.\n注意力机制很有用。"
 
@@ -54,4 +55,5 @@ first = batch.records[0]
 layer, head = ui.layer_head_picker(first.n_layer, first.n_head, key="pad")
 for i, record in enumerate(batch.records):
     labels = [f"{j} {'▢ ' if t.pad else ''}{t.text}" for j, t in enumerate(record.tokens)]
-    ui.head_view(record, layer, head, key=f"pad_sentence_{i}", labels=labels, title=f"sentence {i}: {texts[i][:40]}")
+    title = f"sentence {i}: {plain_text(texts[i][:40])}"
+    ui.head_view(record, layer, head, key=f"pad_sentence_{i}", labels=labels, title=title)

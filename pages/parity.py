@@ -6,6 +6,7 @@ from attnviz import settings as limits
 from attnviz import ui
 from attnviz.figures import make_head_heatmap_figure, make_parity_figure
 from attnviz.parity import PARITY_TOLERANCE
+from attnviz.record import token_labels
 from attnviz.source import ModelUnavailableError
 
 st.title("Parity: our attention runs the model's layers")
@@ -59,9 +60,8 @@ else:
 ui.plotly(make_parity_figure(parity.max_abs_diff), key="parity_diffs")
 
 layer, head = ui.layer_head_picker(parity.ours.shape[0], parity.ours.shape[1], key="parity", with_mean=False)
-record = ui.cached("record", settings.key(n_tokens), lambda: source.run(settings.text, n_tokens), "Capturing…")
-labels = record.labels()
-mask = record.mask(layer)
+labels = token_labels(parity.tokens)
+mask = parity.keys[layer].dense()
 left, right = st.columns(2)
 with left:
     fig = make_head_heatmap_figure(parity.ours[layer, head], labels, labels, title="attnviz", mask=mask)

@@ -286,3 +286,23 @@ def test_8192_tokens_draw_pooled_with_a_full_resolution_window():
     at.number_input(key="heads_row").set_value(8191).run()
     row = decode(spec_of(at.get("plotly_chart")[3])["data"][0]["y"])
     assert row.shape == (8192,) and abs(float(np.nansum(row)) - 1.0) < 1e-4
+
+
+def test_a_capture_over_the_servers_cache_bound_is_refused_with_what_to_do(monkeypatch):
+    from attnviz import ui
+
+    monkeypatch.setenv("ATTNVIZ_CACHE_MB", "1")
+    ui.result_cache.clear()
+    try:
+        at = app()
+        at.number_input(key="max_tokens").set_value(2048)
+        at.text_area(key="text").input(" ".join(f"w{i}" for i in range(2000))).run()
+        at.switch_page("pages/heads.py").run()
+        assert not at.exception
+        assert any(
+            "2,000 tokens of this model would hold 7 MB, more than this server keeps" in e.value for e in at.error
+        )
+        assert any("Lower **Max tokens** to 384 or fewer" in e.value for e in at.error)
+        assert not at.get("plotly_chart")
+    finally:
+        ui.result_cache.clear()

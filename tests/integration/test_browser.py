@@ -156,3 +156,28 @@ def test_choosing_smollm2_in_the_sidebar_generates(server, page):
     assert page.get_by_text("Paris", exact=False).count() >= 1
     rows = page.locator(".js-plotly-plot").first.locator(".ytick text").all_text_contents()
     assert rows and all("✦" in r for r in rows)
+
+
+def test_8192_tokens_draw_pooled_in_the_browser(server, page):
+    received = []
+    page.on("websocket", lambda ws: ws.on("framereceived", lambda payload: received.append(len(payload))))
+    page.goto(f"{server}/heads")
+    wait_for_charts(page, 3)
+    wait_until_idle(page)
+    set_sidebar_value(page, "Max tokens", "8192")
+    received.clear()
+    set_sidebar_value(page, "Text to analyse", " ".join(f"w{i % 500}" for i in range(8300)))
+    wait_for_charts(page, 5)
+    wait_until_idle(page)
+    assert_no_exception(page)
+    assert page.get_by_text("The text has 8,300 tokens; only the first 8,192").count() == 1
+    assert page.get_by_text("8,192 tokens are drawn as 256 × 256 cells", exact=False).count() == 1
+    assert sum(received) < 1_500_000, f"{sum(received)} bytes"
+    # hover on the full-resolution window gives an exact weight
+    window = page.locator(".js-plotly-plot").nth(2)
+    window.scroll_into_view_if_needed()
+    box = window.locator(".nsewdrag").first.bounding_box()
+    page.mouse.move(box["x"] + box["width"] * 0.2, box["y"] + box["height"] * 0.8)
+    hover = page.locator(".hoverlayer .hovertext").first
+    hover.wait_for(timeout=10_000)
+    assert "weight 0." in hover.text_content()

@@ -30,8 +30,8 @@ def all_weights(record):
 
 def test_bundled_models_load_offline_with_their_real_shapes(minilm, smollm2):
     assert os.environ["HF_HUB_OFFLINE"] == "1"
-    assert (minilm.kind, minilm.n_layer, minilm.n_head, minilm.n_kv_head) == ("encoder", 6, 12, 12)
-    assert (smollm2.kind, smollm2.n_layer, smollm2.n_head, smollm2.n_kv_head) == ("decoder", 30, 9, 3)
+    assert (minilm.causal, minilm.n_layer, minilm.n_head, minilm.n_kv_head) == (False, 6, 12, 12)
+    assert (smollm2.causal, smollm2.n_layer, smollm2.n_head, smollm2.n_kv_head) == (True, 30, 9, 3)
     assert (minilm.head_dim, minilm.d_model, smollm2.head_dim, smollm2.d_model) == (32, 384, 64, 576)
     assert minilm.config._attn_implementation == smollm2.config._attn_implementation == "attnviz"
     assert "LlamaAttention" in smollm2.implementation and "attnviz.capture" in smollm2.implementation
@@ -221,13 +221,13 @@ def tiny_bert(folder: Path, minilm) -> Path:
 
 def test_any_local_folder_loads_encoder_and_decoder(tmp_path, minilm, smollm2):
     dec = load_model(str(tiny_llama(tmp_path / "llama", smollm2)))
-    assert dec.kind == "decoder" and (dec.n_layer, dec.n_head, dec.n_kv_head) == (2, 4, 2)
+    assert dec.causal and dec.can_generate and (dec.n_layer, dec.n_head, dec.n_kv_head) == (2, 4, 2)
     record = dec.run("hello world", 16)
     assert record.causal and (record.n_layer, record.n_head) == (2, 4)
     assert dec.check_parity("hello world, again", 16).worst <= TOL
     enc = load_model(str(tiny_bert(tmp_path / "bert", minilm)))
     record = enc.run("hello world", 16)
-    assert enc.kind == "encoder" and (record.n_layer, record.n_head) == (2, 3)
+    assert not enc.causal and not enc.can_generate and (record.n_layer, record.n_head) == (2, 3)
     assert enc.check_parity("hello world", 16).worst <= TOL
 
 

@@ -3,7 +3,8 @@
 import pytest
 
 from attnviz import parity as parity_module
-from attnviz.parity import PARITY_MAX_TOKENS, PARITY_TOLERANCE, reproduce
+from attnviz import settings
+from attnviz.parity import PARITY_TOLERANCE, reproduce
 from attnviz.source import ParityUnsupportedError
 
 TEXT = "The trophy did not fit in the suitcase because it was too big. 注意力机制很有用。"
@@ -52,7 +53,7 @@ def test_a_wrong_mask_does_not_match(smollm2, monkeypatch):
 
 def test_check_parity_reads_at_most_its_token_limit(minilm):
     result = minilm.check_parity("word " * 700, 2048)
-    assert result.ours.shape[-1] == PARITY_MAX_TOKENS == 512 and result.worst <= PARITY_TOLERANCE
+    assert result.ours.shape[-1] == settings.PARITY_TOKENS == 512 and result.worst <= PARITY_TOLERANCE
     with pytest.raises(ValueError, match="at most 512 tokens"):
         reproduce(minilm, [101] * 513)
 

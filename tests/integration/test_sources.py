@@ -75,7 +75,7 @@ def test_a_decoder_whose_config_names_its_base_class_is_still_causal(smollm2, tm
 
     folder = tiny(tmp_path / "base", smollm2, LlamaConfig, LlamaModel, architectures=["LlamaModel"])
     source = load_hf_source(str(folder))
-    assert source.causal and not source.can_generate and source.kind == "decoder"
+    assert source.causal and not source.can_generate
     record = source.run(TEXT, 64)
     assert record.mask_summary() == "causal" and every_weight(record).triu(1).abs().max().item() == 0.0
     assert source.check_parity(TEXT, 64).worst <= TOL
@@ -134,7 +134,7 @@ def test_hybrid_local_and_global_layers_report_each_layers_mask(smollm2, tmp_pat
 
 
 def test_cli_parity_that_fails_exits_1_with_one_line(monkeypatch, capsys, minilm):
-    bad = Parity(ours=torch.zeros(1, 1, 2, 2), theirs=torch.ones(1, 1, 2, 2), max_abs_diff=torch.ones(1, 1), masks=[])
+    bad = Parity(ours=torch.zeros(1, 1, 2, 2), theirs=torch.ones(1, 1, 2, 2), max_abs_diff=torch.ones(1, 1), keys=[])
     monkeypatch.setattr(type(minilm), "check_parity", lambda self, text, max_tokens: bad)
     monkeypatch.setattr(cli, "open_source", lambda spec, progress=None: minilm)
     code = cli.main(["heads", "The cat sat.", "--model", "minilm", "--parity", "--json", "--quiet"])
@@ -143,3 +143,21 @@ def test_cli_parity_that_fails_exits_1_with_one_line(monkeypatch, capsys, minilm
     assert err.strip().splitlines() == [
         "attnviz heads: parity: max |ours - model| = 1.000e+00 exceeds the tolerance 1e-05"
     ]
+
+
+@pytest.mark.parametrize("name", ["minilm", "smollm2"])
+def test_the_capture_changes_nothing_the_model_computes(name, request):
+    """The captured pass's hidden states and logits equal a plain forward with the model's own eager attention."""
+    from attnviz.hf_attention import reference
+
+    source = request.getfixturevalue(name)
+    record = source.run(TEXT, 128)
+    ids = torch.tensor([source.encode(TEXT, 128).ids])
+    with torch.no_grad(), reference():
+        plain = source.model(input_ids=ids, output_hidden_states=True, return_dict=True)
+    hidden = plain.hidden_states[-1][0]
+    if source.can_generate:  # a decoder's last hidden state is normed before its LM head
+        assert (record.outputs.next_token_logits - plain.logits[0, -1]).abs().max().item() <= 1e-4
+    else:
+        assert (record.outputs.hidden - hidden).abs().max().item() <= TOL
+    assert record.outputs.hidden.shape == (len(ids[0]), source.d_model)

@@ -155,3 +155,79 @@ def test_session_captures_each_sequence_of_a_batch_apart():
     assert [len(s) for s in session.layers] == [1, 1]
     assert session.layers[1][0].keys is keys[1]
     assert torch.equal(out[0], capture_attention(q, k, v, keys[0], scale=0.25, bin_size=1)[0])
+
+
+def test_mean_distance_keeps_its_precision_on_long_inputs():
+    """A previous-token head at 2,048 tokens: every row's distance is about 1.
+
+    It matches the eager path's to 1e-5 relative, and float64 truth as closely as the
+    eager path itself does; i·Σw - Σ w·j in float32 once lost it to cancellation (2e-4 off).
+    """
+    length, hd = 2048, 16
+    g = torch.Generator().manual_seed(0)
+    axes = torch.randn(length, hd, generator=g)
+    k = axes[None] * 6  # (1, T, hd)
+    q = torch.roll(axes, shifts=1, dims=0)[None] * 6  # query i looks like key i - 1
+    v = torch.zeros(1, length, 1)
+    _, cap = capture_attention(q, k, v, KeyRanges.causal(length), scale=hd**-0.5, bin_size=8)
+    scores = (q[0].double() @ k[0].double().T) * hd**-0.5
+    weights = scores.masked_fill(~KeyRanges.causal(length).dense(), -math.inf).softmax(-1)
+    positions = torch.arange(length, dtype=torch.float64)
+    truth = (weights * (positions[:, None] - positions[None, :]).abs()).sum(-1)  # float64
+    ours = cap.rows["mean_distance"][0].double()
+    _, eager = scaled_dot_product_attention(q[None], k[None], v[None], is_causal=True, scale=hd**-0.5)
+    eager = row_statistics(eager[0], KeyRanges.causal(length).dense())["mean_distance"][0].double()
+
+    def relative(a, b):
+        return ((a - b).abs() / b.clamp_min(1))[1:].max().item()
+
+    assert relative(ours, eager) <= TOL
+    assert relative(ours, truth) <= relative(eager, truth) * 1.01
+    assert cap.rows["prev_token_weight"][0, 100:].mean().item() > 0.5  # it really is a previous-token head
+
+
+def test_values_may_be_narrower_than_queries_and_keys():
+    """DeepSeek-style layers pass v with its own head size."""
+    q, k, _ = inputs(length=12)
+    v = torch.randn(3, 12, 5)
+    out, _ = capture_attention(q, k, v, KeyRanges.causal(12), scale=0.25, bin_size=2)
+    ref, _ = scaled_dot_product_attention(q[None], k[None], v[None], is_causal=True, scale=0.25)
+    assert out.shape == (6, 12, 5) and (out - ref[0]).abs().max().item() <= TOL
+
+
+def test_chunks_smaller_than_a_pooled_bin_merge_into_it(monkeypatch):
+    monkeypatch.setattr(capture_module, "CHUNK_ELEMENTS", 6 * 41 * 2)  # two query rows a chunk, bins of 5
+    q, k, v = inputs()
+    keys = KeyRanges.causal(41)
+    _, ref_w = reference(q, k, v, keys)
+    _, cap = capture_attention(q, k, v, keys, scale=16**-0.5, bin_size=5)
+    assert (cap.pooled_max.nan_to_num(0) - pool(ref_w, 5, "max")).abs().max().item() <= TOL
+    counts = pooled_counts(keys, 5)
+    mean = (pool(ref_w, 5, "sum") / counts.clamp_min(1)).masked_fill(counts == 0, 0)
+    assert (cap.pooled_mean.nan_to_num(0) - mean).abs().max().item() <= TOL
+
+
+def test_dead_rows_read_the_same_in_any_chunk(monkeypatch):
+    q, k, v = inputs(length=12)
+    keys = KeyRanges.causal(12, start=5)
+    _, whole = capture_attention(q, k, v, keys, scale=0.25, bin_size=1)
+    monkeypatch.setattr(capture_module, "CHUNK_ELEMENTS", 6 * 12)  # one row a chunk: rows 0..4 alone
+    _, split = capture_attention(q, k, v, keys, scale=0.25, bin_size=1)
+    for name in whole.rows:
+        torch.testing.assert_close(split.rows[name][:, :5], whole.rows[name][:, :5], rtol=0, atol=0, equal_nan=True)
+    assert (
+        whole.rows["entropy"][:, :5].abs().max().item() == 0.0
+        and torch.isnan(whole.rows["prev_token_weight"][:, 0]).all()
+    )
+
+
+@pytest.mark.parametrize("length", [30, 384, 700])
+@pytest.mark.parametrize("keep_qk", [True, False])
+def test_a_captures_size_is_known_before_it_runs(length, keep_qk):
+    from attnviz.capture import predicted_nbytes
+    from attnviz.embedded import EmbeddedConfig, EmbeddedModel
+
+    model = EmbeddedModel(EmbeddedConfig(d_model=32, n_head=4, n_kv_head=2, n_layer=3))
+    record = model.run(" ".join(["word"] * length), length, keep_qk=keep_qk)
+    captured = sum(layer.nbytes for layer in record.layers)
+    assert captured == predicted_nbytes(3, 4, 2, 8, length, keep_qk)

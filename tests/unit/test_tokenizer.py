@@ -36,3 +36,11 @@ def test_spans_point_back_into_the_text(text):
     assert all(text[t.start : t.end] == t.text for t in tokens)
     # nothing but whitespace is dropped
     assert "".join(t.text for t in tokens) == "".join(text.split())
+
+
+def test_user_text_is_escaped_for_markdown_and_plotly():
+    from attnviz.token_display import markdown_text, plain_text
+
+    assert markdown_text("__init__ *x* $a$ [l](u)") == r"\_\_init\_\_ \*x\* \$a\$ \[l\]\(u\)"
+    assert markdown_text("猫 cat") == "猫 cat"
+    assert plain_text("<b>bold</b> & 1<2") == "&lt;b&gt;bold&lt;/b&gt; &amp; 1&lt;2"
