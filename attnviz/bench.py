@@ -22,12 +22,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import time
 from collections.abc import Sequence
 
-from attnviz.peak_memory import child_env, status_bytes
+from attnviz.peak_memory import run_child, status_bytes
 
 CASES = ("sdpa", "capture", "capture+qk", "full-record", "embedded-max")
 TARGET_RSS_MB = 3 * 1024  # capture at 8,192 tokens
@@ -86,14 +85,7 @@ def run_case_here(case: str, tokens: int, threads: int = 1) -> dict:
 
 def run_case(case: str, tokens: int, threads: int = 1, timeout_s: float = 1800.0) -> dict:
     """:func:`run_case_here` in a fresh Python; a case that runs out of memory or fails says so."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "attnviz.bench", "--child", case, str(tokens), "--threads", str(threads)],
-        capture_output=True,
-        text=True,
-        env=child_env(),
-        timeout=timeout_s,
-        check=False,
-    )
+    proc = run_child(["-m", "attnviz.bench", "--child", case, str(tokens), "--threads", str(threads)], timeout_s)
     if proc.returncode != 0:
         lines = proc.stderr.strip().splitlines()
         why = "killed (out of memory?)" if proc.returncode < 0 else (lines[-1] if lines else f"exit {proc.returncode}")

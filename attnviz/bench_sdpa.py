@@ -23,8 +23,6 @@ import gc
 import json
 import os
 import statistics
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -38,7 +36,7 @@ from torch import Tensor
 from attnviz.attention import fused_attention, group_size, naive_attention, scaled_dot_product_attention
 from attnviz.cost import HEAD_DIM, N_HEAD, N_KV_HEAD
 from attnviz.masks import causal_mask
-from attnviz.peak_memory import child_env, maxrss_bytes, reset_peak_rss, status_bytes
+from attnviz.peak_memory import maxrss_bytes, reset_peak_rss, run_child, status_bytes
 
 DEFAULT_TOKENS = (512, 2048, 4096)
 BATCH = 1  # one sequence, of SmolLM2-135M's attention shape (attnviz.cost): 9 query heads, 3 K/V heads, head_dim 64
@@ -198,14 +196,7 @@ _CHILD = (
 
 def peak_extra_mb(case: str, tokens: int, which: str, timeout_s: float = 300.0) -> float:
     """:func:`peak_extra_mb_here` run in a fresh Python, so no earlier run raised its peak."""
-    proc = subprocess.run(
-        [sys.executable, "-c", _CHILD, json.dumps([case, tokens, which])],
-        capture_output=True,
-        text=True,
-        env=child_env(),
-        timeout=timeout_s,
-        check=False,
-    )
+    proc = run_child(["-c", _CHILD, json.dumps([case, tokens, which])], timeout_s)
     if proc.returncode != 0:
         raise RuntimeError(f"memory run for {case!r} at {tokens} tokens ({which}) failed:\n{proc.stderr[-2000:]}")
     return float(proc.stdout.strip().splitlines()[-1])

@@ -18,7 +18,6 @@ import argparse
 import json
 import math
 import os
-import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -32,7 +31,7 @@ from attnviz import settings
 from attnviz.attention import naive_attention
 from attnviz.capture import capture_attention, pool_bin
 from attnviz.masks import KeyRanges
-from attnviz.peak_memory import child_env, reset_peak_rss, status_bytes
+from attnviz.peak_memory import reset_peak_rss, run_child, status_bytes
 
 PATHS = ("naive", "fused", "chunked")
 PATH_TITLES = {
@@ -140,14 +139,7 @@ def measure(sizes: Sequence[int] = SIZES, device: str = "cpu", repeats: int = 2)
 
 def measure_in_child(sizes: Sequence[int] = SIZES, timeout_s: float = 600.0) -> list[dict]:
     """:func:`measure` on the CPU in a fresh Python, so the peaks are the measurement's own."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "attnviz.cost", "--sizes", *map(str, sizes)],
-        capture_output=True,
-        text=True,
-        env=child_env(),
-        timeout=timeout_s,
-        check=False,
-    )
+    proc = run_child(["-m", "attnviz.cost", "--sizes", *map(str, sizes)], timeout_s)
     if proc.returncode != 0:
         lines = proc.stderr.strip().splitlines()
         raise RuntimeError(f"the measurement failed: {lines[-1] if lines else proc.returncode}")

@@ -66,26 +66,28 @@ def register() -> None:
 
 
 @contextmanager
-def capturing(session: CaptureSession) -> Iterator[CaptureSession]:
-    """Within this block, this thread's forward passes are captured into ``session``."""
-    token, memo = _mode.set(session), _seen_masks.set({})
+def _mode_set(mode: CaptureSession | ReferenceRun) -> Iterator[None]:
+    token, memo = _mode.set(mode), _seen_masks.set({})
     try:
-        yield session
+        yield
     finally:
         _mode.reset(token)
         _seen_masks.reset(memo)
 
 
 @contextmanager
+def capturing(session: CaptureSession) -> Iterator[CaptureSession]:
+    """Within this block, this thread's forward passes are captured into ``session``."""
+    with _mode_set(session):
+        yield session
+
+
+@contextmanager
 def reference() -> Iterator[ReferenceRun]:
     """Within this block, this thread's forward passes run the model's own eager attention."""
     run = ReferenceRun()
-    token, memo = _mode.set(run), _seen_masks.set({})
-    try:
+    with _mode_set(run):
         yield run
-    finally:
-        _mode.reset(token)
-        _seen_masks.reset(memo)
 
 
 def _keep(mask: Tensor) -> Tensor:

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import os
 import resource
+import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 # glibc raises its mmap threshold after a large block is freed, and then serves the next
@@ -60,3 +62,10 @@ def reset_peak_rss() -> tuple[int, bool]:
     except OSError:
         pass
     return maxrss_bytes(), False
+
+
+def run_child(args: Sequence[str], timeout_s: float) -> subprocess.CompletedProcess:
+    """``python ARGS`` in a fresh process with :func:`child_env`, output captured; never raises on its exit status."""
+    return subprocess.run(
+        [sys.executable, *args], capture_output=True, text=True, env=child_env(), timeout=timeout_s, check=False
+    )

@@ -45,7 +45,7 @@ GENERATE_TOKENS = Bound("tokens to generate", 12, 1, 64)
 
 # pages that hold every weight of a short input, or many rows of one, read at most this much
 PARITY_TOKENS = 512  # parity compares every weight of every layer against the eager reference
-PADDING_TOKENS = 512  # per sentence on the Padding page
+PADDING_TOKENS = 384  # per sentence on the Padding page: each drawn whole, about 47 MB a SmolLM2 sentence
 PADDING_SENTENCES = 8
 GENERATION_CONTEXT = 2048  # prompt + generated tokens on the Generation page
 
