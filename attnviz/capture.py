@@ -158,6 +158,24 @@ def _fill_dead_rows(rows: dict[str, Tensor], r0: int, r1: int, q_pos: Tensor) ->
         rows[name][:, r0:r1] = torch.where(key >= 0, 0.0, math.nan)
 
 
+def _pool_keys(w: Tensor, b: int) -> tuple[Tensor, Tensor]:
+    """Max and sum over each run of ``b`` keys: (h, C, W) -> (h, C, ceil(W / b)) each; the last run may be short."""
+    full = w.shape[-1] // b * b
+    runs = w[..., :full].unflatten(-1, (full // b, b))  # (h, C, W // b, b), a view
+    maxima, sums = [runs.amax(dim=-1)], [runs.sum(dim=-1)]
+    if full < w.shape[-1]:
+        maxima.append(w[..., full:].amax(dim=-1, keepdim=True))
+        sums.append(w[..., full:].sum(dim=-1, keepdim=True))
+    return torch.cat(maxima, dim=-1), torch.cat(sums, dim=-1)
+
+
+def _row_bins(x: Tensor, r0: int, b: int) -> Tensor:
+    """Rows r0.. of (h, C, Wb) grouped into their bins of ``b``: (h, n_bins, b, Wb); rows outside the chunk weigh 0."""
+    top, bottom = r0 % b, -(r0 + x.shape[1]) % b
+    padded = F.pad(x, (0, 0, top, bottom))
+    return padded.view(x.shape[0], padded.shape[1] // b, b, x.shape[-1])
+
+
 def _mean_distance(w: Tensor, q_pos: Tensor, a0: int) -> Tensor:
     """Σ_j w·|i - j| for each row: w (n_head, C, W) over keys a0.., q_pos (C,) -> (n_head, C).
 
@@ -263,17 +281,15 @@ def capture_attention(
         rows["mean_distance"][:, r0:r1] = _mean_distance(w, q_pos, a0)
         out[:, r0:r1] = weighted_values(w[None], v[None, :, a0:a1].float())[0]  # (n_head, C, v_dim)
 
-        # pooled maps: pad the chunk to whole bins (pads weigh 0), reduce each b x b bin, and merge into
-        # bins an earlier chunk may have started (max of maxima, sum of sums)
-        top, bottom, right = r0 % b, -r1 % b, -(a1 - a0) % b
-        if top or bottom or right:
-            w = F.pad(w, (0, right, top, bottom))
-        rb = slice(r0 // b, r0 // b + w.shape[1] // b)
-        cb = slice(a0 // b, a0 // b + w.shape[2] // b)
-        pooled_max[:, rb, cb] = torch.maximum(pooled_max[:, rb, cb], F.max_pool2d(w, b))  # (n_head, bins, bins)
-        blocks = w.view(n_head, w.shape[1] // b, b, w.shape[2] // b, b)
-        pooled_sum[:, rb, cb] += blocks.sum(dim=4).sum(dim=2)  # two steps: faster than one
-        mean_max[rb, cb] = torch.maximum(mean_max[rb, cb], F.max_pool2d(w.mean(dim=0, keepdim=True), b)[0])
+        # pooled maps: each row's keys into bins of b first (cheap: the last dim is contiguous), then rows
+        # into bins, on the b-times smaller result; merge into bins an earlier chunk may have started
+        col_max, col_sum = _pool_keys(w, b)  # (n_head, C, Wb) each
+        head_mean_max, _ = _pool_keys(w.mean(dim=0, keepdim=True), b)  # (1, C, Wb)
+        n_bins = -(-(r1 - r0 + r0 % b) // b)
+        rb, cb = slice(r0 // b, r0 // b + n_bins), slice(a0 // b, a0 // b + col_max.shape[-1])
+        pooled_max[:, rb, cb] = torch.maximum(pooled_max[:, rb, cb], _row_bins(col_max, r0, b).amax(dim=2))
+        pooled_sum[:, rb, cb] += _row_bins(col_sum, r0, b).sum(dim=2)
+        mean_max[rb, cb] = torch.maximum(mean_max[rb, cb], _row_bins(head_mean_max, r0, b).amax(dim=2)[0])
 
     counts = pooled_counts(keys, b).to(device)  # (n_q, n_k)
     empty = counts == 0
