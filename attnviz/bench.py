@@ -85,7 +85,8 @@ def run_case_here(case: str, tokens: int, threads: int = 1) -> dict:
 
 def run_case(case: str, tokens: int, threads: int = 1, timeout_s: float = 1800.0) -> dict:
     """:func:`run_case_here` in a fresh Python; a case that runs out of memory or fails says so."""
-    proc = run_child(["-m", "attnviz.bench", "--child", case, str(tokens), "--threads", str(threads)], timeout_s)
+    args = ["-m", "attnviz.bench", "--child", case, str(tokens), "--threads", str(threads)]
+    proc = run_child(args, timeout_s, fixed_malloc=False)  # the whole program's peak, as users run it
     if proc.returncode != 0:
         lines = proc.stderr.strip().splitlines()
         why = "killed (out of memory?)" if proc.returncode < 0 else (lines[-1] if lines else f"exit {proc.returncode}")

@@ -21,11 +21,15 @@ from pathlib import Path
 MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": "131072"}
 
 
-def child_env() -> dict[str, str]:
-    """The environment for a measuring child process: this project importable, glibc's threshold fixed."""
+def child_env(fixed_malloc: bool = True) -> dict[str, str]:
+    """The environment for a measuring child process: this project importable, glibc's threshold fixed.
+
+    ``fixed_malloc=False`` keeps glibc's default, for measuring a whole program as
+    users run it (the fixed threshold lowers its peak and slows it down).
+    """
     root = str(Path(__file__).resolve().parents[1])
     path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
-    return {**os.environ, **MALLOC_ENV, "PYTHONPATH": path}
+    return {**os.environ, **(MALLOC_ENV if fixed_malloc else {}), "PYTHONPATH": path}
 
 
 def status_bytes(field: str) -> int | None:
@@ -64,8 +68,9 @@ def reset_peak_rss() -> tuple[int, bool]:
     return maxrss_bytes(), False
 
 
-def run_child(args: Sequence[str], timeout_s: float) -> subprocess.CompletedProcess:
+def run_child(args: Sequence[str], timeout_s: float, fixed_malloc: bool = True) -> subprocess.CompletedProcess:
     """``python ARGS`` in a fresh process with :func:`child_env`, output captured; never raises on its exit status."""
+    env = child_env(fixed_malloc)
     return subprocess.run(
-        [sys.executable, *args], capture_output=True, text=True, env=child_env(), timeout=timeout_s, check=False
+        [sys.executable, *args], capture_output=True, text=True, env=env, timeout=timeout_s, check=False
     )
