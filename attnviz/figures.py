@@ -412,18 +412,19 @@ def make_cost_figure(
         fig.add_vline(x=limit, line={"color": COST_COLORS["naive"], "dash": "dash"})
         fig.add_annotation(
             x=math.log10(limit),
-            y=1,
+            y=0.02,
             yref="paper",
-            text=f"naive stops fitting: n ≈ {limit:,}",
+            text=f"naive stops fitting: n ≈ {limit:,} ",
             showarrow=False,
             xanchor="right",
-            yanchor="top",
+            yanchor="bottom",
         )
+    sizes = sorted({r["tokens"] for r in rows} | ({limit} if limit else set()))
     fig.update_layout(
         height=420,
         margin={"l": 10, "r": 10, "t": 30, "b": 10},
-        xaxis={"type": "log", "title": {"text": "tokens n"}},
-        yaxis={"type": "log", "title": {"text": "seconds" if metric == "seconds" else "peak memory (MB)"}},
+        xaxis={"type": "log", "title": {"text": "tokens n"}, "tickvals": sizes, "ticktext": [f"{n:,}" for n in sizes]},
+        yaxis={"type": "log", "dtick": 1, "title": {"text": "seconds" if metric == "seconds" else "peak memory (MB)"}},
         legend={"orientation": "h", "y": -0.2},
     )
     return fig

@@ -133,8 +133,14 @@ def wait_for_charts(page, count: int, timeout_ms: int = 90_000) -> None:
 
 
 def choose_sidebar_option(page, label: str, option: str) -> None:
-    """Open a sidebar selectbox by its label and click an option, as a user does."""
+    """Open a sidebar selectbox by its label and choose an option, as a user does.
+
+    A selectbox filters its options as one types, so the option is typed and
+    confirmed: that works however long the list and wherever it opens.
+    """
+    wait_until_idle(page)
     box = page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]').filter(has_text=label).first
     box.click()
+    page.keyboard.type(option)
     page.get_by_role("option", name=option, exact=True).click()
     wait_until_idle(page)

@@ -26,7 +26,7 @@ LONG_TEXT = (
     "注意力机制让每个词都能看到句子里的其他词。 The cat sat on the mat because it was tired. "
 ) * 260  # over 8,192 SmolLM2 tokens
 # name -> (page path, sidebar choices (selectbox label, option) or (input label, value), charts to wait for,
-#          a button to press first or None, where to scroll for the shot or None)
+#          a button or toggle to press first or None, where to scroll for the shot or None)
 SHOTS = {
     "overview": ("", [], 0, None, None),
     "heads": ("heads", [], 3, None, None),
@@ -36,7 +36,7 @@ SHOTS = {
         "heads",
         [*SMOLLM2, ("Max tokens", "8192"), ("Text to analyse", LONG_TEXT)],
         5,
-        None,
+        "Emphasise small weights (colour by √weight)",
         "One head, large",
     ),
     "parity-smollm2": ("parity", SMOLLM2, 3, None, None),
@@ -61,7 +61,7 @@ def take(browser, url: str, name: str, height: int = 2300) -> None:
         else:
             set_sidebar_value(page, label, value, timeout_ms=TIMEOUT_MS)
     if button:
-        page.get_by_role("button", name=button).click()
+        page.get_by_text(button, exact=True).click()
         wait_until_idle(page, TIMEOUT_MS)
     if charts:
         wait_for_charts(page, charts, TIMEOUT_MS)
