@@ -166,6 +166,30 @@ def attention_scores(q: Tensor, k: Tensor, scale: float) -> Tensor:
     return scores.view(scores.shape[0], n_head, q_len, k_len)  # (B, n_head, q_len, k_len)
 
 
+def apply_mask(scores: Tensor, mask: Tensor | None) -> Tensor:
+    """Hide from each query what it may not see, in place: scores (B, n_head, q_len, k_len).
+
+    A bool mask sets hidden cells to -inf, so exp gives them no weight at all; a
+    float mask is added. ``mask`` broadcasts to the scores; None changes nothing.
+    """
+    if mask is None:
+        return scores
+    if mask.dtype == torch.bool:
+        return scores.masked_fill_(~mask, float("-inf"))
+    return scores.add_(mask)
+
+
+def attention_weights(scores: Tensor, dead: Tensor | None = None) -> Tensor:
+    """softmax over the keys, written over ``scores``: (B, n_head, q_len, k_len) -> weights.
+
+    ``dead`` (broadcastable to (..., q_len)) names the rows that see no key, which
+    get zero weights instead of NaN; None means there are none.
+    """
+    if dead is None:
+        return _softmax(scores, overwrite=True)
+    return masked_softmax(scores, dead, inplace=True)
+
+
 def weighted_values(weights: Tensor, v: Tensor) -> Tensor:
     """weights·v: (B, n_head, q_len, k_len) x (B, n_kv_head, k_len, hd) -> (B, n_head, q_len, hd).
 
@@ -215,14 +239,8 @@ def scaled_dot_product_attention(
         mask = with_causal(mask, q.shape[-2], k.shape[-2], q.device)  # (..., q_len, k_len)
     dead = None if only_causal else fully_masked_rows(mask)  # (..., q_len)
     scores = attention_scores(q, k, scale)  # (B, n_head, q_len, k_len)
-    if mask is not None and mask.dtype == torch.bool:
-        scores.masked_fill_(~mask, float("-inf"))
-    elif mask is not None:
-        scores.add_(mask)
-    if dead is None:
-        weights = _softmax(scores, overwrite=True)  # (B, n_head, q_len, k_len)
-    else:
-        weights = masked_softmax(scores, dead, inplace=True)  # (B, n_head, q_len, k_len)
+    scores = apply_mask(scores, mask)  # -inf where a query may not look
+    weights = attention_weights(scores, dead)  # (B, n_head, q_len, k_len)
     if dropout_p > 0.0:
         weights = F.dropout(weights, p=dropout_p, training=True, inplace=not _tracked(weights))
     output = weighted_values(weights, v)  # (B, n_head, q_len, head_dim)

@@ -18,6 +18,8 @@ from attnviz.devices import DEVICE_CHOICES, resolve_device
 from attnviz.embedded import EmbeddedConfig
 from attnviz.head_stats import STAT_COLUMNS
 from attnviz.parity import PARITY_TOLERANCE
+from attnviz.record import AttentionRecord
+from attnviz.scaling import SATURATED, scaling_json, scaling_rows
 from attnviz.source import AttentionSource, ModelUnavailableError, ParityUnsupportedError
 from attnviz.sources import EMBEDDED, SourceSpec, open_source
 
@@ -54,7 +56,8 @@ def load_cli_source(args: argparse.Namespace) -> AttentionSource:
     return open_source(spec, progress=progress)
 
 
-def heads_command(args: argparse.Namespace) -> int:
+def capture_for(args: argparse.Namespace, keep_qk: bool) -> tuple[AttentionSource, AttentionRecord]:
+    """The source --model names and its capture of the text; CommandError for any bad input."""
     if not args.text.strip():
         raise CommandError("the text is empty; give some words to analyse")
     bound = settings.MAX_TOKENS
@@ -62,9 +65,33 @@ def heads_command(args: argparse.Namespace) -> int:
         raise CommandError(f"--max-tokens ({args.max_tokens}) must be from {bound.low} to {bound.high}")
     try:
         source = load_cli_source(args)
-        record = source.run(args.text, args.max_tokens, keep_qk=False)  # statistics only: no q, k kept
+        return source, source.run(args.text, args.max_tokens, keep_qk=keep_qk)
     except (ValueError, ModelUnavailableError) as err:
         raise CommandError(str(err)) from err
+
+
+def scaling_command(args: argparse.Namespace) -> int:
+    if not 0.0 < args.threshold <= 1.0:
+        raise CommandError(f"--threshold ({args.threshold}) must be in (0, 1]")
+    source, record = capture_for(args, keep_qk=True)  # the scales are recomputed from q and k
+    try:
+        rows = scaling_rows(record, source.d_model, source.head_dim)
+    except ValueError as err:
+        raise CommandError(str(err)) from err
+    result = scaling_json(rows, args.threshold)
+    if args.json:
+        print(json.dumps(result, ensure_ascii=False, indent=2))
+        return 0
+    table = rows.table(args.threshold)
+    print(f"{record.model_name}: {record.q_len} tokens, d_k {source.head_dim}, d_model {source.d_model}")
+    print("scales: " + ", ".join(f"{kind} = {factor:.4g}" for kind, factor in rows.factors.items()))
+    columns = ["layer", "head", *(f"{stat}_{kind}" for stat in ("entropy", "saturated_share") for kind in rows.factors)]
+    print(table[columns].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    return 0
+
+
+def heads_command(args: argparse.Namespace) -> int:
+    source, record = capture_for(args, keep_qk=False)  # statistics only: no q, k kept
     stats = record.statistics
     result = {
         "model": record.model_name,
@@ -132,6 +159,29 @@ def bench_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def add_text_and_model_arguments(command: argparse.ArgumentParser) -> None:
+    """The text, the model and the embedded model's sizes: what every per-text command reads."""
+    command.add_argument("text", help="the text to analyse")
+    command.add_argument("--json", action="store_true", help="print a JSON object")
+    command.add_argument(
+        "--model", default="default", help="default (embedded), minilm, smollm2, or a local model folder / hub id"
+    )
+    command.add_argument(
+        "--allow-pickle",
+        action="store_true",
+        help="allow a local model whose weights are pickled (*.bin); trust it first",
+    )
+    command.add_argument("--quiet", action="store_true", help="no loading progress on stderr")
+    command.add_argument("--max-tokens", type=int, default=settings.MAX_TOKENS.default)
+    command.add_argument("--device", choices=DEVICE_CHOICES, default="auto")
+    command.add_argument("--d-model", type=int, default=settings.D_MODEL.default)
+    command.add_argument("--n-head", type=int, default=settings.N_HEAD.default)
+    command.add_argument("--n-kv-head", type=int, default=None)
+    command.add_argument("--n-layer", type=int, default=settings.N_LAYER.default)
+    command.add_argument("--seed", type=int, default=settings.SEED.default)
+    command.add_argument("--causal", action="store_true", help="decoder-style causal mask")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m attnviz", description="See what multi-head attention does to text."
@@ -140,27 +190,14 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     heads = sub.add_parser("heads", help="per-head attention statistics for a text")
-    heads.add_argument("text", help="the text to analyse")
-    heads.add_argument("--json", action="store_true", help="print a JSON object")
-    heads.add_argument(
-        "--model", default="default", help="default (embedded), minilm, smollm2, or a local model folder / hub id"
-    )
+    add_text_and_model_arguments(heads)
     heads.add_argument("--parity", action="store_true", help="also run our attention on the model's layers and compare")
-    heads.add_argument(
-        "--allow-pickle",
-        action="store_true",
-        help="allow a local model whose weights are pickled (*.bin); trust it first",
-    )
-    heads.add_argument("--quiet", action="store_true", help="no loading progress on stderr")
-    heads.add_argument("--max-tokens", type=int, default=settings.MAX_TOKENS.default)
-    heads.add_argument("--device", choices=DEVICE_CHOICES, default="auto")
-    heads.add_argument("--d-model", type=int, default=settings.D_MODEL.default)
-    heads.add_argument("--n-head", type=int, default=settings.N_HEAD.default)
-    heads.add_argument("--n-kv-head", type=int, default=None)
-    heads.add_argument("--n-layer", type=int, default=settings.N_LAYER.default)
-    heads.add_argument("--seed", type=int, default=settings.SEED.default)
-    heads.add_argument("--causal", action="store_true", help="decoder-style causal mask")
     heads.set_defaults(func=heads_command)
+
+    scaling = sub.add_parser("scaling", help="every head's softmax entropy under 1/√d_k, no scale and 1/√d_model")
+    add_text_and_model_arguments(scaling)
+    scaling.add_argument("--threshold", type=float, default=SATURATED, help="a row is saturated at this max weight")
+    scaling.set_defaults(func=scaling_command)
 
     bench = sub.add_parser("bench", help="benchmarks: attention paths, and the capture against a plain forward")
     bench.add_argument("--json", action="store_true", help="print one JSON object")

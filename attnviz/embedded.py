@@ -23,7 +23,7 @@ from attnviz.attention import MultiHeadAttention, group_size
 from attnviz.capture import CaptureSession
 from attnviz.masks import KeyRanges, pad_row, padding_mask, positions_from_mask
 from attnviz.record import AttentionRecord, BatchRecord, GenerationRecord, ModelOutputs
-from attnviz.source import Encoding, GenerationUnsupportedError, ParityUnsupportedError
+from attnviz.source import Encoding, GenerationUnsupportedError, LayerInput, ParityUnsupportedError, check_layer
 from attnviz.tokenizer import Token, tokenize
 
 QK_GAIN = 1.4
@@ -275,7 +275,33 @@ class EmbeddedModel(nn.Module):
             "the embedded model has no language-model head; pick a decoder such as SmolLM2 to generate"
         )
 
-    def check_parity(self, text: str, max_tokens: int):
+    def parity_bugs(self) -> dict[str, str]:
+        return {}
+
+    def check_parity(self, text: str, max_tokens: int, bug: str | None = None):
         raise ParityUnsupportedError(
             "the embedded model runs attnviz's own attention, so there is no other implementation to compare it with"
+        )
+
+    @torch.no_grad()
+    def attention_layer(self, text: str, max_tokens: int, layer: int) -> LayerInput:
+        """Block ``layer``'s own attention and its input: the embeddings run through the blocks before it, then
+        the block's LayerNorm (1, T, d_model). Reads at most settings.PARITY_TOKENS tokens."""
+        check_layer(layer, self.n_layer)
+        encoding = self.encode(text, min(max_tokens, settings.PARITY_TOKENS))
+        T = len(encoding.tokens)
+        x = self.embed([[t.text for t in encoding.tokens]], torch.arange(T)[None])  # (1, T, d_model)
+        mask = self._keys(T).dense().to(self.device)  # (T, T): what every block applies
+        for block in self.blocks[:layer]:
+            x, _ = block(x, mask)
+        block = self.blocks[layer]
+        return LayerInput(
+            layer=layer,
+            attention=block.attn,
+            hidden=block.ln_attn(x),  # (1, T, d_model)
+            mask=mask,
+            rotate=None,
+            scale=1.0 / math.sqrt(self.head_dim),  # what scaled_dot_product_attention uses when given none
+            tokens=encoding.tokens,
+            n_input=encoding.n_input,
         )

@@ -13,6 +13,7 @@ name a base class such as ``LlamaModel``, or be missing).
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -28,9 +29,16 @@ from attnviz.capture import CaptureSession
 from attnviz.hf_attention import IMPLEMENTATION, capturing, reference, register
 from attnviz.masks import pad_row, padding_mask, positions_from_mask
 from attnviz.model_paths import resolve_source
-from attnviz.parity import Parity, reproduce, supports
+from attnviz.parity import Parity, available_bugs, our_layers, reproduce, supports
 from attnviz.record import AttentionRecord, BatchRecord, GenerationRecord, ModelOutputs
-from attnviz.source import Encoding, GenerationUnsupportedError, ModelUnavailableError
+from attnviz.source import (
+    Encoding,
+    GenerationUnsupportedError,
+    LayerInput,
+    ModelUnavailableError,
+    ParityUnsupportedError,
+    check_layer,
+)
 from attnviz.token_display import display_tokens, shown_text
 from attnviz.tokenizer import Token
 
@@ -285,11 +293,57 @@ class HFSource:
             text=self.tokenizer.decode(generated, skip_special_tokens=True),
         )
 
-    def check_parity(self, text: str, max_tokens: int) -> Parity:
+    def parity_bugs(self) -> dict[str, str]:
+        return available_bugs(self) if self.supports_parity else {}
+
+    def check_parity(self, text: str, max_tokens: int, bug: str | None = None) -> Parity:
         encoding = self.encode(text, min(max_tokens, settings.PARITY_TOKENS))
-        parity = reproduce(self, encoding.ids)
+        parity = reproduce(self, encoding.ids, bug)
         parity.tokens = encoding.tokens
         return parity
+
+    @torch.no_grad()
+    def attention_layer(self, text: str, max_tokens: int, layer: int) -> LayerInput:
+        """Layer ``layer`` as our MultiHeadAttention (a copy of its weights, see attnviz.parity), the hidden states
+        that really entered it (a forward pre-hook on the model's own pass) and the mask it applied.
+
+        Reads at most settings.PARITY_TOKENS tokens: the mask comes from the reference pass, which holds every weight.
+        """
+        if not self.supports_parity:
+            raise ParityUnsupportedError(
+                f"attnviz's MultiHeadAttention reproduces BERT-style encoders and Llama-style decoders, "
+                f"not {self.config.model_type!r} layers, so it cannot rerun this model's attention step by step"
+            )
+        check_layer(layer, self.n_layer)
+        encoding = self.encode(text, min(max_tokens, settings.PARITY_TOKENS))
+        theirs, ours, rotate = our_layers(self)
+        captured: list[Tensor] = []
+        owner = threading.get_ident()
+
+        def grab(module, args, kwargs):
+            # the model is shared between sessions: keep only this thread's input
+            if threading.get_ident() == owner:
+                captured.append(args[0] if args else kwargs["hidden_states"])
+
+        hook = theirs[layer].register_forward_pre_hook(grab, with_kwargs=True)
+        try:
+            _, keys = self.reference_pass(encoding.ids)
+        finally:
+            hook.remove()
+        if not captured:
+            raise ModelUnavailableError(f"{self.name}'s layer {layer} did not run on this text")
+        hidden = captured[0]  # (1, T, d_model)
+        scale = getattr(theirs[layer], "scaling", None)
+        return LayerInput(
+            layer=layer,
+            attention=ours[layer],
+            hidden=hidden,
+            mask=keys[layer].dense().to(hidden.device),  # (T, T): what the model's own layer applied
+            rotate=rotate,
+            scale=float(scale) if scale is not None else 1.0 / math.sqrt(self.head_dim),
+            tokens=encoding.tokens,
+            n_input=encoding.n_input,
+        )
 
 
 def _has_lm_head(config, where: str) -> bool:

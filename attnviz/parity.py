@@ -37,6 +37,25 @@ LLAMA_STYLE = {"llama", "mistral", "qwen2"}
 PARITY_TOLERANCE = 1e-5  # float32: the largest |ours - model| over every weight that counts as equal
 
 
+# Known bugs the Parity page can put into our layers, to show that the check can fail.
+BUGS = {
+    "sqrt_dmodel": "scale by 1/√d_model instead of 1/√d_k",
+    "no_scale": "no scale at all",
+    "no_rope": "RoPE dropped",
+    "kv_tiled": "K/V heads shared wrongly: tiled (repeat) instead of grouped (repeat_interleave)",
+}
+
+
+def available_bugs(hf: HFSource) -> dict[str, str]:
+    """The bugs that can be put into this model's layers: RoPE only for rotary decoders, K/V sharing only for GQA."""
+    names = ["sqrt_dmodel", "no_scale"]
+    if hf.config.model_type in LLAMA_STYLE:
+        names.append("no_rope")
+    if hf.n_kv_head < hf.n_head:
+        names.append("kv_tiled")
+    return {name: BUGS[name] for name in names}
+
+
 def supports(config) -> bool:
     """Whether our layers can reproduce this model family's attention."""
     return config.model_type in BERT_STYLE | LLAMA_STYLE
@@ -52,6 +71,7 @@ class Parity:
     max_abs_diff: Tensor
     keys: list[KeyRanges]
     tokens: list[Token] = field(default_factory=list)
+    bug: str | None = None  # a known bug put into our layers on purpose (BUGS), or None
 
     @property
     def masks(self) -> list[str]:
@@ -98,8 +118,24 @@ def _model_rotation(rotary: nn.Module) -> PositionRotation:
     return rotate
 
 
-def our_layers(hf: HFSource) -> tuple[list[nn.Module], list[MultiHeadAttention], PositionRotation | None]:
-    """The model's attention modules and our copies of them, plus the RoPE hook (decoders)."""
+def _copy_tiled(dst: nn.Linear, src: nn.Linear, n_kv_head: int, n_head: int) -> None:
+    """K or V projections for n_head heads where head h reads K/V head h % n_kv_head (the tiling bug):
+    weight (n_kv_head * hd, d_model) -> (n_head * hd, d_model), bias alike."""
+    heads = [h % n_kv_head for h in range(n_head)]
+    per_head = src.weight.view(n_kv_head, -1, src.weight.shape[-1])  # (n_kv_head, hd, d_model)
+    dst.weight.copy_(torch.cat([per_head[h] for h in heads]))
+    if src.bias is not None:
+        dst.bias.copy_(torch.cat([src.bias.view(n_kv_head, -1)[h] for h in heads]))
+
+
+def our_layers(
+    hf: HFSource, tile_kv: bool = False
+) -> tuple[list[nn.Module], list[MultiHeadAttention], PositionRotation | None]:
+    """The model's attention modules and our copies of them, plus the RoPE hook (decoders).
+
+    ``tile_kv`` builds the copies with the classic GQA bug: query head h reads K/V
+    head h % n_kv_head instead of h // (n_head / n_kv_head).
+    """
     config = hf.config
     model_type = config.model_type
     base = hf.model.base_model
@@ -123,15 +159,21 @@ def our_layers(hf: HFSource) -> tuple[list[nn.Module], list[MultiHeadAttention],
             head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
             for attn in theirs:
                 has_bias = attn.q_proj.bias is not None
+                n_head, n_kv_head = config.num_attention_heads, config.num_key_value_heads
                 mha = MultiHeadAttention(
                     config.hidden_size,
-                    config.num_attention_heads,
-                    n_kv_head=config.num_key_value_heads,
+                    n_head,
+                    n_kv_head=n_head if tile_kv else n_kv_head,
                     bias=has_bias,
                     head_dim=head_dim,
                 )
-                for dst, src in [(mha.w_q, attn.q_proj), (mha.w_k, attn.k_proj), (mha.w_v, attn.v_proj)]:
-                    _copy_linear(dst, src)
+                _copy_linear(mha.w_q, attn.q_proj)
+                if tile_kv:
+                    _copy_tiled(mha.w_k, attn.k_proj, n_kv_head, n_head)
+                    _copy_tiled(mha.w_v, attn.v_proj, n_kv_head, n_head)
+                else:
+                    _copy_linear(mha.w_k, attn.k_proj)
+                    _copy_linear(mha.w_v, attn.v_proj)
                 mha.w_o.weight.copy_(attn.o_proj.weight)
                 if mha.w_o.bias is not None:
                     mha.w_o.bias.zero_()
@@ -151,11 +193,18 @@ def our_layers(hf: HFSource) -> tuple[list[nn.Module], list[MultiHeadAttention],
 
 
 @torch.no_grad()
-def reproduce(hf: HFSource, ids: list[int]) -> Parity:
-    """Run our layers on the inputs and masks each real attention layer saw; compare every head."""
+def reproduce(hf: HFSource, ids: list[int], bug: str | None = None) -> Parity:
+    """Run our layers on the inputs and masks each real attention layer saw; compare every head.
+
+    ``bug`` (a key of :func:`available_bugs`) puts a known mistake into our layers, to see the check fail.
+    """
     if len(ids) > settings.PARITY_TOKENS:
         raise ValueError(f"parity reads at most {settings.PARITY_TOKENS} tokens, not {len(ids)}")
-    theirs_modules, ours, rotate = our_layers(hf)
+    if bug is not None and bug not in available_bugs(hf):
+        raise ValueError(f"bug {bug!r} does not apply to this model; choose from {list(available_bugs(hf))}")
+    theirs_modules, ours, rotate = our_layers(hf, tile_kv=bug == "kv_tiled")
+    if bug == "no_rope":
+        rotate = None
     captured: list[Tensor] = []
     owner = threading.get_ident()
 
@@ -173,8 +222,9 @@ def reproduce(hf: HFSource, ids: list[int]) -> Parity:
     mine = []
     for module, mha, hidden, layer_keys in zip(theirs_modules, ours, captured, keys, strict=True):
         mask = layer_keys.dense().to(hidden.device)  # (T, T): what the model's own layer applied
-        _, weights = mha(hidden, hidden, hidden, mask=mask, rotate=rotate, scale=getattr(module, "scaling", None))
+        scale = {"sqrt_dmodel": mha.d_model**-0.5, "no_scale": 1.0}.get(bug, getattr(module, "scaling", None))
+        _, weights = mha(hidden, hidden, hidden, mask=mask, rotate=rotate, scale=scale)
         mine.append(weights[0])  # (n_head, T, T)
     ours_w = torch.stack(mine).float().cpu()  # (n_layer, n_head, T, T)
     diff = (ours_w - theirs_w).abs().amax(dim=(-2, -1)) if len(ids) else torch.zeros(ours_w.shape[:2])
-    return Parity(ours=ours_w, theirs=theirs_w, max_abs_diff=diff, keys=keys)
+    return Parity(ours=ours_w, theirs=theirs_w, max_abs_diff=diff, keys=keys, bug=bug)

@@ -53,3 +53,26 @@ GENERATION_CONTEXT = 2048  # prompt + generated tokens on the Generation page
 CACHE_MB_ENV = "ATTNVIZ_CACHE_MB"
 CACHE_MB_DEFAULT = 2048
 CACHE_ENTRIES = 32
+
+# the Scaling page recomputes every head under three scales: it reads at most this many tokens
+SCALING_TOKENS = 2048
+SCALING_VIEW_TOKENS = 128  # one head under four scales, side by side, at full resolution
+
+# the Training page and `python -m attnviz train-scale`: three runs (1/√d_k, no scale, 1/√d_model) of one
+# attention layer on key-value retrieval; d_model = n_head × d_k, as in the tutorial
+TRAIN_HEAD_DIM = Bound("d_k", 128, 8, 256)
+TRAIN_N_HEAD = Bound("n_head", 4, 1, 8)
+TRAIN_STEPS = Bound("steps", 250, 1, 2000)
+TRAIN_PAIRS = Bound("pairs", 32, 2, 64)  # (key, value) pairs in one sequence
+TRAIN_KEYS = Bound("keys", 128, 2, 1024)  # key vocabulary; a sequence draws `pairs` distinct keys
+TRAIN_VALUES = Bound("values", 16, 2, 256)  # value vocabulary: the classes the model answers with
+TRAIN_BATCH = Bound("batch", 64, 1, 256)
+TRAIN_EVAL_SEQUENCES = 1024  # the held-out set the final loss and accuracy are measured on
+TRAIN_OPTIMISERS = ("sgd", "adam")
+TRAIN_OPTIMISER = "sgd"
+TRAIN_LEARNING_RATE = {"sgd": 0.1, "adam": 1e-3}  # each optimiser's default
+TRAIN_LEARNING_RATE_RANGE = (1e-5, 10.0)
+# one request's work, all three runs together, in multiply-adds (forward + backward): about 2.5x the default run,
+# so at every setting a user can choose the page holds this server's CPU for at most about 1 to 2 minutes
+TRAIN_MAX_MACS = 6 * 10**12
+TRAIN_CACHE_ENTRIES = 16  # finished trainings kept per server (each holds a few thousand floats)

@@ -16,6 +16,7 @@ from attnviz.tokenizer import Token
 if TYPE_CHECKING:
     from torch import Tensor
 
+    from attnviz.attention import MultiHeadAttention, PositionRotation
     from attnviz.parity import Parity
     from attnviz.record import AttentionRecord, BatchRecord, GenerationRecord
 
@@ -44,6 +45,40 @@ class Encoding:
     ids: list[int] | None
     tokens: list[Token]
     n_input: int
+
+
+@dataclass(frozen=True, eq=False)
+class LayerInput:
+    """One attention layer of a source as attnviz's own module, and exactly what entered it on one text.
+
+    Feeding ``hidden`` to ``attention`` with ``mask``, ``rotate`` and ``scale``
+    (``attention(hidden, hidden, hidden, mask=mask, rotate=rotate, scale=scale)``)
+    reruns the layer's attention as the model ran it.
+
+    layer: its index; attention: the layer as a :class:`~attnviz.attention.MultiHeadAttention`
+    (the model's own, or a copy of a pretrained layer's weights), read-only;
+    hidden: (1, T, d_model), the hidden states that entered it (after the block's
+    LayerNorm where there is one); mask: bool (T, T), True where a query may
+    attend, the mask the layer applied (None: every key); rotate: the RoPE hook
+    (Llama-style layers) or None; scale: the factor on q·k; tokens: the display
+    tokens read; n_input: how many tokens the text had before the cut.
+    """
+
+    layer: int
+    attention: MultiHeadAttention
+    hidden: Tensor
+    mask: Tensor | None
+    rotate: PositionRotation | None
+    scale: float
+    tokens: list[Token]
+    n_input: int
+
+
+def check_layer(layer: int, n_layer: int) -> int:
+    """``layer`` if the model has it; ValueError with the range otherwise."""
+    if not 0 <= layer < n_layer:
+        raise ValueError(f"layer ({layer}) must be from 0 to {n_layer - 1}")
+    return layer
 
 
 @runtime_checkable
@@ -91,7 +126,19 @@ class AttentionSource(Protocol):
         """Greedy decoding; GenerationUnsupportedError unless ``can_generate``."""
         ...
 
-    def check_parity(self, text: str, max_tokens: int) -> Parity:
+    def check_parity(self, text: str, max_tokens: int, bug: str | None = None) -> Parity:
         """attnviz's own layers on this model's weights against its attention; ParityUnsupportedError
-        unless ``supports_parity``."""
+        unless ``supports_parity``. ``bug`` (a key of :meth:`parity_bugs`) breaks our layers on purpose."""
+        ...
+
+    def parity_bugs(self) -> dict[str, str]:
+        """The known bugs :meth:`check_parity` can put into our layers for this model: {key: what it does}."""
+        ...
+
+    def attention_layer(self, text: str, max_tokens: int, layer: int) -> LayerInput:
+        """Layer ``layer``'s attention as our module, with the input, mask, RoPE and scale it really had.
+
+        Reads at most settings.PARITY_TOKENS tokens. ParityUnsupportedError when our
+        module cannot reproduce this source's layers (see ``supports_parity``).
+        """
         ...

@@ -86,6 +86,9 @@ def pages() -> list[st.Page]:
         st.Page("pages/parity.py", title="Parity", icon="⚖️"),
         st.Page("pages/generation.py", title="Generation", icon="✍️"),
         st.Page("pages/padding.py", title="Padding", icon="🧱"),
+        st.Page("pages/scaling.py", title="Scaling", icon="📐"),
+        st.Page("pages/training.py", title="Training", icon="📉"),
+        st.Page("pages/walkthrough.py", title="Walkthrough", icon="🪜"),
         st.Page("pages/cost.py", title="Cost", icon="⏱️"),
     ]
 

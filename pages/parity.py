@@ -30,11 +30,18 @@ if not settings.text.strip():
     st.info("Type some text in the sidebar (or pick an example).")
     st.stop()
 n_tokens = min(settings.max_tokens, limits.PARITY_TOKENS)
+bugs = {None: "none: our layers as they are", **source.parity_bugs()}
+bug = st.radio(
+    "Break it: put a known bug into our layers and watch the check fail",
+    list(bugs),
+    format_func=bugs.get,
+    key="parity_bug",
+)
 try:
     parity = ui.cached(
         "parity",
-        settings.key(n_tokens),
-        lambda: source.check_parity(settings.text, n_tokens),
+        (*settings.key(n_tokens), bug),
+        lambda: source.check_parity(settings.text, n_tokens, bug),
         "Running our attention on the model's layers…",
     )
 except ModelUnavailableError as err:
@@ -55,6 +62,8 @@ if parity.matches:
     st.success(
         f"Every head of every layer matches to {parity.worst:.1e} (float32). Masks: {', '.join(sorted(set(parity.masks)))}."
     )
+elif bug is not None:
+    st.error(f"With the bug ({bugs[bug]}), our layers differ from the model by up to {parity.worst:.2e}: caught.")
 else:
     st.error(f"Our layers differ from the model by up to {parity.worst:.2e}.")
 ui.plotly(make_parity_figure(parity.max_abs_diff), key="parity_diffs")

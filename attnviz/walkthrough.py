@@ -1,0 +1,661 @@
+"""One attention layer of the current model, run step by step, each step beside the code that produced it.
+
+The tutorial's nine steps of multi-head attention (project to Q, K and V, split
+into heads, QKᵀ, scale, mask, softmax, weighted sum of V, merge the heads,
+W_O), plus RoPE for Llama-style layers, on the hidden states that really
+entered one layer (:class:`attnviz.source.LayerInput`). Each step calls what
+:meth:`attnviz.attention.MultiHeadAttention.forward` calls, in the same order,
+on the same tensors: the layer's own ``w_q``/``w_k``/``w_v``/``w_o``,
+``split_heads``, the rotate hook, ``attention_scores``, ``fully_masked_rows``,
+``apply_mask``, ``attention_weights``, ``weighted_values`` and ``merge_heads``.
+So the last step equals the layer's forward (the tests hold it to 1e-6; it is
+exact), and the source the page shows, taken with :func:`inspect.getsource`,
+is the code that ran.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import math
+import textwrap
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import pandas as pd
+import torch
+from torch import Tensor
+
+from attnviz.attention import (
+    MultiHeadAttention,
+    _softmax,
+    apply_mask,
+    attention_scores,
+    attention_weights,
+    fully_masked_rows,
+    group_size,
+    masked_softmax,
+    merge_heads,
+    split_heads,
+    weighted_values,
+)
+from attnviz.masks import KeyRanges
+from attnviz.record import head_label, token_labels
+from attnviz.source import LayerInput
+from attnviz.tokenizer import Token
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# How a piece of shown code relates to what the step ran.
+CALLED = "called"
+INNER_CALL = "inner call"
+CALLED_WITHIN = "called within"
+DEFINITION = "definition"
+RELATIONS = {
+    CALLED: "this step called it",
+    INNER_CALL: "this step made the call these lines make, on the same tensors",
+    CALLED_WITHIN: "called by the code above",
+    DEFINITION: "where the layer this step called is built",
+}
+
+# What a step's drawn tensor is, which decides how one head of it becomes a matrix.
+FEATURES_BY_HEAD = "features by head"  # (batch, seq, n_head * head_dim)
+FEATURES = "features"  # (batch, seq, d_model)
+HEAD_FEATURES = "head features"  # (batch, n_head, seq, head_dim)
+HEAD_SCORES = "head scores"  # (batch, n_head, q_len, k_len), any real number or -inf
+HEAD_WEIGHTS = "head weights"  # (batch, n_head, q_len, k_len), in [0, 1]
+
+# Display bounds: what one step sends to the browser, whatever the text's length.
+VIEWS = ("auto", "numbers", "heatmap")
+AUTO_TABLE_TOKENS = 12  # "auto" shows numbers up to this many tokens, heatmaps beyond
+TABLE_ROWS, TABLE_COLS = 16, 12
+HEATMAP_SIDE = 128  # 128 x 128 float32 cells: 64 kB a figure
+
+
+@dataclass(frozen=True)
+class ShownCode:
+    """Source the page shows beside a step, and how it relates to what the step ran.
+
+    text: the function's whole source, or the lines cut from it (non-adjacent
+    spans joined by a ``...`` line); lines: the file's line numbers of each span.
+    """
+
+    function: Callable = field(compare=False, repr=False)
+    text: str
+    lines: tuple[tuple[int, int], ...]
+    path: str
+    relation: str
+    note: str = ""
+
+    @property
+    def name(self) -> str:
+        return f"{self.function.__module__}.{self.function.__qualname__}"
+
+    def header(self) -> str:
+        """One comment line: which function, where, and how the step relates to it."""
+        spans = ", ".join(f"{a}–{b}" if b > a else f"{a}" for a, b in self.lines)
+        word = "line" if len(self.lines) == 1 and self.lines[0][0] == self.lines[0][1] else "lines"
+        note = f"; {self.note}" if self.note else ""
+        return f"# {self.name} ({self.path}, {word} {spans}): {RELATIONS[self.relation]}{note}"
+
+
+def _source_lines(fn: Callable) -> tuple[list[str], int, str]:
+    """fn's source as dedented lines, the file's number of its first line, and the file relative to the project."""
+    raw, first = inspect.getsourcelines(fn)
+    file = Path(inspect.getsourcefile(fn) or "?").resolve()
+    path = file.relative_to(ROOT).as_posix() if file.is_relative_to(ROOT) else file.name
+    return textwrap.dedent("".join(raw)).splitlines(), first, path
+
+
+@functools.cache
+def whole(fn: Callable, relation: str = CALLED, note: str = "") -> ShownCode:
+    """fn's whole source: ``inspect.getsource(fn)``, dedented (a method's indentation removed)."""
+    lines, first, path = _source_lines(fn)
+    text = textwrap.dedent(inspect.getsource(fn))
+    return ShownCode(fn, text, ((first, first + len(lines) - 1),), path, relation, note)
+
+
+def _find(lines: list[str], marker: str, start: int, fn: Callable) -> int:
+    for i in range(start, len(lines)):
+        if lines[i].strip().startswith(marker):
+            return i
+    raise LookupError(
+        f"{fn.__module__}.{fn.__qualname__} has no line starting {marker!r} any more; "
+        "attnviz.walkthrough cuts its steps from that source and must follow the change"
+    )
+
+
+@functools.cache
+def excerpt(fn: Callable, spans: tuple[tuple[str, str], ...], relation: str, note: str = "") -> ShownCode:
+    """Lines of fn's source: each span runs from the first line starting with its first marker to the next
+    line starting with its second, searched in order; spans that do not touch are joined by ``...``."""
+    lines, first, path = _source_lines(fn)
+    chosen: list[str] = []
+    numbers: list[tuple[int, int]] = []
+    at = 0
+    for start, end in spans:
+        a = _find(lines, start, at, fn)
+        b = _find(lines, end, a, fn)
+        if numbers and a > at:
+            chosen.append(lines[a][: len(lines[a]) - len(lines[a].lstrip())] + "...")
+        chosen.extend(lines[a : b + 1])
+        numbers.append((first + a, first + b))
+        at = b + 1
+    return ShownCode(fn, textwrap.dedent("\n".join(chosen)), tuple(numbers), path, relation, note)
+
+
+@dataclass(frozen=True, eq=False)
+class Step:
+    """One step of the layer: what it produced, the code beside it and what changed.
+
+    tensors: what the step produced, by the name the code gives it, on the CPU,
+    batch axis kept; shown: the one the page draws (one head of it), whose axes
+    ``axes`` names and whose layout ``kind`` gives; head_dim: the width of one
+    head's slice of a ``FEATURES_BY_HEAD`` tensor.
+    """
+
+    key: str
+    number: str
+    title: str
+    tensors: dict[str, Tensor]
+    shown: str
+    kind: str
+    axes: str
+    code: tuple[ShownCode, ...]
+    change: str
+    head_dim: int = 0
+
+    @property
+    def shapes(self) -> dict[str, tuple[int, ...]]:
+        return {name: tuple(t.shape) for name, t in self.tensors.items()}
+
+    @property
+    def nbytes(self) -> int:
+        return sum(t.numel() * t.element_size() for t in self.tensors.values())
+
+
+@dataclass(frozen=True, eq=False)
+class Walkthrough:
+    """Every step of one layer on one text, and how the last one compares with the layer's own forward.
+
+    mask: bool (T, T) on the CPU (None: every key); output_diff and weights_diff:
+    the largest |difference| between the steps' output (and softmax) and
+    ``MultiHeadAttention.forward``'s on the same input, mask, RoPE and scale.
+    """
+
+    layer: int
+    tokens: list[Token]
+    n_input: int
+    n_head: int
+    n_kv_head: int
+    head_dim: int
+    d_model: int
+    scale: float
+    mask: Tensor | None
+    steps: list[Step]
+    output_diff: float
+    weights_diff: float
+
+    def step(self, key: str) -> Step:
+        return next(s for s in self.steps if s.key == key)
+
+    @property
+    def mask_description(self) -> str:
+        """The layer's mask in words: "no mask (every key)", "causal", "causal, sliding window of 4"…"""
+        return "no mask" if self.mask is None else _describe(self.mask)
+
+    @property
+    def output(self) -> Tensor:
+        """The last step's output: (1, T, d_model)."""
+        return self.steps[-1].tensors["output"]
+
+    @property
+    def nbytes(self) -> int:
+        return sum(s.nbytes for s in self.steps)
+
+
+def _spread(x: Tensor) -> tuple[float, float, float]:
+    """min, max and standard deviation of the finite values of x."""
+    finite = x[torch.isfinite(x)].double()
+    if finite.numel() == 0:
+        return 0.0, 0.0, 0.0
+    std = float(finite.std()) if finite.numel() > 1 else 0.0
+    return float(finite.min()), float(finite.max()), std
+
+
+def _kv_sharing(n_head: int, n_kv_head: int) -> str:
+    if n_kv_head == n_head:
+        return ""
+    return f" ({n_kv_head} K/V heads for {n_head} query heads: each K/V head serves {n_head // n_kv_head})"
+
+
+def project_step(mha: MultiHeadAttention, x: Tensor) -> Step:
+    """x (B, T, d_model) -> q (B, T, n_head * head_dim), k and v (B, T, n_kv_head * head_dim)."""
+    q = mha.w_q(x)  # (B, T, n_head * head_dim)
+    k = mha.w_k(x)  # (B, T, n_kv_head * head_dim)
+    v = mha.w_v(x)  # (B, T, n_kv_head * head_dim)
+    change = (
+        f"Each token's {x.shape[-1]} numbers were mixed by the layer's own W_Q, W_K and W_V into "
+        f"{q.shape[-1]} numbers of q and {k.shape[-1]} each of k and v{_kv_sharing(mha.n_head, mha.n_kv_head)}. "
+        "The columns are already grouped by head (H0·0 … H0·last, then H1·0 …); nothing is split yet."
+    )
+    return Step(
+        "project",
+        "1",
+        "Project to Q, K and V",
+        {"q": q, "k": k, "v": v},
+        "q",
+        FEATURES_BY_HEAD,
+        "(batch, seq, n_head · head_dim) for q; (batch, seq, n_kv_head · head_dim) for k and v",
+        (
+            excerpt(MultiHeadAttention.__init__, (("self.w_q = nn.Linear", "self.w_v = nn.Linear"),), DEFINITION),
+            excerpt(
+                MultiHeadAttention.project_qkv,
+                (("q = split_heads(self.w_q(", "v = split_heads(self.w_v("),),
+                INNER_CALL,
+                "self.w_q(query), self.w_k(key), self.w_v(value), with query = key = value = the layer's input",
+            ),
+        ),
+        change,
+        head_dim=mha.head_dim,
+    )
+
+
+def split_step(mha: MultiHeadAttention, projected: Step) -> Step:
+    """q (B, T, n_head * hd) -> (B, n_head, T, hd); k, v (B, T, n_kv_head * hd) -> (B, n_kv_head, T, hd)."""
+    q = split_heads(projected.tensors["q"], mha.n_head)  # (B, n_head, T, head_dim)
+    k = split_heads(projected.tensors["k"], mha.n_kv_head)  # (B, n_kv_head, T, head_dim)
+    v = split_heads(projected.tensors["v"], mha.n_kv_head)  # (B, n_kv_head, T, head_dim)
+    n_head, seq, head_dim = q.shape[1:]
+    tutorial = ", the tutorial's example" if (n_head, head_dim) == (8, 64) else ""
+    change = (
+        f"No number changed: q's {n_head * head_dim} features were cut into {n_head} heads of {head_dim} and the "
+        f"head axis moved before the tokens, so each head is its own ({seq}, {head_dim}) matrix: q is "
+        f"(batch, {n_head}, seq, {head_dim}){tutorial}. k and v got {mha.n_kv_head} heads."
+    )
+    return Step(
+        "split",
+        "2",
+        "Split into heads",
+        {"q": q, "k": k, "v": v},
+        "q",
+        HEAD_FEATURES,
+        "(batch, n_head, seq, head_dim) for q; (batch, n_kv_head, seq, head_dim) for k and v",
+        (whole(split_heads),),
+        change,
+    )
+
+
+def rope_step(rotate: Callable, split: Step) -> Step:
+    """q (B, n_head, T, hd) and k (B, n_kv_head, T, hd) rotated by position; same shapes."""
+    q, k = split.tensors["q"], split.tensors["k"]
+    positions = torch.arange(0, q.shape[2], device=q.device)  # (T,): as forward makes them without a KV cache
+    q_rot, k_rot = rotate(q, k, positions)  # (B, n_head, T, hd), (B, n_kv_head, T, hd)
+    norm_change = float((q_rot.norm(dim=-1) - q.norm(dim=-1)).abs().max()) if q.numel() else 0.0
+    change = (
+        f"q and k were rotated pair of dimensions by pair, by angles that grow with the position (0 to "
+        f"{q.shape[2] - 1}); v was not. Rotations keep lengths (the largest change of a q row's norm is "
+        f"{norm_change:.1e}), so only directions moved: q·k now depends on how far apart two tokens are."
+    )
+    code = [whole(rotate)]
+    for helper in _rope_helpers(rotate):
+        code.append(whole(helper, CALLED_WITHIN))
+    code.append(
+        excerpt(
+            MultiHeadAttention.project_qkv, (("if rotate is not None:", "q, k = rotate(q, k, positions)"),), INNER_CALL
+        )
+    )
+    return Step(
+        "rope",
+        "2b",
+        "Rotate q and k by position (RoPE)",
+        {"q": q_rot, "k": k_rot},
+        "q",
+        HEAD_FEATURES,
+        "(batch, n_head, seq, head_dim) for q; (batch, n_kv_head, seq, head_dim) for k",
+        tuple(code),
+        change,
+    )
+
+
+def _rope_helpers(rotate: Callable) -> list[Callable]:
+    """The functions of attnviz.rope the hook calls by name (apply_rope), to show beside it."""
+    from attnviz import rope
+
+    names = rotate.__code__.co_names
+    return [getattr(rope, name) for name in ("apply_rope",) if name in names]
+
+
+def scores_step(q: Tensor, k: Tensor, n_head: int, n_kv_head: int) -> Step:
+    """q (B, n_head, T, hd), k (B, n_kv_head, T, hd) -> q·kᵀ (B, n_head, T, T), before the scale."""
+    scores = attention_scores(q, k, 1.0)  # (B, n_head, T, T)
+    low, high, std = _spread(scores)
+    gqa = (
+        f" With GQA, attention_scores stacks the {group_size(n_head, n_kv_head)} query heads that share a K head, "
+        "so one matmul serves them all and K is not copied (repeat_kv is the definition this is tested against)."
+        if n_kv_head < n_head
+        else ""
+    )
+    change = (
+        f"Every query met every key: {n_head} score matrices of {q.shape[2]} × {k.shape[2]}, each cell a dot "
+        f"product q·k, from {low:.2f} to {high:.2f} (standard deviation {std:.2f}).{gqa}"
+    )
+    return Step(
+        "scores",
+        "3",
+        "QKᵀ: every query against every key",
+        {"scores": scores},
+        "scores",
+        HEAD_SCORES,
+        "(batch, n_head, q_len, k_len)",
+        (whole(attention_scores, note="called with scale = 1, to show q·kᵀ before the scale"),),
+        change,
+    )
+
+
+def scale_step(q: Tensor, k: Tensor, scale: float, raw: Step) -> Step:
+    """q·kᵀ times the layer's scale, as the forward computes it: attention_scores(q, k, scale), (B, n_head, T, T)."""
+    scores = attention_scores(q, k, scale)  # (B, n_head, T, T)
+    head_dim = q.shape[-1]
+    named = f" = 1/√{head_dim}" if math.isclose(scale, 1.0 / math.sqrt(head_dim), rel_tol=1e-6) else ""
+    change = (
+        f"Every score was multiplied by the scale {scale:.6g}{named}: the standard deviation went from "
+        f"{_spread(raw.tensors['scores'])[2]:.2f} to {_spread(scores)[2]:.2f}. Unscaled, q·k grows with head_dim "
+        "and the softmax saturates onto a few keys (see the Scaling page)."
+    )
+    return Step(
+        "scale",
+        "4",
+        "Scale",
+        {"scores": scores},
+        "scores",
+        HEAD_SCORES,
+        "(batch, n_head, q_len, k_len)",
+        (whole(attention_scores, note=f"called with the layer's scale {scale:.6g}, as the forward calls it"),),
+        change,
+    )
+
+
+def _describe(mask: Tensor) -> str:
+    try:
+        return KeyRanges.from_mask(mask.cpu()).describe()
+    except ValueError:
+        return "custom"
+
+
+def mask_step(mask: Tensor | None, scaled: Step) -> tuple[Step, Tensor | None]:
+    """The layer's mask applied to the scaled scores (-inf where a query may not look): (B, n_head, T, T).
+
+    Also returns ``dead``, the rows that see no key (None without a mask), which the softmax step needs.
+    """
+    dead = fully_masked_rows(mask)  # (..., q_len), None without a mask
+    scores = apply_mask(scaled.tensors["scores"].clone(), mask)  # apply_mask writes in place
+    T, S = scores.shape[-2:]
+    hidden = 0 if mask is None else int((~mask.expand(T, S)).sum())
+    if hidden == 0:
+        given = "There is no mask" if mask is None else "This layer's mask hides nothing"
+        change = f"{given}: every query may attend to all {S} keys, so no score changed."
+    else:
+        change = (
+            f"{hidden:,} of {T * S:,} cells of every head were set to −inf ({_describe(mask)}): exp(−inf) = 0, so "
+            "those keys will get no weight at all."
+        )
+    step = Step(
+        "mask",
+        "5",
+        "Mask",
+        {"scores": scores},
+        "scores",
+        HEAD_SCORES,
+        "(batch, n_head, q_len, k_len)",
+        (whole(apply_mask), whole(fully_masked_rows, note="the rows that see no key, for the softmax")),
+        change,
+    )
+    return step, dead
+
+
+def softmax_step(masked: Step, dead: Tensor | None) -> Step:
+    """softmax over the keys of each row: (B, n_head, T, T) scores -> weights, each visible row summing to 1."""
+    weights = attention_weights(masked.tensors["scores"].clone(), dead)  # (B, n_head, T, T); writes over its input
+    took = _softmax if dead is None else masked_softmax
+    alive = weights.sum(dim=-1)  # (B, n_head, T)
+    dead_rows = None if dead is None else dead.expand(alive.shape)
+    n_dead = 0 if dead is None else int(dead.sum())
+    live = alive[~dead_rows] if n_dead else alive
+    deviation = float((live - 1).abs().max()) if live.numel() else 0.0
+    rows = "query row sees" if n_dead == 1 else "query rows see"
+    dead_note = f" {n_dead} {rows} no key and get zeros instead of NaN." if n_dead else ""
+    change = (
+        "Each row is now a probability distribution over the keys its query may see: every weight is ≥ 0 and "
+        f"each row sums to 1 (largest deviation {deviation:.1e}); masked keys got exactly 0. The largest weight "
+        f"in this layer is {float(weights.max()):.3f}.{dead_note}"
+    )
+    return Step(
+        "softmax",
+        "6",
+        "Softmax",
+        {"weights": weights},
+        "weights",
+        HEAD_WEIGHTS,
+        "(batch, n_head, q_len, k_len)",
+        (whole(attention_weights), whole(took, CALLED_WITHIN, "the branch this layer took")),
+        change,
+    )
+
+
+def weighted_sum_step(weights: Tensor, v: Tensor) -> Step:
+    """weights (B, n_head, T, T) · v (B, n_kv_head, T, hd) -> (B, n_head, T, hd)."""
+    out = weighted_values(weights, v)  # (B, n_head, T, head_dim)
+    n_head, T, head_dim = out.shape[1:]
+    gqa = (
+        f" Query heads sharing a V head are grouped as in step 3, so V ({v.shape[1]} heads) is not copied."
+        if v.shape[1] < n_head
+        else ""
+    )
+    change = (
+        f"Each query's output is the weighted average of the rows of v: per head, ({T} × {weights.shape[-1]}) "
+        f"weights times ({v.shape[2]} × {head_dim}) values gives ({T} × {head_dim}).{gqa}"
+    )
+    return Step(
+        "weighted",
+        "7",
+        "Weighted sum of V",
+        {"out": out},
+        "out",
+        HEAD_FEATURES,
+        "(batch, n_head, seq, head_dim)",
+        (whole(weighted_values),),
+        change,
+    )
+
+
+def merge_step(out: Tensor) -> Step:
+    """(B, n_head, T, hd) -> (B, T, n_head * hd)."""
+    merged = merge_heads(out)  # (B, T, n_head * head_dim)
+    n_head, _, head_dim = out.shape[1:]
+    change = (
+        f"No number changed: the {n_head} heads' outputs were set side by side again, {head_dim} features each, "
+        f"so every token has one row of {n_head * head_dim} (the transpose undoes step 2's, then a reshape)."
+    )
+    return Step(
+        "merge",
+        "8",
+        "Merge the heads",
+        {"merged": merged},
+        "merged",
+        FEATURES_BY_HEAD,
+        "(batch, seq, n_head · head_dim)",
+        (whole(merge_heads),),
+        change,
+        head_dim=head_dim,
+    )
+
+
+def _max_diff(a: Tensor, b: Tensor) -> float:
+    return float((a - b).abs().max()) if a.numel() else 0.0
+
+
+def output_step(mha: MultiHeadAttention, merged: Tensor, weights: Tensor, forward: tuple[Tensor, Tensor]) -> Step:
+    """(B, T, n_head * hd) -> the layer's output (B, T, d_model), compared with ``forward``'s (output, weights)."""
+    output = mha.w_o(merged)  # (B, T, d_model)
+    output_diff, weights_diff = _max_diff(output, forward[0]), _max_diff(weights, forward[1])
+    change = (
+        f"W_O mixes what the {mha.n_head} heads found into {output.shape[-1]} features per token: the layer's output. "
+        f"It equals MultiHeadAttention.forward's output on the same input to {output_diff:.1e} (largest "
+        f"|difference|), and step 6 equals its weights to {weights_diff:.1e}."
+    )
+    return Step(
+        "w_o",
+        "9",
+        "W_O: the output projection",
+        {"output": output},
+        "output",
+        FEATURES,
+        "(batch, seq, d_model)",
+        (
+            excerpt(MultiHeadAttention.__init__, (("self.w_o = nn.Linear", "self.w_o = nn.Linear"),), DEFINITION),
+            excerpt(
+                MultiHeadAttention.forward,
+                (("return self.w_o(merge_heads(out))", "return self.w_o(merge_heads(out))"),),
+                INNER_CALL,
+                "self.w_o(...) on step 8's merge_heads(out)",
+            ),
+        ),
+        change,
+    )
+
+
+def _on_cpu(step: Step) -> Step:
+    return replace(step, tensors={name: t.detach().cpu() for name, t in step.tensors.items()})
+
+
+@torch.no_grad()
+def walk(layer: LayerInput) -> Walkthrough:
+    """Run ``layer``'s attention step by step; compare the result with the module's own forward."""
+    mha, x = layer.attention, layer.hidden  # x: (1, T, d_model)
+    if x.shape[1] == 0:
+        raise ValueError("the walkthrough needs at least one token")
+    steps = [project_step(mha, x)]
+    steps.append(split_step(mha, steps[-1]))
+    split = steps[-1]
+    if layer.rotate is not None:
+        steps.append(rope_step(layer.rotate, split))
+    q, k, v = steps[-1].tensors["q"], steps[-1].tensors["k"], split.tensors["v"]
+    steps.append(scores_step(q, k, mha.n_head, mha.n_kv_head))
+    steps.append(scale_step(q, k, layer.scale, steps[-1]))
+    masked, dead = mask_step(layer.mask, steps[-1])
+    steps.append(masked)
+    steps.append(softmax_step(masked, dead))
+    weights = steps[-1].tensors["weights"]
+    steps.append(weighted_sum_step(weights, v))
+    steps.append(merge_step(steps[-1].tensors["out"]))
+    forward = mha(x, x, x, mask=layer.mask, rotate=layer.rotate, scale=layer.scale)  # (1, T, d_model), weights
+    steps.append(output_step(mha, steps[-1].tensors["merged"], weights, forward))
+    return Walkthrough(
+        layer=layer.layer,
+        tokens=layer.tokens,
+        n_input=layer.n_input,
+        n_head=mha.n_head,
+        n_kv_head=mha.n_kv_head,
+        head_dim=mha.head_dim,
+        d_model=mha.d_model,
+        scale=layer.scale,
+        mask=None if layer.mask is None else layer.mask.cpu(),
+        steps=[_on_cpu(s) for s in steps],
+        output_diff=_max_diff(steps[-1].tensors["output"], forward[0]),
+        weights_diff=_max_diff(weights, forward[1]),
+    )
+
+
+def code_block(step: Step) -> str:
+    """Everything shown beside a step, as one block of Python: each piece under a comment naming it."""
+    return "\n\n".join(f"{code.header()}\n{code.text.rstrip()}" for code in step.code)
+
+
+def shapes_caption(step: Step) -> str:
+    """Markdown: each tensor the step produced with its shape, then the axes' names."""
+    shapes = " · ".join(f"`{name}` {tuple(shape)}" for name, shape in step.shapes.items())
+    return f"{shapes}: {step.axes}"
+
+
+def shows_numbers(view: str, n_tokens: int) -> bool:
+    """Whether to draw tensors as tables of numbers ("numbers", or "auto" on a short text) or heatmaps."""
+    if view not in VIEWS:
+        raise ValueError(f"view ({view!r}) must be one of {VIEWS}")
+    return view == "numbers" or (view == "auto" and n_tokens <= AUTO_TABLE_TOKENS)
+
+
+@dataclass(frozen=True, eq=False)
+class StepView:
+    """The piece of one head of a step's tensor that the page draws.
+
+    values: (rows, cols) float32; row_labels, col_labels: raw (unescaped) text;
+    axes: what rows and columns are; weights: values are attention weights in
+    [0, 1]; visible: bool (rows, cols), the cells a query may see, for weights;
+    note: what was cut, "" when the matrix is whole.
+    """
+
+    values: Tensor
+    row_labels: list[str]
+    col_labels: list[str]
+    axes: tuple[str, str]
+    weights: bool
+    visible: Tensor | None
+    note: str
+
+
+def _window(start: int, size: int, total: int) -> tuple[int, int]:
+    """``size`` items from ``start`` (moved back so they fit in ``total``)."""
+    start = max(0, min(start, total - size))
+    return start, min(total, start + size)
+
+
+def step_view(step: Step, head: int, walk_: Walkthrough, *, numbers: bool) -> StepView:
+    """One head of ``step``'s drawn tensor as a matrix, cut to TABLE_ROWS x TABLE_COLS (numbers) or HEATMAP_SIDE."""
+    max_rows, max_cols = (TABLE_ROWS, TABLE_COLS) if numbers else (HEATMAP_SIDE, HEATMAP_SIDE)
+    tensor = step.tensors[step.shown]
+    matrix = tensor[0] if step.kind in (FEATURES_BY_HEAD, FEATURES) else tensor[0, head]  # (T, cols)
+    T, width = matrix.shape
+    rows = (0, min(T, max_rows))
+    start = head * step.head_dim if step.kind == FEATURES_BY_HEAD else 0
+    cols = _window(start, min(width, max_cols), width)
+    labels = token_labels(walk_.tokens)
+    if step.kind in (HEAD_SCORES, HEAD_WEIGHTS):
+        col_labels, axes, col_noun = labels[cols[0] : cols[1]], ("query", "key"), "keys"
+    elif step.kind == FEATURES_BY_HEAD:
+        col_labels = [f"{head_label(c // step.head_dim)}·{c % step.head_dim}" for c in range(*cols)]
+        axes, col_noun = ("token", "feature"), "features"
+    else:
+        col_labels, axes, col_noun = [str(c) for c in range(*cols)], ("token", "feature"), "features"
+    cut = []
+    if rows[1] < T:
+        cut.append(f"{axes[0]} rows 0–{rows[1] - 1} of {T}")
+    if cols[1] - cols[0] < width:
+        cut.append(f"{col_noun} {cols[0]}–{cols[1] - 1} of {width}")
+    visible = None
+    if step.kind == HEAD_WEIGHTS and walk_.mask is not None:
+        visible = walk_.mask[rows[0] : rows[1], cols[0] : cols[1]]
+    return StepView(
+        values=matrix[rows[0] : rows[1], cols[0] : cols[1]].float(),
+        row_labels=labels[rows[0] : rows[1]],
+        col_labels=col_labels,
+        axes=axes,
+        weights=step.kind == HEAD_WEIGHTS,
+        visible=visible,
+        note=f"Showing {' and '.join(cut)}." if cut else "",
+    )
+
+
+def view_title(step: Step, head: int) -> str:
+    """What a step's heatmap shows: one head of it, or (before the split and after the merge) whose columns."""
+    if step.kind == FEATURES:
+        return step.shown
+    if step.kind == FEATURES_BY_HEAD:
+        return f"{step.shown}, from {head_label(head)}'s features on"
+    return f"{step.shown}, {head_label(head)}"
+
+
+def view_table(view: StepView, decimals: int = 4) -> pd.DataFrame:
+    """A view as a table of numbers: rows and columns labelled; −inf where a score was masked."""
+    return pd.DataFrame(view.values.double().numpy(), index=view.row_labels, columns=view.col_labels).round(decimals)
