@@ -22,6 +22,7 @@ from attnviz.record import AttentionRecord
 from attnviz.scaling import SATURATED, scaling_json, scaling_rows
 from attnviz.source import AttentionSource, ModelUnavailableError, ParityUnsupportedError
 from attnviz.sources import EMBEDDED, SourceSpec, open_source
+from attnviz.training import TrainingConfig, results_table, runs_as_json, train_scale
 
 
 class CommandError(Exception):
@@ -87,6 +88,19 @@ def scaling_command(args: argparse.Namespace) -> int:
     print("scales: " + ", ".join(f"{kind} = {factor:.4g}" for kind, factor in rows.factors.items()))
     columns = ["layer", "head", *(f"{stat}_{kind}" for stat in ("entropy", "saturated_share") for kind in rows.factors)]
     print(table[columns].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    return 0
+
+
+def train_scale_command(args: argparse.Namespace) -> int:
+    """Three identical runs but for the scale on the scores: the tutorial's "loss stuck", measured."""
+    try:
+        results = train_scale(steps=args.steps, seed=args.seed)
+    except ValueError as err:
+        raise CommandError(str(err)) from err
+    if args.json:
+        print(json.dumps(runs_as_json(results), indent=2))
+        return 0
+    print(results_table(results).to_string(index=False, float_format=lambda v: f"{v:.4f}"))
     return 0
 
 
@@ -198,6 +212,12 @@ def build_parser() -> argparse.ArgumentParser:
     add_text_and_model_arguments(scaling)
     scaling.add_argument("--threshold", type=float, default=SATURATED, help="a row is saturated at this max weight")
     scaling.set_defaults(func=scaling_command)
+
+    train = sub.add_parser("train-scale", help="train a small attention model under 1/√d_k, no scale and 1/√d_model")
+    train.add_argument("--steps", type=int, default=None, help=f"steps per run (default {TrainingConfig().steps})")
+    train.add_argument("--seed", type=int, default=None, help="seed of the weights and the data (default 0)")
+    train.add_argument("--json", action="store_true", help="print a JSON object")
+    train.set_defaults(func=train_scale_command)
 
     bench = sub.add_parser("bench", help="benchmarks: attention paths, and the capture against a plain forward")
     bench.add_argument("--json", action="store_true", help="print one JSON object")

@@ -4,11 +4,11 @@ The task is key-value retrieval. A sequence holds ``pairs`` (key, value)
 pairs, each pair one position whose input is the key's embedding plus the
 value's; the query is one of those keys, and the answer is its value. Only
 attention can solve it: the pair that holds the answer sits at a random
-position and the query key is random, so a fixed pattern, a bag of the
-values, or the query alone get about 1/pairs of the way. The query must find
-its key by q·k and read the value through V; that is the one skill the three
-runs differ in. (Copy and induction need two layers or positions; retrieval
-isolates the softmax.)
+position, so the query must find its key by q·k and read the value through V.
+Without that, the best guess is the commonest value in the sequence (with the
+default sizes: 15 % right, loss 2.50; a uniform guess is ln 16 = 2.77). Copying
+can be solved by a fixed positional pattern and induction needs two layers;
+retrieval needs exactly one softmax over content, the thing the scale acts on.
 
 The model is embeddings, our :class:`~attnviz.attention.MultiHeadAttention`
 (d_model = n_head × d_k, the tutorial's layout) and a linear readout, with
@@ -17,17 +17,20 @@ initial weights and the same batches, and differ only in the ``scale=`` passed
 to the attention's forward: 1/√d_k (``sqrt_dk``), 1 (``none``) and
 1/√d_model (``sqrt_dmodel``, the bug).
 
-What makes it show: with PyTorch's default init a query or key component has
-variance about 2/3, so q·k has a standard deviation of about 0.67·√d_k (7.5 at
-d_k = 128). Unscaled, the softmax starts saturated on a random pair (the
-largest weight is about 0.7 against 1/pairs), and a row saturated on a wrong
-pair passes almost no gradient back. With plain SGD the loss then stalls on
-those rows. 1/√d_model shrinks the scores by √n_head too much: the attention
-starts flat and, with SGD, the logits move n_head times slower (the scale
-enters twice, through q and through k's gradient), so the run is slow rather
-than stuck. Adam divides every gradient by its own running size, which largely
-undoes a constant scale on the scores; switch to it and most of the difference
-goes away.
+What makes it show: with PyTorch's default initialisation a query component
+has variance about 1/3 and a key component (two embeddings summed) about 2/3,
+so q·k has a standard deviation of about 0.47·√d_k (5.3 at d_k = 128).
+Unscaled, the softmax starts saturated on a random pair (its largest weight is
+about 0.7, against 1/32 for flat attention), and a row saturated on a wrong
+pair passes almost no gradient back. With plain SGD such rows stay wrong and
+the loss stalls far above zero; more steps do not help (2.6 times the default
+steps: still 31 % accuracy). 1/√d_model makes the scores √n_head times too
+small: the attention starts flat and its logits move slowly, so that run is
+late rather than stuck. Adam divides each gradient by its own running size,
+which undoes much of a constant factor on the scores: with it the 1/√d_model
+run keeps up with 1/√d_k, and the unscaled one learns, slowly (86 % after the
+default 300 steps). That is why the default optimiser is plain SGD: it shows
+what the scale does to the gradient, where Adam hides most of it.
 
 Losses and accuracies are recorded once per step, on that step's fresh batch
 and before the update, so every value is measured on data the model has not
@@ -49,28 +52,26 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnviz import settings
-from attnviz.attention import MultiHeadAttention
+from attnviz.attention import MultiHeadAttention, attention_scores
+from attnviz.scaling import SCALE_KINDS, SCALE_TITLES, scale_factors
 
-SCALE_KINDS = ("sqrt_dk", "none", "sqrt_dmodel")
-SCALE_TITLES = {"sqrt_dk": "1/√d_k (correct)", "none": "no scale", "sqrt_dmodel": "1/√d_model (the bug)"}
 SATURATED = 0.9  # a softmax row is saturated when its largest weight reaches this
+TARGET, TARGET_WINDOW = 0.9, 10  # "learned": the batch accuracy's mean over 10 steps reaches 90 %
 EVAL_CHUNK = 256  # held-out sequences evaluated at a time, which bounds the evaluation's memory
 
 _BUILD_LOCK = threading.Lock()  # the seeded initialisation reads torch's global generator
 
 StepCallback = Callable[[int, float, float], None]
+QkvCallback = Callable[[Tensor, Tensor, Tensor], None]
 ScaleStepCallback = Callable[[str, int, float, float], None]
 
 
 def scale_for(kind: str, head_dim: int, d_model: int) -> float:
     """The factor the scores are multiplied by: 1/√head_dim, 1 or 1/√d_model; ValueError for another kind."""
-    if kind == "sqrt_dk":
-        return 1.0 / math.sqrt(head_dim)
-    if kind == "none":
-        return 1.0
-    if kind == "sqrt_dmodel":
-        return 1.0 / math.sqrt(d_model)
-    raise ValueError(f"scale kind {kind!r} must be one of {', '.join(SCALE_KINDS)}")
+    factors = scale_factors(head_dim, d_model)
+    if kind not in factors:
+        raise ValueError(f"scale kind {kind!r} must be one of {', '.join(SCALE_KINDS)}")
+    return factors[kind]
 
 
 @dataclass(frozen=True)
@@ -199,11 +200,18 @@ class RetrievalModel(nn.Module):
         self.attention = MultiHeadAttention(config.d_model, config.n_head)
         self.readout = nn.Linear(config.d_model, config.values)
 
-    def forward(self, batch: RetrievalBatch, scale: float, need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
-        """Logits over the values (batch, values), and the weights (batch, n_head, 1, pairs) when asked for."""
+    def forward(
+        self, batch: RetrievalBatch, scale: float, need_weights: bool = False, on_qkv: QkvCallback | None = None
+    ) -> tuple[Tensor, Tensor | None]:
+        """Logits over the values (batch, values), and the weights (batch, n_head, 1, pairs) when asked for.
+
+        ``on_qkv(q, k, v)`` gets what entered the softmax, as in :class:`MultiHeadAttention`.
+        """
         pairs = self.key_embedding(batch.keys) + self.value_embedding(batch.values)  # (B, pairs, d_model)
         query = self.key_embedding(batch.query)[:, None, :]  # (B, 1, d_model)
-        out, weights = self.attention(query, pairs, pairs, need_weights=need_weights, scale=scale)  # (B, 1, d_model)
+        out, weights = self.attention(
+            query, pairs, pairs, need_weights=need_weights, scale=scale, on_qkv=on_qkv
+        )  # (B, 1, d_model)
         return self.readout(out[:, 0]), weights  # (B, values)
 
 
@@ -231,22 +239,26 @@ class AttentionSummary:
 
     max_weight: the largest weight (1/pairs is flat, 1 is one-hot); answer_weight: the
     weight on the pair that holds the answer; wrong_saturated: the share of rows whose
-    largest weight, ≥ ``SATURATED``, sits on another pair (stuck: almost no gradient).
+    largest weight, ≥ ``SATURATED``, sits on another pair (stuck: almost no gradient);
+    score_std: the standard deviation of the scaled scores q·k · scale.
     """
 
     max_weight: float
     answer_weight: float
     wrong_saturated: float
+    score_std: float
 
 
-def summarise_attention(weights: Tensor, answer_position: Tensor) -> AttentionSummary:
-    """weights (batch, n_head, 1, pairs) and answer_position (batch,) -> the summary, over batch and heads."""
+def summarise_attention(weights: Tensor, answer_position: Tensor, scores: Tensor) -> AttentionSummary:
+    """weights and scores (batch, n_head, 1, pairs), answer_position (batch,) -> the summary, over batch and heads."""
     w = weights[:, :, 0, :]  # (batch, n_head, pairs)
     top, where = w.max(dim=-1)  # (batch, n_head)
     answer = answer_position[:, None].expand_as(top)  # (batch, n_head)
     on_answer = w.gather(-1, answer[..., None])[..., 0]  # (batch, n_head)
     wrong = (top >= SATURATED) & (where != answer)  # (batch, n_head)
-    return AttentionSummary(float(top.mean()), float(on_answer.mean()), float(wrong.float().mean()))
+    return AttentionSummary(
+        float(top.mean()), float(on_answer.mean()), float(wrong.float().mean()), float(scores.std())
+    )
 
 
 @dataclass(frozen=True)
@@ -260,15 +272,19 @@ class Evaluation:
 def evaluate(model: RetrievalModel, data: RetrievalBatch, scale: float) -> Evaluation:
     """Mean cross-entropy, accuracy and the attention summary on ``data``, in chunks of ``EVAL_CHUNK`` sequences."""
     loss = correct = 0.0
-    weights, positions = [], []
+    weights, positions, scores = [], [], []
+
+    def keep_scores(q: Tensor, k: Tensor, v: Tensor) -> None:
+        scores.append(attention_scores(q, k, scale))  # (b, n_head, 1, pairs)
+
     for start in range(0, len(data), EVAL_CHUNK):
         chunk = data.rows(start, start + EVAL_CHUNK)
-        logits, w = model(chunk, scale, need_weights=True)  # (b, values), (b, n_head, 1, pairs)
+        logits, w = model(chunk, scale, need_weights=True, on_qkv=keep_scores)  # (b, values), (b, n_head, 1, pairs)
         loss += float(F.cross_entropy(logits, chunk.answer, reduction="sum"))
         correct += float((logits.argmax(dim=-1) == chunk.answer).sum())
         weights.append(w)
         positions.append(chunk.answer_position)
-    summary = summarise_attention(torch.cat(weights), torch.cat(positions))  # over (N, n_head, 1, pairs)
+    summary = summarise_attention(torch.cat(weights), torch.cat(positions), torch.cat(scores))  # (N, n_head, 1, pairs)
     return Evaluation(loss / len(data), correct / len(data), summary)
 
 
@@ -296,6 +312,11 @@ class RunResult:
     @property
     def steps_done(self) -> int:
         return len(self.losses)
+
+    @property
+    def steps_to_target(self) -> int | None:
+        """The step at which the batch accuracy, averaged over ``TARGET_WINDOW`` steps, first reached ``TARGET``."""
+        return first_step_reaching(self.accuracies, TARGET, TARGET_WINDOW)
 
 
 @dataclass
@@ -407,50 +428,30 @@ def train_scale(
 
 
 def _finite(value: float) -> float | None:
-    """A float for JSON: rounded to 6 significant decimals; None for NaN or ±inf (a diverged run)."""
+    """A float for JSON: rounded to six decimal places, as the CLI does; None for NaN or ±inf (a diverged run)."""
     return round(float(value), 6) if math.isfinite(value) else None
 
 
-def runs_as_json(results: Sequence[RunResult], config: TrainingConfig | None = None) -> dict:
-    """The ``train-scale --json`` contract: ``{"runs": [...], "config": {...}}``.
+def runs_as_json(results: Sequence[RunResult]) -> dict:
+    """The ``train-scale --json`` contract, exactly: ``{"runs": [...]}``, one object per variant.
 
-    Each run: ``scale`` ("sqrt_dk", "none" or "sqrt_dmodel"), ``scale_value`` (the factor),
-    ``final_loss`` and ``final_accuracy`` (held-out, after the last step), ``losses`` and
-    ``accuracies`` (one per step taken, on that step's fresh batch), ``steps`` (taken),
-    ``stopped`` and ``seconds``. A non-finite number (a diverged run) is null.
-    ``config`` (when given) holds the settings that reproduce the runs, d_model included.
+    Each run: ``scale`` ("sqrt_dk", "none" or "sqrt_dmodel"), ``final_loss`` and
+    ``final_accuracy`` (on held-out sequences, after the last step), ``losses`` (one
+    per step taken, on that step's fresh batch before its update) and ``seconds``.
+    A non-finite number (a diverged run) is null.
     """
-    out: dict = {
+    return {
         "runs": [
             {
                 "scale": r.scale,
-                "scale_value": _finite(r.scale_value),
                 "final_loss": _finite(r.final_loss),
                 "final_accuracy": _finite(r.final_accuracy),
                 "losses": [_finite(x) for x in r.losses],
-                "accuracies": [_finite(x) for x in r.accuracies],
-                "steps": r.steps_done,
-                "stopped": r.stopped,
                 "seconds": round(r.seconds, 3),
             }
             for r in results
         ]
     }
-    if config is not None:
-        out["config"] = {
-            "head_dim": config.head_dim,
-            "n_head": config.n_head,
-            "d_model": config.d_model,
-            "steps": config.steps,
-            "learning_rate": config.learning_rate,
-            "optimiser": config.optimiser,
-            "seed": config.seed,
-            "pairs": config.pairs,
-            "keys": config.keys,
-            "values": config.values,
-            "batch": config.batch,
-        }
-    return out
 
 
 def moving_average(values: Sequence[float], window: int) -> list[float]:
@@ -466,21 +467,124 @@ def moving_average(values: Sequence[float], window: int) -> list[float]:
     return out
 
 
+def first_step_reaching(values: Sequence[float], level: float, window: int) -> int | None:
+    """The first step (counting from 1) whose trailing mean over ``window`` values is ≥ ``level``; None if none is."""
+    for step, mean in enumerate(moving_average(values, window), start=1):
+        if step >= window and mean >= level:
+            return step
+    return None
+
+
 def results_table(results: Sequence[RunResult]) -> pd.DataFrame:
-    """One row per run: its scale, held-out loss and accuracy, and where its attention went."""
-    return pd.DataFrame(
+    """One row per run: its scale, held-out loss and accuracy, when it learned, and where its attention went.
+
+    stuck rows: ``AttentionSummary.wrong_saturated`` after the last step.
+    """
+    table = pd.DataFrame(
         [
             {
                 "scale": SCALE_TITLES[r.scale],
                 "factor": r.scale_value,
                 "steps": r.steps_done,
-                "held-out loss": r.final_loss,
-                "held-out accuracy": r.final_accuracy,
-                "max weight at start": r.attention_start.max_weight,
-                "weight on the answer": r.attention_end.answer_weight,
-                "saturated on a wrong pair": r.attention_end.wrong_saturated,
+                "loss": r.final_loss,
+                "accuracy": r.final_accuracy,
+                f"steps to {TARGET:.0%}": r.steps_to_target,
+                "start: max weight": r.attention_start.max_weight,
+                "end: weight on answer": r.attention_end.answer_weight,
+                "stuck rows": r.attention_end.wrong_saturated,
                 "seconds": r.seconds,
             }
             for r in results
         ]
     )
+    return table.astype({f"steps to {TARGET:.0%}": "Int64"})  # <NA> where never reached
+
+
+def clearly_worse(run: RunResult, reference: RunResult) -> bool:
+    """Whether ``run`` ended measurably worse than ``reference`` on the held-out set.
+
+    Worse means a loss over twice the reference's and at least 0.01 above it, or an
+    accuracy at least 2 points lower; a diverged (non-finite) loss is worse.
+    """
+    if not math.isfinite(run.final_loss):
+        return True
+    higher_loss = run.final_loss > 2 * reference.final_loss and run.final_loss - reference.final_loss >= 0.01
+    return higher_loss or run.final_accuracy <= reference.final_accuracy - 0.02
+
+
+def _reached(run: RunResult) -> str:
+    step = run.steps_to_target
+    if step is None:
+        return f"never reached {TARGET:.0%} batch accuracy in {run.steps_done} steps"
+    return f"reached {TARGET:.0%} batch accuracy at step {step}"
+
+
+def describe_runs(results: Sequence[RunResult], config: TrainingConfig) -> list[str]:
+    """What the three runs show, in a few Markdown sentences with their own numbers.
+
+    Where a wrong scale did not end measurably worse (:func:`clearly_worse`), it says so:
+    the tutorial's claim is checked, not repeated.
+    """
+    by_kind = {r.scale: r for r in results}
+    dk, none, dm = by_kind["sqrt_dk"], by_kind["none"], by_kind["sqrt_dmodel"]
+    flat = 1 / config.pairs
+    notes = [
+        f"**1/√d_k** (× {dk.scale_value:.4f}) {_reached(dk)} and ended at held-out loss {dk.final_loss:.4f}, "
+        f"accuracy {dk.final_accuracy:.1%}. Its scores started with a standard deviation of "
+        f"{dk.attention_start.score_std:.2f}, so the softmax started nearly flat (largest weight "
+        f"{dk.attention_start.max_weight:.3f}; flat is 1/{config.pairs} = {flat:.3f}).",
+    ]
+    if dk.final_accuracy < TARGET:
+        notes.append(
+            f"1/√d_k has not learned the task in {dk.steps_done} steps either (held-out accuracy "
+            f"{dk.final_accuracy:.1%}), so the three runs say little yet about the scale: train for more steps, or "
+            "with another learning rate."
+        )
+        return notes
+    start = (
+        f"**No scale**: the scores started with a standard deviation of {none.attention_start.score_std:.1f}, so the "
+        f"softmax started saturated on a random pair (largest weight {none.attention_start.max_weight:.2f})."
+    )
+    if clearly_worse(none, dk):
+        notes.append(
+            f"{start} It {_reached(none)} and ended at loss {none.final_loss:.4f}, accuracy {none.final_accuracy:.1%}, "
+            f"with {none.attention_end.wrong_saturated:.0%} of its attention rows saturated on a wrong pair. A "
+            "saturated row passes almost no gradient back, so those queries stay wrong: this is the tutorial's "
+            '"loss stuck".'
+        )
+    else:
+        notes.append(
+            f"{start} Here the effect is smaller than the tutorial claims: it still ended at loss "
+            f"{none.final_loss:.4f}, accuracy {none.final_accuracy:.1%} (1/√d_k: {dk.final_loss:.4f}, "
+            f"{dk.final_accuracy:.1%})."
+        )
+    if config.n_head == 1:
+        notes.append("With one head d_model = d_k, so **1/√d_model** is 1/√d_k and its run is the same.")
+    else:
+        start = (
+            f"**1/√d_model** (× {dm.scale_value:.4f}) makes the scores √n_head = {math.sqrt(config.n_head):.1f} times "
+            f"too small: the attention started flat (largest weight {dm.attention_start.max_weight:.3f}) and its "
+            f"logits move slowly. It {_reached(dm)}."
+        )
+        if clearly_worse(dm, dk):
+            notes.append(
+                f"{start} It ended at loss {dm.final_loss:.4f}, accuracy {dm.final_accuracy:.1%}: late rather than "
+                "stuck (its curve is the 1/√d_k curve, delayed; give it more steps to see it catch up)."
+            )
+        else:
+            notes.append(
+                f"{start} Here the effect is smaller than the tutorial claims: it ended level with 1/√d_k (loss "
+                f"{dm.final_loss:.4f}, accuracy {dm.final_accuracy:.1%}): the bug cost time, not the result."
+            )
+    if config.optimiser == "sgd":
+        notes.append(
+            "Plain SGD moves each weight by its gradient, so what the scale does to the gradient shows in full. "
+            "Choose Adam, which divides each gradient by its own running size, to see how much of it an adaptive "
+            "optimiser hides."
+        )
+    else:
+        notes.append(
+            "Adam divides each gradient by its own running size, which undoes much of a constant factor on the "
+            "scores. Choose plain SGD to see what the scale does to the gradient in full."
+        )
+    return notes

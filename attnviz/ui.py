@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from dataclasses import dataclass
 
 import plotly.graph_objects as go
 import streamlit as st
 from streamlit.runtime.pages_manager import PagesManager
 
-from attnviz import settings
+from attnviz import settings, training
 from attnviz.cache import BoundedCache
 from attnviz.capture import predicted_nbytes
 from attnviz.devices import DEVICE_CHOICES, resolve_device
@@ -40,6 +41,8 @@ from attnviz.record import AttentionRecord, Head, head_label
 from attnviz.source import AttentionSource, ModelUnavailableError
 from attnviz.sources import CHOICES, EMBEDDED, SourceSpec, open_source, preparation_note, prepare_source
 from attnviz.token_display import plain_text
+from attnviz.training import SCALE_KINDS, RunResult, TrainingConfig
+from attnviz.training_figures import make_training_figure
 
 MODEL_CHOICES = {**CHOICES, "path": "Local folder or hub id…"}
 # full-resolution windows under a pooled view, tokens a side (512 x 512 float32 weights is 1 MiB sent)
@@ -429,3 +432,45 @@ def stats_section(record: AttentionRecord, record_key: tuple, key: str) -> None:
         "Averaged over the query rows that see at least two keys. entropy in nats; entropy_norm = entropy / "
         f"log(visible keys) (1 = uniform). Flags: {describe_flags()}."
     )
+
+
+TRAINING_LIVE = "training_live"  # the curves of the training in progress, which a stop leaves behind
+TRAINING_DRAW_EVERY_S = 1.0  # redraw the live chart at most this often; the progress bar, every 0.1 s
+
+
+@st.cache_resource(show_spinner=False)
+def finished_trainings() -> BoundedCache:
+    """Finished trainings by config, shared read-only by every session; a stopped training is never stored."""
+    return BoundedCache(max_bytes=2**20, max_entries=settings.TRAIN_CACHE_ENTRIES)
+
+
+def train_live(config: TrainingConfig) -> list[RunResult]:
+    """Train the three runs with a progress bar, a Stop button and a live chart; a Stop interrupts it (a rerun)."""
+    live = st.session_state[TRAINING_LIVE] = {"config": config, "losses": {}, "accuracies": {}, "step": 0}
+    for kind in SCALE_KINDS:
+        live["losses"][kind], live["accuracies"][kind] = [], []
+    bar = st.progress(0.0, text="Starting: building the three models…")
+    stop = st.empty()
+    stop.button("Stop", key="training_stop", help="Ends the training; the curves so far stay on the page.")
+    chart = st.empty()
+    drawn = {"bar": 0.0, "chart": 0.0, "n": 0}
+
+    def on_step(kind: str, step: int, loss: float, accuracy: float) -> None:
+        live["losses"][kind].append(loss)
+        live["accuracies"][kind].append(accuracy)
+        if kind != SCALE_KINDS[-1]:
+            return
+        live["step"], now = step, time.perf_counter()
+        if now - drawn["bar"] >= 0.1 or step == config.steps:  # each message lets a Stop interrupt here
+            drawn["bar"] = now
+            bar.progress(step / config.steps, text=f"Step {step} of {config.steps}")
+        if now - drawn["chart"] >= TRAINING_DRAW_EVERY_S:
+            drawn["chart"], drawn["n"] = now, drawn["n"] + 1
+            fig = make_training_figure(live["losses"], live["accuracies"], steps=config.steps, n_values=config.values)
+            with chart:
+                plotly(fig, key=f"training_live_{drawn['n']}")
+
+    results = training.train_scale(config, on_step=on_step)  # looked up on each call: tests count the trainings
+    for placeholder in (bar, stop, chart):
+        placeholder.empty()
+    return results

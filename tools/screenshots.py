@@ -43,6 +43,9 @@ SHOTS = {
     "generation-smollm2": ("generation", [*SMOLLM2, ("Text to analyse", "The capital of France is")], 2, None, None),
     "padding": ("padding", [], 4, None, None),
     "cost": ("cost", [], 3, "Measure on this machine (about 10 s)", None),
+    "scaling-smollm2": ("scaling", SMOLLM2, 8, None, None),
+    "walkthrough-smollm2": ("walkthrough", SMOLLM2, 10, None, None),
+    "training": ("training", [], 1, "Train", None),
 }
 
 

@@ -146,9 +146,39 @@ def test_every_widget_has_a_key():
 
 # page -> plotly charts it draws, per model ("-" = the page explains why it has nothing to draw)
 CHARTS = {
-    "default": {"overview": 0, "heads": 3, "parity": "-", "generation": "-", "padding": 4, "cost": 1},
-    "minilm": {"overview": 0, "heads": 3, "parity": 3, "generation": "-", "padding": 4, "cost": 1},
-    "smollm2": {"overview": 0, "heads": 3, "parity": 3, "generation": 2, "padding": 4, "cost": 1},
+    "default": {
+        "overview": 0,
+        "heads": 3,
+        "parity": "-",
+        "generation": "-",
+        "padding": 4,
+        "scaling": 8,
+        "training": "-",
+        "walkthrough": 0,
+        "cost": 1,
+    },
+    "minilm": {
+        "overview": 0,
+        "heads": 3,
+        "parity": 3,
+        "generation": "-",
+        "padding": 4,
+        "scaling": 8,
+        "training": "-",
+        "walkthrough": 9,
+        "cost": 1,
+    },
+    "smollm2": {
+        "overview": 0,
+        "heads": 3,
+        "parity": 3,
+        "generation": 2,
+        "padding": 4,
+        "scaling": 8,
+        "training": "-",
+        "walkthrough": 10,
+        "cost": 1,
+    },
 }
 
 

@@ -104,3 +104,25 @@ def test_unknown_model_path_is_a_clear_error():
     proc = run("heads", "hi", "--model", "/no/such/model")
     assert proc.returncode == 2 and "no model folder at '/no/such/model'" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_train_scale_json_keeps_its_contract_and_shows_the_stuck_loss():
+    proc = run("train-scale", "--json")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert set(out) == {"runs"}
+    runs = {r["scale"]: r for r in out["runs"]}
+    assert list(runs) == ["sqrt_dk", "none", "sqrt_dmodel"]
+    for r in runs.values():
+        assert set(r) == {"scale", "final_loss", "final_accuracy", "losses", "seconds"}
+        assert len(r["losses"]) == 300 and r["seconds"] > 0
+    assert runs["sqrt_dk"]["final_accuracy"] >= 0.9
+    assert runs["none"]["final_loss"] > runs["sqrt_dk"]["final_loss"]  # without the scale the loss gets stuck
+    assert runs["sqrt_dmodel"]["final_loss"] > runs["sqrt_dk"]["final_loss"]
+
+
+def test_train_scale_errors_are_one_line():
+    proc = run("train-scale", "--steps", "0")
+    assert (
+        proc.returncode == 2 and proc.stderr.strip() == "attnviz train-scale: error: steps (0) must be from 1 to 2000"
+    )
