@@ -43,6 +43,7 @@ bench: setup
 	$(BIN)/python -m benchmarks.payload
 	$(BIN)/python -m benchmarks.sdpa
 	$(BIN)/python -m benchmarks.capture
+	$(BIN)/python -m benchmarks.scaling_page
 
 # the Heads page measured in Chromium and through AppTest
 bench-browser: setup browser

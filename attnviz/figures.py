@@ -523,10 +523,13 @@ def make_scaling_overview_figure(table: pd.DataFrame, stat: str, titles: dict[st
     return fig
 
 
+# labels on a log axis: 1, 2, 5 in each decade (plotly's own minor labels crowd into each other)
+LOG_TICKS = [m * 10.0**e for e in range(-3, 5) for m in (1, 2, 5)]
+
+
 def make_variance_figure(random: pd.DataFrame) -> go.Figure:
     """Var(q·k) of random unit-variance vectors against d_k, unscaled and scaled, beside y = d_k."""
     fig = go.Figure()
-    fig.add_trace(go.Scatter(x=random["d_k"], y=random["d_k"], name="y = d_k", line={"dash": "dot", "color": "grey"}))
     fig.add_trace(
         go.Scatter(
             x=random["d_k"],
@@ -545,6 +548,8 @@ def make_variance_figure(random: pd.DataFrame) -> go.Figure:
             line={"color": SCALE_COLORS["sqrt_dk"]},
         )
     )
+    # drawn last, over the measured line it should match
+    fig.add_trace(go.Scatter(x=random["d_k"], y=random["d_k"], name="y = d_k", line={"dash": "dash", "color": "black"}))
     fig.update_layout(
         height=360,
         margin={"l": 10, "r": 10, "t": 30, "b": 10},
@@ -571,7 +576,8 @@ def make_layer_variance_figure(layers: pd.DataFrame, head_dim: int) -> go.Figure
     fig.update_layout(
         height=320,
         margin={"l": 10, "r": 10, "t": 30, "b": 10},
-        yaxis={"type": "log", "title": {"text": "Var(q·k) / d_k"}},
+        xaxis={"title": {"text": "layer"}},
+        yaxis={"type": "log", "title": {"text": "Var(q·k) / d_k"}, "tickvals": LOG_TICKS, "showgrid": True},
         legend={"orientation": "h", "y": -0.3},
     )
     return fig
@@ -610,7 +616,14 @@ def make_gradient_figure(curve, markers: dict[str, float], titles: dict[str, str
             font={"color": SCALE_COLORS[kind]},
         )
     fig.update_layout(height=400, margin={"l": 10, "r": 10, "t": 30, "b": 10}, legend={"orientation": "h", "y": -0.25})
-    fig.update_xaxes(type="log", title={"text": "scale, as a multiple of 1/√d_k"})
+    fig.update_xaxes(type="log", title={"text": "scale, as a multiple of 1/√d_k"}, tickvals=LOG_TICKS)
     fig.update_yaxes(title={"text": "norm"}, secondary_y=False, rangemode="tozero")
-    fig.update_yaxes(title={"text": "share of rows"}, secondary_y=True, range=[0, 1])
+    fig.update_yaxes(
+        title={"text": "share of rows"},
+        secondary_y=True,
+        range=[0, 1.05],
+        tickvals=[0, 0.25, 0.5, 0.75, 1],
+        tickformat=".0%",
+        showgrid=False,
+    )
     return fig

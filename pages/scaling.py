@@ -99,7 +99,14 @@ for panel, (kind, factor) in zip(panels, shown.items(), strict=True):
         fig = make_head_heatmap_figure(
             weights, labels, labels, title=titles[kind], mask=record.mask(layer, (0, side), (0, side))
         )
-        fig.update_layout(height=420, xaxis={"showticklabels": False}, yaxis={"showticklabels": side <= 40})
+        fig.update_layout(
+            height=420,
+            margin={"t": 40},
+            xaxis={"showticklabels": False, "title": {"text": "key"}, "side": "bottom"},
+            yaxis={"showticklabels": side <= 40},
+        )
+        if kind != "yours":
+            fig.update_traces(showscale=False)  # one colour scale for all four: its bar is drawn once, on the right
         ui.plotly(fig, key=f"scaling_head_{kind}")
         st.caption(
             f"entropy {stats['entropy']:.2f} nats ({stats['entropy_norm']:.0%} of uniform), "

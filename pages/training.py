@@ -124,6 +124,7 @@ else:
             "loss": st.column_config.NumberColumn(format="%.4f"),
             "accuracy": st.column_config.NumberColumn(format="percent"),
             "stuck rows": st.column_config.NumberColumn(format="percent"),
+            "seconds": st.column_config.NumberColumn(format="%.1f"),
         },
     )
     st.caption(

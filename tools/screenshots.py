@@ -44,7 +44,7 @@ SHOTS = {
     "padding": ("padding", [], 4, None, None),
     "cost": ("cost", [], 3, "Measure on this machine (about 10 s)", None),
     "scaling-smollm2": ("scaling", SMOLLM2, 8, None, None),
-    "walkthrough-smollm2": ("walkthrough", SMOLLM2, 10, None, None),
+    "walkthrough-smollm2": ("walkthrough", SMOLLM2, 0, None, None),  # 11 tokens: tables of numbers, no charts
     "training": ("training", [], 1, "Train", None),
 }
 
@@ -52,11 +52,24 @@ SHOTS = {
 TIMEOUT_MS = 600_000  # SmolLM2 captures 8,192 tokens in one to two minutes on a 2-core CPU
 
 
+def press(page, label: str) -> None:
+    """Click the button or the toggle with this label, once it is drawn.
+
+    Controls, not text: a page's Markdown may name a button (and be drawn before it).
+    """
+    button = page.get_by_role("button", name=label, exact=True)
+    toggle = page.locator("[data-testid=stCheckbox] label").filter(has_text=label)
+    target = button.or_(toggle).first
+    target.wait_for(state="visible")
+    target.click()
+
+
 def take(browser, url: str, name: str, height: int = 2300) -> None:
     path, values, charts, button, scroll_to = SHOTS[name]
     context = browser.new_context(viewport={"width": 1400, "height": height})
     page = context.new_page()
     page.goto(f"{url}/{path}")
+    page.locator("h1").first.wait_for(state="visible", timeout=TIMEOUT_MS)  # the page's first run has drawn
     wait_until_idle(page)
     for label, value in values:
         if label == "Model":
@@ -64,7 +77,7 @@ def take(browser, url: str, name: str, height: int = 2300) -> None:
         else:
             set_sidebar_value(page, label, value, timeout_ms=TIMEOUT_MS)
     if button:
-        page.get_by_text(button, exact=True).click()
+        press(page, button)
         wait_until_idle(page, TIMEOUT_MS)
     if charts:
         wait_for_charts(page, charts, TIMEOUT_MS)
