@@ -249,6 +249,21 @@ def current_source(settings_: Settings) -> AttentionSource | None:
     return source_for(settings_.spec)
 
 
+def require_source(settings_: Settings) -> AttentionSource:
+    """The sidebar's model, loaded; otherwise the page stops after saying why."""
+    source = current_source(settings_)
+    if source is None:
+        st.stop()
+    return source
+
+
+def require_text(settings_: Settings, hint: str = "Type some text in the sidebar (or pick an example).") -> None:
+    """Stop the page with ``hint`` while the sidebar's text is empty."""
+    if not settings_.text.strip():
+        st.info(hint)
+        st.stop()
+
+
 def fits_the_cache(source: AttentionSource, settings_: Settings) -> bool:
     """Whether the capture's record fits this server's result cache; says why not, and what to do, when not.
 

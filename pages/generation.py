@@ -11,18 +11,14 @@ from attnviz.token_display import markdown_text
 
 st.title("Generation")
 settings = ui.frame_settings()
-source = ui.current_source(settings)
-if source is None:
-    st.stop()
+source = ui.require_source(settings)
 if not source.can_generate:
     st.info(
         "Generation needs a decoder with a language-model head. Pick **SmolLM2** (or a local causal LM) "
         "in the sidebar; the sidebar text is the prompt."
     )
     st.stop()
-if not settings.text.strip():
-    st.info("Type a prompt in the sidebar.")
-    st.stop()
+ui.require_text(settings, "Type a prompt in the sidebar.")
 
 bound = limits.GENERATE_TOKENS
 n_new = st.slider("Tokens to generate (greedy)", bound.low, bound.high, value=bound.default, key="gen_new")

@@ -17,9 +17,7 @@ st.markdown(
     "padding before it (decoders generating in a batch)."
 )
 settings = ui.frame_settings()
-source = ui.current_source(settings)
-if source is None:
-    st.stop()
+source = ui.require_source(settings)
 if "pad_texts" not in st.session_state:
     st.session_state.pad_texts = DEFAULT
 st.text_area("Sentences, one per line", key="pad_texts", height=100)

@@ -16,9 +16,7 @@ st.markdown(
     "the model's own eager attention, and the largest difference is measured for every head of every layer."
 )
 settings = ui.frame_settings()
-source = ui.current_source(settings)
-if source is None:
-    st.stop()
+source = ui.require_source(settings)
 if not source.supports_parity:
     why = "it *is* attnviz's attention" if source.random_weights else "our layers do not cover its architecture"
     st.info(
@@ -26,9 +24,7 @@ if not source.supports_parity:
         "encoders and Llama-style decoders: pick MiniLM or SmolLM2 in the sidebar."
     )
     st.stop()
-if not settings.text.strip():
-    st.info("Type some text in the sidebar (or pick an example).")
-    st.stop()
+ui.require_text(settings)
 n_tokens = min(settings.max_tokens, limits.PARITY_TOKENS)
 bugs = {None: "none: our layers as they are", **source.parity_bugs()}
 bug = st.radio(

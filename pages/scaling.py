@@ -23,12 +23,8 @@ st.markdown(
     "under each scale."
 )
 settings = ui.frame_settings()
-source = ui.current_source(settings)
-if source is None:
-    st.stop()
-if not settings.text.strip():
-    st.info("Type some text in the sidebar (or pick an example).")
-    st.stop()
+source = ui.require_source(settings)
+ui.require_text(settings)
 n_tokens = min(settings.max_tokens, limits.SCALING_TOKENS)
 key = settings.key(n_tokens)
 try:

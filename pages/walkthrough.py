@@ -17,12 +17,8 @@ st.markdown(
     "8 heads, step 2 gives the classic (batch, 8, seq, 64)."
 )
 settings = ui.frame_settings()
-source = ui.current_source(settings)
-if source is None:
-    st.stop()
-if not settings.text.strip():
-    st.info("Type some text in the sidebar (or pick an example) to walk through its attention.")
-    st.stop()
+source = ui.require_source(settings)
+ui.require_text(settings, "Type some text in the sidebar (or pick an example) to walk through its attention.")
 
 layer, head = ui.layer_head_picker(source.n_layer, source.n_head, key="walk", with_mean=False)
 view = st.radio(

@@ -3,7 +3,6 @@
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -14,26 +13,10 @@ from attnviz.head_stats import STAT_COLUMNS, head_statistics
 from attnviz.hf_source import load_hf_source
 from attnviz.parity import Parity
 from attnviz.source import AttentionSource
+from tests.integration.tiny_models import tiny
 
 TOL = 1e-5
 TEXT = "The trophy did not fit in the suitcase because it was too big. 注意力机制很有用。"
-
-
-def tiny(folder: Path, smollm2, config_cls, model_cls, **config) -> Path:
-    """A small random model of a family, saved with SmolLM2's tokenizer."""
-    defaults = {
-        "vocab_size": smollm2.config.vocab_size,
-        "hidden_size": 64,
-        "intermediate_size": 128,
-        "num_hidden_layers": 2,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 2,
-        "max_position_embeddings": 256,
-    }
-    torch.manual_seed(0)
-    model_cls(config_cls(**{**defaults, **config})).save_pretrained(folder)
-    smollm2.tokenizer.save_pretrained(folder)
-    return folder
 
 
 @pytest.fixture(scope="module")

@@ -11,6 +11,7 @@ from attnviz.embedded import EmbeddedConfig, EmbeddedModel
 from attnviz.hf_source import load_hf_source
 from attnviz.source import LayerInput, ParityUnsupportedError
 from attnviz.walkthrough import walk
+from tests.integration.tiny_models import tiny
 from tests.plotly_json import decode, spec_of
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -89,22 +90,6 @@ def test_the_layer_input_is_this_sessions_while_another_session_uses_the_model(m
     finally:
         stop.set()
         worker.join()
-
-
-def tiny(folder: Path, smollm2, config_cls, model_cls, **config) -> Path:
-    defaults = {
-        "vocab_size": smollm2.config.vocab_size,
-        "hidden_size": 64,
-        "intermediate_size": 128,
-        "num_hidden_layers": 2,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 2,
-        "max_position_embeddings": 256,
-    }
-    torch.manual_seed(0)
-    model_cls(config_cls(**{**defaults, **config})).save_pretrained(folder)
-    smollm2.tokenizer.save_pretrained(folder)
-    return folder
 
 
 def test_a_sliding_window_is_the_mask_the_walkthrough_applies(smollm2, tmp_path):
