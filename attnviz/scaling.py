@@ -22,6 +22,7 @@ import pandas as pd
 import torch
 from torch import Tensor
 
+from attnviz import settings
 from attnviz.attention import attention_scores
 from attnviz.capture import CHUNK_ELEMENTS
 from attnviz.masks import KeyRanges
@@ -126,6 +127,15 @@ def _scores_for_rows(capture, r0: int, r1: int) -> tuple[Tensor, Tensor]:
         raise ValueError("the scaling lab does not model logit soft-capping (Gemma-2); its scale acts inside tanh")
     keep = keys.block(r0, r1, c0, c1)  # (C, W)
     return raw.masked_fill(~keep, -math.inf), c0
+
+
+def tokens_within_budget(n_layer: int, n_head: int, requested: int) -> int:
+    """How many tokens the scaling lab reads: ``requested``, at most SCALING_TOKENS and within SCALING_MAX_CELLS.
+
+    The lab recomputes n_layer x n_head x T x T scores three times, so a model with many heads reads fewer tokens.
+    """
+    within = math.isqrt(settings.SCALING_MAX_CELLS // max(1, n_layer * n_head))
+    return max(1, min(requested, settings.SCALING_TOKENS, within))
 
 
 def scaling_rows(record: AttentionRecord, d_model: int, head_dim: int) -> ScalingRows:

@@ -56,6 +56,10 @@ CACHE_ENTRIES = 32
 
 # the Scaling page recomputes every head under three scales: it reads at most this many tokens
 SCALING_TOKENS = 2048
+# the scaling lab's work: every head's T x T scores under three scales. SmolLM2 (30 x 9 heads) at 2,048 tokens is
+# 1.13e9 cells, about 10 s on 2 cores; a model with more heads reads fewer tokens (the embedded model's largest
+# setting, 12 x 64 heads: 1,214)
+SCALING_MAX_CELLS = 30 * 9 * 2048**2
 SCALING_VIEW_TOKENS = 128  # one head under four scales, side by side, at full resolution
 
 # the Training page and `python -m attnviz train-scale`: three runs (1/√d_k, no scale, 1/√d_model) of one

@@ -25,7 +25,7 @@ st.markdown(
 settings = ui.frame_settings()
 source = ui.require_source(settings)
 ui.require_text(settings)
-n_tokens = min(settings.max_tokens, limits.SCALING_TOKENS)
+n_tokens = scaling.tokens_within_budget(source.n_layer, source.n_head, settings.max_tokens)
 key = settings.key(n_tokens)
 try:
     record = ui.cached("record", key, lambda: source.run(settings.text, n_tokens), "Capturing attention…")
@@ -38,9 +38,11 @@ try:
 except (ModelUnavailableError, ValueError) as err:
     st.error(str(err))
     st.stop()
-if settings.max_tokens > limits.SCALING_TOKENS:
+if n_tokens < settings.max_tokens and record.n_input_tokens > n_tokens:
     st.caption(
-        f"The scaling lab recomputes every head three times, so it reads the first {limits.SCALING_TOKENS:,} tokens."
+        f"The scaling lab recomputes every head's scores three times, so it reads the first {n_tokens:,} tokens "
+        f"(at most {limits.SCALING_TOKENS:,}, and {limits.SCALING_MAX_CELLS / 1e9:.2f} billion scores over all "
+        f"{source.n_layer * source.n_head} heads)."
     )
 
 factors = rows.factors

@@ -105,3 +105,13 @@ def test_the_json_contract(embedded):
     first = out["heads"][0]
     assert set(first) == {"layer", "head", "entropy", "entropy_norm", "saturated_share"}
     assert all(set(first[stat]) == {"sqrt_dk", "none", "sqrt_dmodel"} for stat in ("entropy", "entropy_norm"))
+
+
+def test_the_lab_reads_fewer_tokens_when_a_model_has_more_heads():
+    # SmolLM2's 30 x 9 heads read all 2,048 tokens the lab allows; never more than the user asked for
+    assert scaling.tokens_within_budget(30, 9, 8192) == 2048
+    assert scaling.tokens_within_budget(30, 9, 300) == 300
+    # the embedded model's largest setting: 12 x 64 heads, so 12 * 64 * T * T stays within the same scores
+    within = scaling.tokens_within_budget(12, 64, 8192)
+    assert within == 1214
+    assert 12 * 64 * within**2 <= 30 * 9 * 2048**2 < 12 * 64 * (within + 1) ** 2
