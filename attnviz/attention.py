@@ -12,8 +12,11 @@ Shape vocabulary (the same everywhere in attnviz):
 
 Mask convention, the same as ``torch.nn.functional.scaled_dot_product_attention``:
 a bool mask is True where a query *may attend* to a key; a float mask is added
-to the scores (0 to keep, ``-inf`` to drop). Either broadcasts to
-``(batch, n_head, q_len, k_len)``.
+to the scores (0 to keep, ``-inf`` or ``torch.finfo(dtype).min`` to drop, the
+latter as Hugging Face builds them). Either has 1 to 4 dims and broadcasts to
+``(batch, n_head, q_len, k_len)``; a 1-D mask (k_len,) is a key mask applied to
+every query. Any other dtype (an integer 0/1 mask) is a TypeError, on both the
+inspectable and the fused path (:func:`attnviz.masks.check_mask`).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnviz.masks import causal_mask
+from attnviz.masks import causal_mask, check_mask, masked_cells
 
 # A function that rotates q and k by position (RoPE), given the absolute
 # positions of the new tokens: (q, k, positions) -> (q, k).
@@ -95,17 +98,18 @@ def with_causal(mask: Tensor | None, q_len: int, k_len: int, device: torch.devic
     return torch.where(causal, mask, float("-inf"))  # (..., q_len, k_len)
 
 
-def fully_masked_rows(mask: Tensor | None) -> Tensor | None:
+def fully_masked_rows(mask: Tensor | None, dtype: torch.dtype | None = None) -> Tensor | None:
     """Which query rows may attend to no key at all: (..., q_len, k_len) -> (..., q_len).
 
     Such rows get zero weights and zero output from :func:`scaled_dot_product_attention`
-    instead of the NaN that a plain softmax over ``-inf`` gives.
+    instead of the NaN that a plain softmax over ``-inf`` gives (or the uniform
+    weights it gives over ``finfo.min``). A float mask hides a key where it is
+    ``-inf`` or at most ``torch.finfo(...).min`` of its dtype or of ``dtype``, the
+    scores' (see :func:`attnviz.masks.masked_cells`).
     """
     if mask is None:
         return None
-    if mask.dtype == torch.bool:
-        return ~mask.any(dim=-1)
-    return torch.isneginf(mask).all(dim=-1)
+    return masked_cells(mask, dtype).all(dim=-1)
 
 
 def _tracked(x: Tensor) -> bool:
@@ -126,7 +130,7 @@ def _softmax(scores: Tensor, overwrite: bool) -> Tensor:
 
 
 def masked_softmax(scores: Tensor, dead_rows: Tensor | None = None, *, inplace: bool = False) -> Tensor:
-    """Softmax over keys where a row of all ``-inf`` gives zeros, not NaN.
+    """Softmax over keys where a row of all ``-inf`` (or ``finfo.min``) gives zeros, not NaN.
 
     (..., q_len, k_len) -> (..., q_len, k_len)
 
@@ -137,7 +141,7 @@ def masked_softmax(scores: Tensor, dead_rows: Tensor | None = None, *, inplace: 
     largest tensor; otherwise ``scores`` is left untouched.
     """
     if dead_rows is None:
-        dead_rows = torch.isneginf(scores).all(dim=-1)  # (..., q_len)
+        dead_rows = (scores <= torch.finfo(scores.dtype).min).all(dim=-1)  # (..., q_len); -inf included
     if not bool(dead_rows.any()):
         return _softmax(scores, inplace)
     dead = dead_rows[..., None]  # (..., q_len, 1)
@@ -218,18 +222,23 @@ def scaled_dot_product_attention(
 
     q: (batch, n_head, q_len, head_dim); k, v: (batch, n_kv_head, k_len, head_dim)
     with n_head a multiple of n_kv_head (GQA; MQA when n_kv_head == 1).
-    mask: bool (True = may attend) or additive float, broadcastable to
-    (batch, n_head, q_len, k_len). scale defaults to 1/sqrt(head_dim): it keeps the
-    variance of q·k at 1, so the softmax does not saturate.
+    mask: bool (True = may attend) or additive float, 1 to 4 dims broadcastable
+    to (batch, n_head, q_len, k_len); a 1-D (k_len,) mask hides the same keys from
+    every query. TypeError for any other dtype, ValueError for a shape that does
+    not broadcast (:func:`attnviz.masks.check_mask`).
+    scale defaults to 1/sqrt(head_dim): it keeps the variance of q·k at 1, so
+    the softmax does not saturate.
     is_causal: hide future keys, as torch's ``is_causal`` when q_len == k_len;
     when q_len < k_len (a KV cache) the queries are the *last* q_len positions
     (see :func:`with_causal`). Together with ``mask`` both apply (AND).
 
     Returns output (batch, n_head, q_len, head_dim) and weights
     (batch, n_head, q_len, k_len). A row whose keys are all masked has zero
-    weights and zero output; :func:`fully_masked_rows` names those rows.
+    weights and zero output (``-inf`` and ``finfo.min`` alike); :func:`fully_masked_rows`
+    names those rows.
     """
     group_size(q.shape[1], k.shape[1])
+    mask = check_mask(mask, (q.shape[0], q.shape[1], q.shape[-2], k.shape[-2]))
     if scale is None:
         scale = 1.0 / math.sqrt(q.shape[-1])
     # Dead rows are read off the mask, which is far smaller than the scores. A
@@ -237,7 +246,7 @@ def scaled_dot_product_attention(
     only_causal = is_causal and mask is None
     if is_causal:
         mask = with_causal(mask, q.shape[-2], k.shape[-2], q.device)  # (..., q_len, k_len)
-    dead = None if only_causal else fully_masked_rows(mask)  # (..., q_len)
+    dead = None if only_causal else fully_masked_rows(mask, q.dtype)  # (..., q_len)
     scores = attention_scores(q, k, scale)  # (B, n_head, q_len, k_len)
     scores = apply_mask(scores, mask)  # -inf where a query may not look
     weights = attention_weights(scores, dead)  # (B, n_head, q_len, k_len)
@@ -259,7 +268,8 @@ def fused_attention(
 ) -> Tensor:
     """The fast path: torch's fused SDPA, same shapes and conventions, no weights.
 
-    ``is_causal`` means what it means in :func:`scaled_dot_product_attention`.
+    ``is_causal`` and ``mask`` mean what they mean in :func:`scaled_dot_product_attention`,
+    and the same masks are accepted and rejected.
     With no mask and q_len == k_len it goes to torch as ``is_causal=True``, which
     lets the fused kernel skip the future blocks instead of reading a mask (about
     2x faster at 2,048+ tokens); otherwise the causal mask is built and combined.
@@ -267,6 +277,7 @@ def fused_attention(
     """
     n_rep = group_size(q.shape[1], k.shape[1])
     q_len, k_len = q.shape[-2], k.shape[-2]
+    mask = check_mask(mask, (q.shape[0], q.shape[1], q_len, k_len))
     if is_causal and mask is None and q_len == k_len:
         return F.scaled_dot_product_attention(
             q, k, v, dropout_p=dropout_p, is_causal=True, scale=scale, enable_gqa=n_rep > 1
@@ -276,7 +287,7 @@ def fused_attention(
     output = F.scaled_dot_product_attention(
         q, k, v, attn_mask=mask, dropout_p=dropout_p, scale=scale, enable_gqa=n_rep > 1
     )  # (B, n_head, q_len, head_dim)
-    dead = fully_masked_rows(mask)
+    dead = fully_masked_rows(mask, q.dtype)  # (..., q_len)
     if dead is not None and bool(dead.any()):
         dead = dead.expand(output.shape[:-1])  # (B, n_head, q_len)
         output = output.masked_fill(dead[..., None], 0.0)

@@ -308,6 +308,17 @@ def capture_attention(
     return out.to(q.dtype), capture
 
 
+def head_scores(capture: LayerCapture, head: int, rows: tuple[int, int], cols: tuple[int, int]) -> Tensor:
+    """One head's scores q·k·scale (soft-capped where the model caps), before any mask: (r1 - r0, c1 - c0)."""
+    if capture.q is None or capture.k is None:
+        raise ValueError("this capture did not keep q and k; run it with keep_qk=True")
+    (r0, r1), (c0, c1) = rows, cols
+    n_rep = capture.q.shape[0] // capture.k.shape[0]
+    q = capture.q[head : head + 1, r0:r1]  # (1, R, hd)
+    k = capture.k[head // n_rep : head // n_rep + 1, c0:c1]  # (1, C, hd): the K head this query head reads (GQA)
+    return _scores(q, k, capture.scale, capture.softcap)[0]  # (R, C)
+
+
 def weights_window(
     capture: LayerCapture,
     head: int | None,

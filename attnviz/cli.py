@@ -12,11 +12,14 @@ import json
 import math
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from attnviz import __version__, settings
 from attnviz.devices import DEVICE_CHOICES, resolve_device
 from attnviz.embedded import EmbeddedConfig
 from attnviz.head_stats import STAT_COLUMNS
+from attnviz.mask_doctor import Diagnosis, diagnose, parse_expect, parse_lengths
+from attnviz.mask_io import LoadedMask, read_mask_file
 from attnviz.parity import PARITY_TOLERANCE
 from attnviz.record import AttentionRecord
 from attnviz.scaling import SATURATED, scaling_json, scaling_rows
@@ -155,6 +158,62 @@ def heads_command(args: argparse.Namespace) -> int:
     return 0
 
 
+ROW_PROBLEMS = ("fully_masked_row", "missing_self")  # counted in query rows, not cells
+
+
+def mask_report(loaded: LoadedMask, diagnosis: Diagnosis, convention_line: str, expect: str | None) -> str:
+    """The readable mask-doctor report: what was read, one line per problem with its examples, the notes."""
+    dtype = str(loaded.mask.dtype).removeprefix("torch.")
+    batched = len(diagnosis.shape) == 3
+    lines = [f"{loaded.name}: {dtype} {tuple(diagnosis.shape)} (stored as {loaded.stored_dtype})"]
+    lines.append(f"convention: {convention_line}")
+    lines.append(f"expected: {expect or 'nothing stated (structural checks only)'}")
+    for problem in diagnosis.problems:
+        unit = "rows" if problem.kind in ROW_PROBLEMS else "cells"
+        count = "" if problem.kind == "bad_shape" else f" ({problem.count:,} {unit})"
+        lines.append(f"PROBLEM {problem.kind}{count}: {problem.message}")
+        if problem.examples:
+            shown = [
+                f"{b}:[{q}, {k}]" if batched else f"[{q}, {k}]"
+                for b, (q, k) in zip(problem.batch_examples, problem.examples, strict=True)
+            ]
+            label = "sequence:[q, k]" if batched else "[q, k]"
+            lines.append(f"  examples {label}: " + " ".join(shown))
+    lines += [f"note: {note}" for note in (*loaded.notes, *diagnosis.notes)]
+    lines.append("ok: no problems found" if diagnosis.ok else f"{len(diagnosis.problems)} kind(s) of problem found")
+    return "\n".join(lines)
+
+
+def mask_doctor_command(args: argparse.Namespace) -> int:
+    """Read a mask file safely and say what is wrong with it: exit 0 clean, 1 problems, 2 unreadable or bad input."""
+    try:
+        expect = parse_expect(args.expect) if args.expect is not None else None
+        lengths = parse_lengths(args.lengths) if args.lengths is not None else None
+        loaded = read_mask_file(args.file)  # MaskFileError, a ValueError, for anything unsafe or unreadable
+    except ValueError as err:
+        raise CommandError(str(err)) from err
+    floating = loaded.mask.dtype.is_floating_point
+    if floating and args.convention is not None:
+        raise CommandError("a float mask is additive; --convention applies to bool masks")
+    convention = None if floating else (args.convention or "keep")
+    try:
+        diagnosis = diagnose(loaded.mask, convention=convention, expect=expect, lengths=lengths, side=args.side)
+    except ValueError as err:
+        raise CommandError(str(err)) from err
+    if args.json:
+        print(json.dumps(diagnosis.to_json(), indent=2))
+    else:
+        line = diagnosis.convention_reason
+        if not floating and args.convention is None:
+            line = (
+                "keep, the default for a bool mask: True = may attend (--convention block if True marks blocked keys)"
+            )
+        print(mask_report(loaded, diagnosis, line, args.expect and str(expect)))
+    if not diagnosis.ok:
+        raise CheckFailedError("problems found: " + ", ".join(p.kind for p in diagnosis.problems))
+    return 0
+
+
 def bench_command(args: argparse.Namespace) -> int:
     """The benchmarks that need no browser: attention paths, and the capture against a plain forward."""
     from attnviz.bench import capture_benchmark
@@ -196,6 +255,15 @@ def add_text_and_model_arguments(command: argparse.ArgumentParser) -> None:
     command.add_argument("--causal", action="store_true", help="decoder-style causal mask")
 
 
+def one_line_errors(parser: argparse.ArgumentParser, command: str) -> None:
+    """Bad arguments to ``command`` as one line on stderr and exit 2, like every other error it reports."""
+
+    def error(message: str) -> NoReturn:
+        parser.exit(2, f"attnviz {command}: error: {message}\n")
+
+    parser.error = error
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m attnviz", description="See what multi-head attention does to text."
@@ -219,6 +287,20 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--json", action="store_true", help="print a JSON object")
     train.set_defaults(func=train_scale_command)
 
+    doctor = sub.add_parser("mask-doctor", help="check an attention mask file (.npy, .pt, .safetensors, .csv)")
+    doctor.add_argument("file", help="the mask: (T, T), or (B, T, T) for a batch; read without running any code in it")
+    doctor.add_argument(
+        "--expect", default=None, help="what it should be: causal, padding, causal+padding, sliding:W or prefix:P"
+    )
+    doctor.add_argument("--lengths", default=None, help="each sequence's real length, e.g. 5,3 (for a batch)")
+    doctor.add_argument("--side", choices=["right", "left"], default="right", help="where the pads go")
+    doctor.add_argument(
+        "--convention", choices=["keep", "block"], default=None, help="a bool mask's True: may attend (keep, default)"
+    )
+    doctor.add_argument("--json", action="store_true", help="print one JSON object")
+    doctor.set_defaults(func=mask_doctor_command, parser=doctor)
+    one_line_errors(doctor, "mask-doctor")  # other programs read its stderr
+
     bench = sub.add_parser("bench", help="benchmarks: attention paths, and the capture against a plain forward")
     bench.add_argument("--json", action="store_true", help="print one JSON object")
     bench.add_argument("--suite", nargs="+", choices=["sdpa", "capture"], default=["sdpa", "capture"])
@@ -232,7 +314,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # as parse_args does, but from the subcommand's parser when it has its own error format
+        getattr(args, "parser", parser).error(f"unrecognized arguments: {' '.join(unknown)}")
     if args.command is None:
         parser.print_help(sys.stderr)
         return 2

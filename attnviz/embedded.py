@@ -23,7 +23,14 @@ from attnviz.attention import MultiHeadAttention, group_size
 from attnviz.capture import CaptureSession
 from attnviz.masks import KeyRanges, pad_row, padding_mask, positions_from_mask
 from attnviz.record import AttentionRecord, BatchRecord, GenerationRecord, ModelOutputs
-from attnviz.source import Encoding, GenerationUnsupportedError, LayerInput, ParityUnsupportedError, check_layer
+from attnviz.source import (
+    Encoding,
+    GenerationUnsupportedError,
+    LayerInput,
+    ParityUnsupportedError,
+    check_layer,
+    check_square_mask,
+)
 from attnviz.tokenizer import Token, tokenize
 
 QK_GAIN = 1.4
@@ -282,6 +289,21 @@ class EmbeddedModel(nn.Module):
         raise ParityUnsupportedError(
             "the embedded model runs attnviz's own attention, so there is no other implementation to compare it with"
         )
+
+    @torch.no_grad()
+    def states_under_mask(
+        self, text: str, max_tokens: int, mask: Tensor, perturb_from: int | None = None, seed: int = 0
+    ) -> Tensor:
+        tokens = [t.text for t in self.encode(text, min(max_tokens, settings.MASK_TOKENS)).tokens]
+        T = len(tokens)
+        check_square_mask(mask, T)
+        if perturb_from is not None:  # any other string embeds as another random vector
+            tokens[perturb_from:] = [f"\x00perturbed {seed} {i}" for i in range(perturb_from, T)]
+        x = self.embed([tokens], torch.arange(T)[None])  # (1, T, d_model)
+        mask = mask.to(self.device)
+        for block in self.blocks:
+            x, _ = block(x, mask)
+        return x[0].float().cpu()  # (T, d_model)
 
     @torch.no_grad()
     def attention_layer(self, text: str, max_tokens: int, layer: int) -> LayerInput:

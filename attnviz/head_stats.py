@@ -17,7 +17,7 @@ import pandas as pd
 import torch
 from torch import Tensor
 
-from attnviz.masks import visible_keys
+from attnviz.masks import check_mask, visible_keys
 
 STAT_COLUMNS = (
     "entropy",
@@ -56,8 +56,13 @@ def row_statistics(weights: Tensor, mask: Tensor | None = None, offset: int | No
     """Every statistic for every row: weights (..., q_len, k_len) -> {name: (..., q_len)}.
 
     Rows that see fewer than two keys come back as NaN, so nan-means skip them.
+    ``mask`` is bool (True = may attend) or additive float; TypeError for an
+    integer mask. ValueError when there are no keys (k_len = 0).
     """
+    check_mask(mask)
     q_len, k_len = weights.shape[-2:]
+    if k_len == 0:
+        raise ValueError(f"attention {tuple(weights.shape)} has k_len = 0: no key to compute a statistic over")
     offset = k_len - q_len if offset is None else offset
     weights = weights.float()
     n_visible = visible_keys(mask, q_len, k_len).to(weights.device)  # (..., q_len)
@@ -92,7 +97,8 @@ def head_statistics(attention: Tensor, mask: Tensor | None = None, offset: int |
 
     A (n_head, q_len, k_len) tensor is taken as a single layer. Columns: layer,
     head, the :data:`STAT_COLUMNS` (row means) and ``flags``, a comma-separated
-    list of uniform / saturated / sink / previous-token.
+    list of uniform / saturated / sink / previous-token. TypeError for an integer
+    ``mask``, ValueError for k_len = 0 (see :func:`row_statistics`).
     """
     if attention.ndim == 3:
         attention = attention[None]

@@ -10,6 +10,8 @@ mode (a ``ContextVar``, so sessions sharing one model never see each other's):
 - :func:`capturing` a :class:`~attnviz.capture.CaptureSession`: the chunked
   capture, which keeps statistics, pooled maps, q and k in bounded memory and
   computes the output from the same weights;
+- :func:`overriding_mask`: every layer attends under a mask the user gave
+  instead of its own (the Mask lab's empirical tests);
 - :func:`reference`: the model's own eager attention (its modeling file's
   ``eager_attention_forward``), returning full weights, and recording the mask
   each layer applied. Parity and the exactness tests compare against it.
@@ -46,7 +48,16 @@ class ReferenceRun:
     keys: list[list[KeyRanges]] = field(default_factory=list)
 
 
-_mode: ContextVar[CaptureSession | ReferenceRun | None] = ContextVar("attnviz_attention_mode", default=None)
+@dataclass(frozen=True, eq=False)
+class MaskOverride:
+    """A mask every layer applies instead of its own: bool (True = may attend) or additive float, (q_len, k_len)."""
+
+    mask: Tensor
+
+
+_mode: ContextVar[CaptureSession | ReferenceRun | MaskOverride | None] = ContextVar(
+    "attnviz_attention_mode", default=None
+)
 # transformers hands every layer of a kind the same mask tensor: read each one once per pass
 _seen_masks: ContextVar[dict | None] = ContextVar("attnviz_seen_masks", default=None)
 _registered = False
@@ -66,7 +77,7 @@ def register() -> None:
 
 
 @contextmanager
-def _mode_set(mode: CaptureSession | ReferenceRun) -> Iterator[None]:
+def _mode_set(mode: CaptureSession | ReferenceRun | MaskOverride) -> Iterator[None]:
     token, memo = _mode.set(mode), _seen_masks.set({})
     try:
         yield
@@ -80,6 +91,13 @@ def capturing(session: CaptureSession) -> Iterator[CaptureSession]:
     """Within this block, this thread's forward passes are captured into ``session``."""
     with _mode_set(session):
         yield session
+
+
+@contextmanager
+def overriding_mask(mask: Tensor) -> Iterator[None]:
+    """Within this block, every layer of this thread's passes attends under ``mask`` (q_len, k_len) instead."""
+    with _mode_set(MaskOverride(mask)):
+        yield
 
 
 @contextmanager
@@ -166,6 +184,29 @@ def attention_forward(
     if isinstance(mode, CaptureSession):
         keys = layer_keys(attention_mask, batch, q_len, k_len, causal)
         output = mode.attend(query, key, value, keys, scale, softcap)  # (B, n_head, T, hd)
+        return output.transpose(1, 2).contiguous(), None
+    if isinstance(mode, MaskOverride):
+        mask = mode.mask.to(query.device)
+        if mask.is_floating_point():
+            mask = mask.to(query.dtype)  # (q_len, k_len), added to the scores in the model's dtype
+        if softcap is not None:  # the cap acts before the mask: eager attention, which applies it there
+            additive = (
+                mask
+                if mask.is_floating_point()
+                else torch.zeros_like(mask, dtype=query.dtype).masked_fill(~mask, torch.finfo(query.dtype).min)
+            )
+            return _eager(module)(
+                module,
+                query,
+                key,
+                value,
+                additive[None, None],
+                dropout=dropout,
+                scaling=scale,
+                softcap=softcap,
+                **kwargs,
+            )
+        output = fused_attention(query, key, value, mask, scale, dropout)  # (B, n_head, T, hd)
         return output.transpose(1, 2).contiguous(), None
     if isinstance(mode, ReferenceRun) or softcap is not None:
         keys = layer_keys(attention_mask, batch, q_len, k_len, causal)

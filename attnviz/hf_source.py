@@ -26,7 +26,7 @@ from torch import Tensor
 from attnviz import settings
 from attnviz.bundled import Progress
 from attnviz.capture import CaptureSession
-from attnviz.hf_attention import IMPLEMENTATION, capturing, reference, register
+from attnviz.hf_attention import IMPLEMENTATION, capturing, overriding_mask, reference, register
 from attnviz.masks import pad_row, padding_mask, positions_from_mask
 from attnviz.model_paths import resolve_source
 from attnviz.parity import Parity, available_bugs, our_layers, reproduce, supports
@@ -38,6 +38,8 @@ from attnviz.source import (
     ModelUnavailableError,
     ParityUnsupportedError,
     check_layer,
+    check_square_mask,
+    perturbed_ids,
 )
 from attnviz.token_display import display_tokens, shown_text
 from attnviz.tokenizer import Token
@@ -292,6 +294,19 @@ class HFSource:
             generated_ids=generated,
             text=self.tokenizer.decode(generated, skip_special_tokens=True),
         )
+
+    @torch.no_grad()
+    def states_under_mask(
+        self, text: str, max_tokens: int, mask: Tensor, perturb_from: int | None = None, seed: int = 0
+    ) -> Tensor:
+        ids = self.encode(text, min(max_tokens, settings.MASK_TOKENS)).ids
+        check_square_mask(mask, len(ids))
+        if perturb_from is not None:
+            ids = perturbed_ids(ids, perturb_from, self.model.config.vocab_size, seed)
+        input_ids = torch.tensor([ids], dtype=torch.long, device=self.device)  # (1, T)
+        with overriding_mask(mask), self._last_hidden() as hidden:
+            self.forward(input_ids)
+        return hidden[-1][0].float().cpu()  # (T, d_model)
 
     def parity_bugs(self) -> dict[str, str]:
         return available_bugs(self) if self.supports_parity else {}

@@ -12,6 +12,7 @@ query ``i`` sits at absolute position ``offset + i`` with ``offset = k_len - q_l
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -19,10 +20,41 @@ import torch
 from torch import Tensor
 
 
+def _size(name: str, value: object) -> int:
+    """``value`` as a python int: ints and integer numpy/torch scalars pass; floats and bools raise ValueError.
+
+    ``causal_mask(2.5)`` would otherwise build a mask for some rounding of 2.5,
+    and ``True`` would pass as 1.
+    """
+    if isinstance(value, bool) or (isinstance(value, Tensor) and value.dtype == torch.bool):
+        raise ValueError(f"{name} must be an integer, got the bool {value!r}")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise ValueError(f"{name} must be an integer, got {value!r} ({type(value).__name__})") from None
+
+
+def _lengths(lengths: Sequence[int] | Tensor, device: torch.device | str | None = None) -> Tensor:
+    """Sequence lengths as an int64 (batch,) tensor; ValueError unless they are 1-D non-negative integers."""
+    given = lengths
+    lengths = torch.as_tensor(lengths, device=device)
+    if lengths.numel() == 0:
+        lengths = lengths.long()
+    if lengths.dtype == torch.bool or lengths.dtype.is_floating_point or lengths.dtype.is_complex:
+        shown = given.tolist() if hasattr(given, "tolist") else list(given)
+        raise ValueError(f"lengths must be integers, got {shown}")
+    if lengths.ndim != 1:
+        raise ValueError(f"lengths must be 1-D, got shape {tuple(lengths.shape)}")
+    if bool((lengths < 0).any()):
+        raise ValueError(f"lengths {lengths.tolist()} must be non-negative")
+    return lengths.long()  # (batch,)
+
+
 def _offset(q_len: int, k_len: int, offset: int | None) -> int:
+    q_len, k_len = _size("q_len", q_len), _size("k_len", k_len)
     if q_len < 0 or k_len < 0:
         raise ValueError(f"q_len ({q_len}) and k_len ({k_len}) must be non-negative")
-    offset = k_len - q_len if offset is None else offset
+    offset = k_len - q_len if offset is None else _size("offset", offset)
     if offset < 0:
         raise ValueError(f"offset ({offset}) must be >= 0 (q_len={q_len}, k_len={k_len})")
     return offset
@@ -37,7 +69,8 @@ def causal_mask(
     ``j <= offset + i``. ``k_len`` defaults to ``q_len``; ``offset`` defaults to
     ``k_len - q_len`` (the number of cached tokens).
     """
-    k_len = q_len if k_len is None else k_len
+    q_len = _size("q_len", q_len)
+    k_len = q_len if k_len is None else _size("k_len", k_len)
     offset = _offset(q_len, k_len, offset)
     q_pos = torch.arange(q_len, device=device)[:, None] + offset  # (q_len, 1)
     k_pos = torch.arange(k_len, device=device)[None, :]  # (1, k_len)
@@ -56,9 +89,11 @@ def sliding_window_mask(
     Query at absolute position ``p`` may attend to keys ``p - window + 1 .. p``, so each
     row sees at most ``window`` keys (itself included).
     """
+    window = _size("window", window)
     if window < 1:
         raise ValueError(f"window ({window}) must be >= 1")
-    k_len = q_len if k_len is None else k_len
+    q_len = _size("q_len", q_len)
+    k_len = q_len if k_len is None else _size("k_len", k_len)
     offset = _offset(q_len, k_len, offset)
     q_pos = torch.arange(q_len, device=device)[:, None] + offset  # (q_len, 1)
     k_pos = torch.arange(k_len, device=device)[None, :]  # (1, k_len)
@@ -78,12 +113,10 @@ def padding_mask(
     """
     if side not in ("left", "right"):
         raise ValueError(f"side must be 'left' or 'right', not {side!r}")
-    lengths = torch.as_tensor(lengths, device=device).long()  # (batch,)
-    if lengths.ndim != 1:
-        raise ValueError(f"lengths must be 1-D, got shape {tuple(lengths.shape)}")
+    lengths = _lengths(lengths, device)  # (batch,)
     longest = int(lengths.max()) if lengths.numel() else 0
-    max_len = longest if max_len is None else max_len
-    if bool((lengths < 0).any()) or longest > max_len:
+    max_len = longest if max_len is None else _size("max_len", max_len)
+    if longest > max_len:
         raise ValueError(f"lengths {lengths.tolist()} must lie in [0, max_len={max_len}]")
     pos = torch.arange(max_len, device=lengths.device)[None, :]  # (1, max_len)
     if side == "right":
@@ -91,6 +124,65 @@ def padding_mask(
     else:
         keep = pos >= (max_len - lengths)[:, None]
     return keep[:, None, None, :]  # (batch, 1, 1, max_len)
+
+
+def prefix_lm_mask(q_len: int, prefix: int, device: torch.device | str | None = None) -> Tensor:
+    """Prefix-LM mask: (q_len, q_len), bidirectional over the first ``prefix`` positions, causal after.
+
+    Query ``i`` may attend to key ``j`` iff ``j <= i`` or ``j < prefix``: the
+    prefix (a prompt, an image) sees itself whole, and every later position sees
+    the prefix and its own past. ``prefix=0`` is :func:`causal_mask`;
+    ``prefix >= q_len`` lets every query see every key.
+    """
+    q_len, prefix = _size("q_len", q_len), _size("prefix", prefix)
+    if q_len < 0 or prefix < 0:
+        raise ValueError(f"q_len ({q_len}) and prefix ({prefix}) must be non-negative")
+    k_pos = torch.arange(q_len, device=device)[None, :]  # (1, q_len)
+    return causal_mask(q_len, device=device) | (k_pos < prefix)  # (q_len, q_len)
+
+
+def document_mask(
+    lengths: Sequence[int] | Tensor, causal: bool = True, device: torch.device | str | None = None
+) -> Tensor:
+    """Block-diagonal mask for documents packed into one sequence: (T, T), T = sum(lengths).
+
+    Each position attends only to the positions of its own document (and, when
+    ``causal``, only to those at or before it), so packed documents cannot see
+    one another. ``lengths`` are positive integers, in packing order.
+    """
+    lengths = _lengths(lengths, device)  # (n_doc,)
+    if bool((lengths == 0).any()):
+        raise ValueError(f"lengths {lengths.tolist()} must be positive: a document has at least one token")
+    doc = torch.repeat_interleave(torch.arange(lengths.numel(), device=lengths.device), lengths)  # (T,)
+    keep = doc[:, None] == doc[None, :]  # (T, T)
+    if causal:
+        keep &= causal_mask(doc.numel(), device=lengths.device)
+    return keep
+
+
+def batch_padding_keep(
+    lengths: Sequence[int] | Tensor,
+    max_len: int,
+    side: str = "right",
+    causal: bool = False,
+    device: torch.device | str | None = None,
+) -> Tensor:
+    """The whole mask of a padded batch, per sequence: (batch, T, T) with T = max_len.
+
+    Query ``i`` of sequence ``b`` may attend to key ``j`` iff ``j`` is a real
+    token of ``b`` (:func:`padding_mask`) and, when ``causal``, ``j <= i`` in
+    the order the tokens are laid out (pads included, as with left padding).
+    Pad *query* rows see all the real keys of their sequence, as Hugging Face
+    models let them, so no row but those of an empty sequence is fully masked;
+    their outputs are meaningless and ignored. Add a head axis with ``[:, None]``
+    to pass it to the attention functions.
+    """
+    keys = padding_mask(lengths, max_len, side, device)[:, 0]  # (batch, 1, T)
+    batch, _, T = keys.shape
+    if not causal:
+        return keys.expand(batch, T, T).clone()  # (batch, T, T)
+    real_query = keys.transpose(-2, -1)  # (batch, T, 1)
+    return keys & (causal_mask(T, device=keys.device) | ~real_query)  # (batch, T, T)
 
 
 def pad_row(row: list, length: int, pad, side: str = "right") -> list:
@@ -107,12 +199,62 @@ def positions_from_mask(key_mask: Tensor) -> Tensor:
     return (key_mask.long().cumsum(-1) - 1).clamp_min(0)
 
 
+def check_mask(mask: Tensor | None, shape: Sequence[int] | None = None) -> Tensor | None:
+    """``mask`` checked against the conventions every attention path shares; None passes.
+
+    TypeError unless it is bool (True = may attend) or floating point (added to
+    the scores): an integer 0/1 mask is ambiguous, being neither. With ``shape``
+    (batch, n_head, q_len, k_len), ValueError unless the mask has 1 to 4 dims and
+    broadcasts to it. A 1-D mask of length k_len is a key mask, the same for every
+    query; it comes back as (1, k_len), a shape torch's fused kernel accepts too.
+    """
+    if mask is None:
+        return None
+    if mask.dtype != torch.bool and not mask.dtype.is_floating_point:
+        raise TypeError(
+            f"mask has dtype {mask.dtype}: use a bool keep-mask (True = may attend) or an additive float mask "
+            "(0 to keep, -inf to drop); for a 0/1 integer mask, pass mask.bool()"
+        )
+    if shape is None:
+        return mask
+    shape = tuple(shape)
+    fits = 1 <= mask.ndim <= len(shape)
+    if fits:
+        try:
+            fits = torch.broadcast_shapes(mask.shape, shape) == shape
+        except RuntimeError:
+            fits = False
+    if not fits:
+        raise ValueError(
+            f"mask of shape {tuple(mask.shape)} does not broadcast to (batch, n_head, q_len, k_len) = {shape}"
+        )
+    return mask[None, :] if mask.ndim == 1 else mask
+
+
+def masked_cells(mask: Tensor, dtype: torch.dtype | None = None) -> Tensor:
+    """Where ``mask`` hides a key: bool, same shape as ``mask``.
+
+    A bool mask hides where it is False. A float mask hides where it is ``-inf``
+    or at most the most negative finite value (``torch.finfo(...).min``), which
+    is how Hugging Face builds additive masks: exp gives such a cell no weight,
+    but a row of them alone would get a uniform softmax instead of none. The
+    line is the finfo min of the mask's dtype or of ``dtype`` (the scores'),
+    whichever is nearer zero, so a mask built in float16 still counts once cast
+    to float32 to meet float16 scores.
+    """
+    if mask.dtype == torch.bool:
+        return ~mask
+    line = torch.finfo(mask.dtype).min
+    if dtype is not None and dtype.is_floating_point:
+        line = max(line, torch.finfo(dtype).min)
+    return mask <= line
+
+
 def visible_keys(mask: Tensor | None, q_len: int, k_len: int) -> Tensor:
     """How many keys each query may attend to, broadcast to (..., q_len)."""
     if mask is None:
         return torch.full((q_len,), k_len)
-    if mask.dtype != torch.bool:
-        mask = ~torch.isneginf(mask)
+    mask = ~masked_cells(mask)
     mask = mask.expand(*mask.shape[:-2], q_len, k_len)
     return mask.sum(dim=-1)  # (..., q_len)
 
@@ -169,6 +311,27 @@ class KeyRanges:
             lo = torch.maximum(lo, q_pos - window + 1)
         hi = torch.clamp(q_pos + 1, max=k_len if end is None else end)
         return cls(lo, hi, k_len)
+
+    @classmethod
+    def prefix_lm(cls, q_len: int, prefix: int) -> KeyRanges:
+        """:func:`prefix_lm_mask`: query ``i`` sees keys ``0 .. max(prefix, i + 1) - 1`` (at most q_len)."""
+        q_len, prefix = _size("q_len", q_len), _size("prefix", prefix)
+        if q_len < 0 or prefix < 0:
+            raise ValueError(f"q_len ({q_len}) and prefix ({prefix}) must be non-negative")
+        hi = torch.clamp(torch.arange(1, q_len + 1), min=min(prefix, q_len))  # (q_len,)
+        return cls(torch.zeros(q_len, dtype=torch.long), hi, q_len)
+
+    @classmethod
+    def documents(cls, lengths: Sequence[int] | Tensor, causal: bool = True) -> KeyRanges:
+        """:func:`document_mask`: each position sees its own document, up to itself when ``causal``."""
+        lengths = _lengths(lengths).cpu()  # (n_doc,)
+        if bool((lengths == 0).any()):
+            raise ValueError(f"lengths {lengths.tolist()} must be positive: a document has at least one token")
+        ends = lengths.cumsum(0)  # (n_doc,)
+        lo = torch.repeat_interleave(ends - lengths, lengths)  # (T,) first position of each one's document
+        T = int(ends[-1]) if lengths.numel() else 0
+        hi = torch.arange(1, T + 1) if causal else torch.repeat_interleave(ends, lengths)  # (T,)
+        return cls(lo, hi, T)
 
     @classmethod
     def from_mask(cls, mask: Tensor, rows_at_once: int = 256) -> KeyRanges:

@@ -60,6 +60,8 @@ SCALING_TOKENS = 2048
 # 1.13e9 cells, about 10 s on 2 cores; a model with more heads reads fewer tokens (the embedded model's largest
 # setting, 12 x 64 heads: 1,214)
 SCALING_MAX_CELLS = 30 * 9 * 2048**2
+# the Mask lab runs the whole model once per mask, per perturbation and per gallery bug: it reads this many tokens
+MASK_TOKENS = 128
 SCALING_VIEW_TOKENS = 128  # one head under four scales, side by side, at full resolution
 
 # the Training page and `python -m attnviz train-scale`: three runs (1/√d_k, no scale, 1/√d_model) of one
@@ -81,3 +83,14 @@ TRAIN_LEARNING_RATES = (1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 0.01, 0.03, 0.1, 0.3
 # (1.6 T, about 20 s on an idle 2-core CPU); at this limit every size took 43-47 s there (d_k 256 x 8 heads: 28 steps)
 TRAIN_MAX_MACS = 4 * 10**12
 TRAIN_CACHE_ENTRIES = 16  # finished trainings kept per server (each holds a few thousand floats)
+
+# `python -m attnviz mask-doctor` and the Mask lab read a user's mask file: bounded in bytes before parsing, in shape
+# after. 8 MiB holds a (2048, 2048) bool mask or a (1024, 1024) float32 one; the doctor keeps bool copies of at most
+# MASK_MAX_CELLS cells (a (B, 1, T) key mask is expanded to (B, T, T)): a check at the limit, 64 x 512 x 512 with
+# lengths, took 0.4 s and about 400 MB above the imports on 2 cores
+MASK_MAX_BYTES = 8 * 2**20
+MASK_MAX_SIDE = 2048  # T
+MASK_MAX_BATCH = 64  # B
+MASK_MAX_CELLS = 16 * 2**20  # B × T × T
+MASK_BLOCK_THRESHOLD = -1e4  # an additive value at most this blocks: -1e9, finfo(float16/32).min, HF's old -10000
+MASK_MAX_EXAMPLES = 10  # [q, k] examples per problem

@@ -11,11 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+import torch
+from torch import Tensor
+
 from attnviz.tokenizer import Token
 
 if TYPE_CHECKING:
-    from torch import Tensor
-
     from attnviz.attention import MultiHeadAttention, PositionRotation
     from attnviz.parity import Parity
     from attnviz.record import AttentionRecord, BatchRecord, GenerationRecord
@@ -72,6 +73,23 @@ class LayerInput:
     scale: float
     tokens: list[Token]
     n_input: int
+
+
+def check_square_mask(mask: Tensor, n_tokens: int) -> None:
+    """ValueError unless ``mask`` is (n_tokens, n_tokens), bool or floating point."""
+    if tuple(mask.shape) != (n_tokens, n_tokens):
+        raise ValueError(
+            f"the mask is {tuple(mask.shape)}, but the text has {n_tokens} tokens: it must be ({n_tokens}, {n_tokens})"
+        )
+    if mask.dtype != torch.bool and not mask.is_floating_point():
+        raise TypeError(f"a mask must be bool (True = may attend) or an additive float, not {mask.dtype}")
+
+
+def perturbed_ids(ids: list[int], start: int, vocab_size: int, seed: int) -> list[int]:
+    """``ids`` with every id from ``start`` on replaced by another id of the vocabulary (seeded)."""
+    generator = torch.Generator().manual_seed(seed)
+    shift = torch.randint(1, vocab_size, (max(0, len(ids) - start),), generator=generator).tolist()
+    return ids[:start] + [(i + s) % vocab_size for i, s in zip(ids[start:], shift, strict=True)]
 
 
 def check_layer(layer: int, n_layer: int) -> int:
@@ -133,6 +151,19 @@ class AttentionSource(Protocol):
 
     def parity_bugs(self) -> dict[str, str]:
         """The known bugs :meth:`check_parity` can put into our layers for this model: {key: what it does}."""
+        ...
+
+    def states_under_mask(
+        self, text: str, max_tokens: int, mask: Tensor, perturb_from: int | None = None, seed: int = 0
+    ) -> Tensor:
+        """The last hidden states (T, d_model) when every layer attends under ``mask`` instead of its own.
+
+        mask: bool (T, T), True = may attend, or additive float (T, T), for the
+        first min(max_tokens, settings.MASK_TOKENS) tokens. ``perturb_from``:
+        the tokens from that position on are replaced by others (seeded), the
+        Mask lab's leak test: with a mask that hides the future, earlier states
+        do not change.
+        """
         ...
 
     def attention_layer(self, text: str, max_tokens: int, layer: int) -> LayerInput:

@@ -21,8 +21,10 @@ import sys
 import time
 from dataclasses import dataclass
 
+import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
+import torch
 from streamlit.runtime.pages_manager import PagesManager
 
 from attnviz import settings, training
@@ -37,6 +39,10 @@ from attnviz.figures import (
     make_pooled_head_figure,
     make_row_figure,
 )
+from attnviz.mask_doctor import parse_lengths
+from attnviz.mask_io import MASK_SUFFIXES, MaskFileError, infer_convention, read_mask_bytes
+from attnviz.mask_lab import KINDS as MASK_KINDS
+from attnviz.mask_lab import LabMask, built_mask, custom_mask
 from attnviz.record import AttentionRecord, Head, head_label
 from attnviz.source import AttentionSource, ModelUnavailableError
 from attnviz.sources import CHOICES, EMBEDDED, SourceSpec, open_source, preparation_note, prepare_source
@@ -89,6 +95,7 @@ def pages() -> list[st.Page]:
         st.Page("pages/parity.py", title="Parity", icon="⚖️"),
         st.Page("pages/generation.py", title="Generation", icon="✍️"),
         st.Page("pages/padding.py", title="Padding", icon="🧱"),
+        st.Page("pages/masks.py", title="Mask lab", icon="🎭"),
         st.Page("pages/scaling.py", title="Scaling", icon="📐"),
         st.Page("pages/training.py", title="Training", icon="📉"),
         st.Page("pages/walkthrough.py", title="Walkthrough", icon="🪜"),
@@ -489,3 +496,101 @@ def train_live(config: TrainingConfig) -> list[RunResult]:
     for placeholder in (bar, stop, chart):
         placeholder.empty()
     return results
+
+
+def lab_mask_input(labels: list[str], causal: bool) -> LabMask:
+    """The Mask lab's mask: a kind and its settings, or the user's own; stops the page until there is a valid one."""
+    T = len(labels)
+    kind = st.selectbox("Mask", list(MASK_KINDS), format_func=MASK_KINDS.get, key="mask_kind")
+    try:
+        if kind == "custom":
+            lab = custom_mask_input(labels, causal)
+            if lab is None:
+                st.stop()
+            return lab
+        cols = st.columns(3)
+        options = {}
+        if kind in ("padding", "causal+padding"):
+            options["pads"] = cols[0].number_input("pad tokens", 1, T - 1, min(4, T - 1), key="mask_pads")
+            options["side"] = cols[1].radio("padded on", ["right", "left"], horizontal=True, key="mask_side")
+        elif kind == "sliding":
+            options["window"] = cols[0].number_input("window W (keys a query sees)", 1, T, min(4, T), key="mask_w")
+        elif kind == "prefix":
+            options["prefix"] = cols[0].number_input("prefix P", 0, T, min(4, T), key="mask_prefix")
+        elif kind == "document":
+            lengths = cols[0].text_input("document lengths, in tokens", f"{T // 2}, {T - T // 2}", key=f"mask_docs_{T}")
+            options["documents"] = parse_lengths(lengths, "document lengths")
+            options["causal"] = causal
+        return built_mask(kind, T, **options)
+    except (ValueError, TypeError) as err:
+        st.error(f"Invalid mask: {err}")
+        st.stop()
+
+
+MASK_EDIT_TOKENS = 24  # the clickable grid is offered up to this many tokens; longer texts upload a file
+
+
+def custom_mask_input(labels: list[str], causal: bool) -> LabMask | None:
+    """A user's own (T, T) mask, uploaded or edited by clicking; None (after saying why) until there is one."""
+    T = len(labels)
+    upload, edit = st.tabs(["Upload a file", "Edit a grid"])
+    with upload:
+        file = st.file_uploader(
+            f"A ({T}, {T}) mask: .npy, .pt, .safetensors or .csv (at most {settings.MASK_MAX_BYTES // 2**20} MiB)",
+            type=[s.lstrip(".") for s in MASK_SUFFIXES],
+            key="mask_upload",
+        )
+        convention = st.radio(
+            "A bool mask's True means",
+            ["auto", "keep", "block"],
+            format_func={
+                "auto": "let the doctor infer it",
+                "keep": "may attend (torch SDPA)",
+                "block": "blocked (nn.MultiheadAttention)",
+            }.get,
+            horizontal=True,
+            key="mask_convention",
+        )
+    with edit:
+        if T > MASK_EDIT_TOKENS:
+            st.info(
+                f"The grid is for texts of at most {MASK_EDIT_TOKENS} tokens; this one has {T}. Shorten the text "
+                "(or lower Max tokens) to edit by clicking, or upload a file."
+            )
+            grid = None
+        else:
+            start = pd.DataFrame(
+                (torch.ones(T, T, dtype=torch.bool).tril() if causal else torch.ones(T, T, dtype=torch.bool)).numpy(),
+                index=labels,
+                columns=labels,
+            )
+            st.caption("Rows are queries, columns keys; a ticked cell may attend. It starts as the model's own mask.")
+            grid = st.data_editor(start, key=f"mask_grid_{T}_{causal}", width="stretch")
+    if file is not None:
+        try:
+            loaded = read_mask_bytes(file.getvalue(), file.name)
+        except MaskFileError as err:
+            st.error(str(err))
+            return None
+        raw = loaded.mask
+        if raw.ndim == 3 and raw.shape[0] == 1:
+            raw = raw[0]
+        if tuple(raw.shape) != (T, T):
+            st.error(
+                f"{loaded.name} holds a mask of shape {tuple(loaded.mask.shape)}; the lab draws it over this text's "
+                f"{T} tokens, so it must be ({T}, {T}). Batches (B, T, T) go to `python -m attnviz mask-doctor`."
+            )
+            return None
+        for note in loaded.notes:
+            st.caption(note)
+        if raw.dtype == torch.bool:
+            if convention == "auto":
+                convention, why = infer_convention(raw)
+                st.caption(f"Convention inferred: **{convention}**. {why}")
+        else:
+            convention = "additive"
+        return custom_mask(raw, convention)
+    if grid is not None:
+        return custom_mask(torch.tensor(grid.to_numpy(dtype=bool)), "keep")
+    st.info("Upload a mask, or edit the grid, to see what it does.")
+    return None

@@ -1,0 +1,556 @@
+"""Diagnose an attention mask: find the cells that leak, the rows that go NaN, the mask read backwards.
+
+:func:`diagnose` reads a mask in one of :data:`attnviz.mask_io.CONVENTIONS`,
+compares it with what the user says it should be (an :class:`Expectation`:
+causal, padding, causal + padding, a sliding window or a prefix-LM, with the
+sequence lengths when batched) and returns a :class:`Diagnosis`: one
+:class:`Problem` per kind found, each with its count, up to ten ``[q, k]``
+examples, the offending cells (for drawing) and one sentence with a fix.
+
+What is checked, and when:
+
+- Always: ``fully_masked_row`` (a row that keeps no key: a plain softmax gives
+  NaN; every such row is reported, padding rows included) and ``inverted`` (the
+  mask is the expected one, or with no expectation a clean causal or sliding
+  mask, read with the wrong convention). An inverted mask is reported alone:
+  every other finding would be a consequence of it.
+- With lengths: ``bad_shape`` (batch size or T do not fit the lengths; a
+  ``(..., T, 1)`` mask, padding broadcast over keys instead of queries, is
+  always a bad shape) and ``attends_padding`` (a real query keeps a pad key).
+  A bad shape stops every other check.
+- With an expectation: ``future_leak`` (a kept key after the query that the
+  expectation blocks), ``under_masked`` (any other kept cell it blocks, such as
+  a key older than the sliding window), ``missing_self`` (a blocked diagonal it
+  keeps) and ``over_masked`` (any other blocked cell it keeps).
+
+Without an expectation only the structural checks run: a mask with no stated
+intent cannot leak or over-mask. Padding query rows are don't-care (their
+output is discarded) except for ``fully_masked_row``. Each cell counts in at
+most one of the cell kinds; ``fully_masked_row`` counts rows and may overlap.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor
+
+from attnviz import settings
+from attnviz.mask_io import additive_bias, infer_convention, to_keep
+from attnviz.masks import causal_mask, padding_mask, sliding_window_mask
+
+PROBLEM_KINDS = (
+    "future_leak",
+    "fully_masked_row",
+    "attends_padding",
+    "inverted",
+    "bad_shape",
+    "missing_self",
+    "over_masked",
+    "under_masked",
+)
+EXPECT_KINDS = ("causal", "padding", "causal+padding", "sliding", "prefix")
+SIDES = ("right", "left")
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """What the mask should be: kind in :data:`EXPECT_KINDS`; ``window`` for sliding, ``prefix`` for prefix."""
+
+    kind: str
+    window: int | None = None
+    prefix: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in EXPECT_KINDS:
+            raise ValueError(f"expected kind must be one of {', '.join(EXPECT_KINDS)}, not {self.kind!r}")
+        if (self.window is not None) != (self.kind == "sliding"):
+            raise ValueError("a window goes with 'sliding' and only with it")
+        if (self.prefix is not None) != (self.kind == "prefix"):
+            raise ValueError("a prefix length goes with 'prefix' and only with it")
+        if self.window is not None and self.window < 1:
+            raise ValueError(f"the sliding window ({self.window}) must be >= 1")
+        if self.prefix is not None and self.prefix < 0:
+            raise ValueError(f"the prefix ({self.prefix}) must be >= 0")
+
+    @property
+    def causal(self) -> bool:
+        """Whether keys after the query are blocked (outside a prefix-LM's prefix)."""
+        return self.kind != "padding"
+
+    @property
+    def needs_lengths(self) -> bool:
+        return self.kind in ("padding", "causal+padding")
+
+    def describe(self) -> str:
+        """A name for messages: "causal", "sliding-window (4)", "prefix-LM (prefix 3)"."""
+        if self.kind == "sliding":
+            return f"sliding-window ({self.window})"
+        if self.kind == "prefix":
+            return f"prefix-LM (prefix {self.prefix})"
+        return {"causal+padding": "causal + padding"}.get(self.kind, self.kind)
+
+    def __str__(self) -> str:
+        if self.kind == "sliding":
+            return f"sliding:{self.window}"
+        if self.kind == "prefix":
+            return f"prefix:{self.prefix}"
+        return self.kind
+
+
+def parse_expect(text: str) -> Expectation:
+    """``causal``, ``padding``, ``causal+padding``, ``sliding:W`` or ``prefix:P`` as an Expectation; ValueError else."""
+    usage = "use causal, padding, causal+padding, sliding:W or prefix:P"
+    kind, _, number = str(text).strip().lower().partition(":")
+    kind = {"padding+causal": "causal+padding"}.get(kind, kind)
+    if kind in ("sliding", "prefix"):
+        try:
+            value = int(number)
+        except ValueError:
+            raise ValueError(f"--expect {text!r}: {kind} needs a whole number, as in {kind}:4") from None
+        return Expectation(kind, window=value) if kind == "sliding" else Expectation(kind, prefix=value)
+    if kind not in EXPECT_KINDS or number:
+        raise ValueError(f"--expect {text!r} is not understood: {usage}")
+    return Expectation(kind)
+
+
+def parse_lengths(text: str, what: str = "--lengths") -> list[int]:
+    """``"5,3"`` as [5, 3]: each sequence's (or document's) length, at least 1; ValueError naming ``what``."""
+    try:
+        lengths = [int(part) for part in str(text).split(",")]
+    except ValueError:
+        raise ValueError(f"{what} {text!r}: give whole numbers separated by commas, as in 5,3") from None
+    if any(n < 1 for n in lengths):
+        raise ValueError(f"{what} {text!r}: every length must be at least 1")
+    return lengths
+
+
+def _real_tokens(lengths: list[int] | None, batch: int, seq_len: int, side: str) -> Tensor:
+    """True on real (non-pad) positions: (batch, seq_len)."""
+    if lengths is None:
+        return torch.ones(batch, seq_len, dtype=torch.bool)
+    return padding_mask(lengths, seq_len, side=side)[:, 0, 0]  # (batch, seq_len)
+
+
+def expected_keep(
+    expect: Expectation,
+    seq_len: int,
+    *,
+    batch: int | None = None,
+    lengths: list[int] | None = None,
+    side: str = "right",
+) -> Tensor:
+    """The keep mask (True = may attend) the expectation describes: (T, T), or (B, T, T) with batch or lengths.
+
+    T is ``seq_len``, the padded length.
+
+    Each sequence's rule applies to its own positions (a left-padded sequence's
+    prefix and window start at its first real token) and no query keeps a pad
+    key. A padding query row keeps what the rule gives it among the real keys,
+    or only itself when that is nothing, so no row is ever fully masked.
+    """
+    if side not in SIDES:
+        raise ValueError(f"side must be 'left' or 'right', not {side!r}")
+    n_seq = len(lengths) if lengths is not None else (batch or 1)
+    if batch is not None and batch != n_seq:
+        raise ValueError(f"batch ({batch}) and the number of lengths ({n_seq}) differ")
+    T = seq_len
+    real = _real_tokens(lengths, n_seq, T, side)  # (B, T)
+    first = torch.tensor([T - n for n in lengths] if lengths is not None and side == "left" else [0] * n_seq)  # (B,)
+    pos = torch.arange(T)[None, :] - first[:, None]  # (B, T): position within the sequence
+    q, k = pos[:, :, None], pos[:, None, :]  # (B, T, 1), (B, 1, T)
+    rule = torch.ones(n_seq, T, T, dtype=torch.bool) if expect.kind == "padding" else k <= q  # (B, T, T)
+    if expect.kind == "sliding":
+        rule = rule & (q - k < expect.window)
+    if expect.kind == "prefix":
+        rule = rule | ((q < expect.prefix) & (k < expect.prefix))
+    keep = rule & real[:, None, :]  # (B, T, T)
+    keep = keep | (~keep.any(dim=-1, keepdim=True) & torch.eye(T, dtype=torch.bool))
+    return keep[0] if batch is None and lengths is None else keep
+
+
+@dataclass(frozen=True, eq=False)
+class Problem:
+    """One kind of problem in a mask.
+
+    count: offending cells (rows for fully_masked_row and missing_self, 1 for bad_shape, inverted: cells read wrong).
+    examples: up to ten [q, k] (k = -1 for a row with no key); batch_examples: the sequence of each example.
+    cells: bool, the shape of ``Diagnosis.keep`` (after a bad shape: the mask's, all False), True on the offending
+    cells (for drawing).
+    message: one sentence with the numbers and a fix.
+    """
+
+    kind: str
+    count: int
+    examples: list[list[int]]
+    cells: Tensor
+    message: str
+    batch_examples: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True, eq=False)
+class Diagnosis:
+    """What :func:`diagnose` found.
+
+    shape: the mask's shape as given. keep: the mask as read, True = may attend, (T, T) or (B, T, T)
+    (a (..., 1, T) key mask expanded); None after a bad shape. expected: the keep mask of the expectation.
+    """
+
+    convention: str
+    convention_reason: str
+    shape: tuple[int, ...]
+    problems: list[Problem]
+    notes: list[str]
+    keep: Tensor | None = None
+    expected: Tensor | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def to_json(self) -> dict:
+        """The ``mask-doctor --json`` object: ok, convention, shape, problems (kind, count, examples)."""
+        return {
+            "ok": self.ok,
+            "convention": self.convention,
+            "shape": list(self.shape),
+            "problems": [{"kind": p.kind, "count": p.count, "examples": p.examples} for p in self.problems],
+        }
+
+
+def _examples(cells: Tensor, limit: int) -> list[tuple[int, int, int]]:
+    """The first ``limit`` (b, q, k) of bool cells (B, T, T), without listing every True cell."""
+    found: list[tuple[int, int, int]] = []
+    for b, q in cells.any(dim=-1).nonzero().tolist():  # (rows, 2): at most B × T
+        for k in cells[b, q].nonzero()[: limit - len(found), 0].tolist():
+            found.append((b, q, k))
+        if len(found) >= limit:
+            break
+    return found
+
+
+def _at(b: int, q: int, k: int | None, batched: bool) -> str:
+    where = f"sequence {b}, " if batched else ""
+    return f"{where}query {q}" + (f" → key {k}" if k is not None else "")
+
+
+def _rows_text(rows: Tensor, batched: bool, limit: int = 6) -> str:
+    """The True rows of a bool (B, T): "row 0", "rows 0, 3", "sequence:row 0:4, 1:3"."""
+    found = rows.nonzero().tolist()
+    parts = [f"{b}:{q}" if batched else str(q) for b, q in found[:limit]]
+    more = f" and {len(found) - limit} more" if len(found) > limit else ""
+    label = "sequence:row " if batched else ("rows " if len(found) > 1 else "row ")
+    return label + ", ".join(parts) + more
+
+
+class _Finder:
+    """Collects the problems of one mask; cells are (B, T, T), rows (B, T).
+
+    Messages are templates: ``{n}`` (the count), ``{s}`` (a plural s), ``{ex}``
+    (the first example cell), ``{rows}`` (the rows, for row problems) and any
+    ``fields`` given.
+    """
+
+    def __init__(self, batched: bool) -> None:
+        self.batched = batched
+        self.problems: dict[str, Problem] = {}
+
+    def shaped(self, cells: Tensor) -> Tensor:
+        """(B, ...) back to the mask's own rank: a (T, T) mask gets (T, T) cells."""
+        return cells if self.batched else cells[0]
+
+    def add_cells(self, kind: str, cells: Tensor, message: str, **fields: str) -> None:
+        n = int(cells.sum())
+        if n == 0:
+            return
+        found = _examples(cells, settings.MASK_MAX_EXAMPLES)
+        b, q, k = found[0]
+        text = message.format(n=f"{n:,}", s="s" * (n != 1), ex=_at(b, q, k, self.batched), **fields)
+        examples = [[q, k] for _, q, k in found]
+        self.problems[kind] = Problem(kind, n, examples, self.shaped(cells), text, [b for b, _, _ in found])
+
+    def add_rows(self, kind: str, rows: Tensor, cells: Tensor, message: str, self_key: bool, **fields: str) -> None:
+        """A problem counted in rows; its examples are [q, q] (self_key) or [q, -1] (no key)."""
+        n = int(rows.sum())
+        if n == 0:
+            return
+        found = rows.nonzero()[: settings.MASK_MAX_EXAMPLES].tolist()
+        text = message.format(n=f"{n:,}", s="s" * (n != 1), rows=_rows_text(rows, self.batched), **fields)
+        examples = [[q, q if self_key else -1] for _, q in found]
+        self.problems[kind] = Problem(kind, n, examples, self.shaped(cells), text, [b for b, _ in found])
+
+    def ordered(self) -> list[Problem]:
+        return [self.problems[kind] for kind in PROBLEM_KINDS if kind in self.problems]
+
+
+def _convention(mask: Tensor, convention: str | None) -> tuple[str, str]:
+    if mask.dtype.is_floating_point:
+        if convention not in (None, "additive"):
+            raise ValueError("a float mask is additive; the keep/block convention applies to bool masks")
+        return infer_convention(mask)
+    if mask.dtype != torch.bool:
+        raise ValueError(f"a mask is bool or floating point, not {mask.dtype} (attnviz.mask_io reads 0/1 as bool)")
+    if convention is None:
+        return infer_convention(mask)
+    if convention not in ("keep", "block"):
+        raise ValueError(f"a bool mask is read as keep or block, not {convention!r}")
+    meaning = "may attend" if convention == "keep" else "blocked"
+    return convention, f"True means '{meaning}' ({convention}), as given"
+
+
+def _check_lengths(lengths: list[int] | None) -> list[int] | None:
+    if lengths is None:
+        return None
+    lengths = list(lengths)
+    if not lengths or any(isinstance(n, bool) or int(n) != n or n < 1 for n in lengths):
+        raise ValueError(f"lengths must be whole numbers >= 1, got {lengths}")
+    return [int(n) for n in lengths]
+
+
+def _dims(shape: tuple[int, ...]) -> str:
+    return "(" + ", ".join(map(str, shape)) + ")"
+
+
+def _shape_problem(shape: tuple[int, ...], lengths: list[int] | None) -> str | None:
+    """Why the shape cannot be the mask the lengths describe, or None."""
+    q_len, k_len = shape[-2:]
+    n_seq = shape[0] if len(shape) == 3 else 1
+    if k_len == 1 and q_len > 1:
+        return (
+            f"The mask is {_dims(shape)}: it varies along the queries and is broadcast over the keys, so it blocks "
+            "query rows instead of pad keys; build the key mask as (B, 1, T), mask[:, None, :], not mask[:, :, None]."
+        )
+    if lengths is None:
+        return None
+    T = k_len
+    shown = ",".join(map(str, lengths))
+    if len(lengths) != n_seq:
+        return (
+            f"The mask {_dims(shape)} holds {n_seq} sequence{'s' * (n_seq != 1)} but the lengths {shown} give "
+            f"{len(lengths)}: save one (T, T) mask per sequence, stacked as (B, T, T)."
+        )
+    if max(lengths) > T:
+        return (
+            f"The mask {_dims(shape)} has T = {T}, shorter than the longest sequence ({max(lengths)}) of the "
+            f"lengths {shown}: build the mask at the padded length."
+        )
+    return None
+
+
+def _reference_without_expectation(opposite: Tensor) -> tuple[Tensor, str] | None:
+    """A clean mask that ``opposite`` (B, T, T) is in every sequence: causal or a sliding window."""
+    T = opposite.shape[-1]
+    if T < 2:
+        return None
+    causal = causal_mask(T)  # (T, T)
+    if bool((opposite == causal).all()):
+        return causal.expand_as(opposite), "a causal mask"
+    window = int(opposite.sum(dim=-1).max())
+    if 1 <= window < T:
+        sliding = sliding_window_mask(T, window)
+        if bool((opposite == sliding).all()):
+            return sliding.expand_as(opposite), f"a sliding-window ({window}) mask"
+    return None
+
+
+def _fits_side(keep: Tensor, expect: Expectation | None, lengths: list[int], side: str) -> bool:
+    """Whether ``keep`` (B, T, T) is a clean mask for sequences padded on ``side``: every real row right."""
+    B, T = keep.shape[:2]
+    real = _real_tokens(lengths, B, T, side)  # (B, T)
+    if expect is not None:
+        wrong = keep != expected_keep(expect, T, batch=B, lengths=lengths, side=side)
+    else:
+        wrong = (keep & ~real[:, None, :]) | ~keep.any(dim=-1, keepdim=True)  # pad keys kept, or nothing kept
+    return not bool((wrong & real[:, :, None]).any())
+
+
+def _inverted_message(convention: str, what: str) -> str:
+    """A message template ({n}, {s}) for a mask that is ``what`` read with the opposite convention."""
+    if convention == "additive":
+        return (
+            f"The float mask is {what} with 0 and -inf swapped ({{n}} cell{{s}} read the wrong way): "
+            "use 0 where a query may attend and -inf where it may not, torch.where(keep, 0.0, float('-inf'))."
+        )
+    other, meaning = ("block", "blocked") if convention == "keep" else ("keep", "may attend")
+    return (
+        f"The mask is {what} only if True means '{meaning}' ({{n}} cell{{s}} read the wrong way): read it with "
+        f"the {other} convention (--convention {other}) or invert it (~mask)."
+    )
+
+
+def _float_notes(mask: Tensor, fully: Tensor, reference: Tensor | None, what: str) -> list[str]:
+    """Notes on an additive mask (B, T, T): 0/1 only, bias cells, float16 -inf rows."""
+    notes = []
+    ones = mask == 1
+    if bool(((mask == 0) | ones).all()) and bool(ones.any()):
+        fix = "use mask.bool() as a keep mask, or torch.where(mask.bool(), 0.0, float('-inf'))"
+        if reference is not None and torch.equal(~ones, reference):
+            fix = f"as a bool block mask (1 = blocked) it is {what}: use torch.where(mask.bool(), float('-inf'), 0.0)"
+        elif reference is not None and torch.equal(ones, reference):
+            fix = f"as a bool keep mask (1 = may attend) it is {what}: use mask.bool()"
+        notes.append(
+            "The float mask holds only 0 and 1, so as an additive mask it masks nothing (1 only adds a bias of +1): "
+            f"it looks like a bool mask cast to float; {fix}."
+        )
+    else:
+        bias = additive_bias(mask)
+        if bool(bias.any()):
+            _, q, k = _examples(bias, 1)[0]
+            n, low, high = int(bias.sum()), float(mask[bias].min()), float(mask[bias].max())
+            values = f"{low:g}" if low == high else f"{low:g} to {high:g}"
+            notes.append(
+                f"{n:,} cell{'s' * (n != 1)} of the additive mask hold{'s' * (n == 1)} {values} (first at [{q}, {k}]), "
+                "neither 0 nor a block (<= -1e4): a bias, as ALiBi adds, which keeps the key, not masking."
+            )
+    if mask.dtype == torch.float16 and bool((torch.isneginf(mask) & fully[..., None]).any()):
+        notes.append(
+            "This float16 mask holds -inf in fully masked rows: -1e9 overflows float16 to -inf, so those rows are "
+            "NaN after the softmax; fill with torch.finfo(torch.float16).min instead."
+        )
+    return notes
+
+
+def diagnose(
+    mask: Tensor,
+    *,
+    convention: str | None = None,
+    expect: Expectation | None = None,
+    lengths: list[int] | None = None,
+    side: str = "right",
+) -> Diagnosis:
+    """Find what is wrong with ``mask``: bool or float, (T, T) or (B, T, T), or (..., 1, T) broadcast over queries.
+
+    convention: "keep" or "block" for a bool mask (None: inferred from the
+    diagonal); a float mask is additive. expect: what it should be; lengths and
+    side: the real length of each sequence and where the pads go. ValueError for
+    arguments that do not fit together (a float mask read as keep, padding
+    without lengths); a mask that does not fit them is a ``bad_shape`` problem.
+    """
+    convention, reason = _convention(mask, convention)
+    lengths = _check_lengths(lengths)
+    if side not in SIDES:
+        raise ValueError(f"side must be 'left' or 'right', not {side!r}")
+    if expect is not None and expect.needs_lengths and lengths is None:
+        raise ValueError(f"--expect {expect} needs the real length of each sequence (--lengths)")
+    shape = tuple(mask.shape)
+    if mask.ndim not in (2, 3) or 0 in shape:
+        raise ValueError(f"a mask is (T, T) or (B, T, T), not {_dims(shape)} (attnviz.mask_io reads files)")
+    q_len, k_len = shape[-2:]
+    if q_len != k_len and 1 not in (q_len, k_len):
+        raise ValueError(f"a mask is square (T, T), not {_dims(shape)}")
+    batched = mask.ndim == 3
+    bad = _shape_problem(shape, lengths)
+    if bad is not None:
+        problem = Problem("bad_shape", 1, [], torch.zeros(shape, dtype=torch.bool), bad)
+        return Diagnosis(convention, reason, shape, [problem], [])
+    notes = []
+    m = mask if batched else mask[None]  # (B, q_len, T)
+    B, T = m.shape[0], k_len
+    if q_len == 1 and T > 1:
+        m = m.expand(B, T, T)
+        notes.append(f"A (..., 1, {T}) key mask: every query reads the same keys; drawn and checked as ({T}, {T}).")
+    keep = to_keep(m, convention)  # (B, T, T)
+    real = _real_tokens(lengths, B, T, side)  # (B, T)
+    rows = real[:, :, None]  # (B, T, 1): the queries whose output is used
+    expected = expected_keep(expect, T, batch=B, lengths=lengths, side=side) if expect is not None else None
+    if expected is not None:
+        reference, what = expected, f"the expected {expect.describe()} mask"
+    else:
+        reference, what = _reference_without_expectation(~keep) or (None, "")
+    fully = ~keep.any(dim=-1)  # (B, T)
+    if convention == "additive":
+        notes += _float_notes(m, fully, reference, what)
+    finder = _Finder(batched)
+
+    def result() -> Diagnosis:
+        shown_expected = None if expected is None else finder.shaped(expected)
+        return Diagnosis(convention, reason, shape, finder.ordered(), notes, finder.shaped(keep), shown_expected)
+
+    if reference is not None:
+        wrong = (keep != reference) & rows
+        if bool(wrong.any()) and not bool(((~keep != reference) & rows).any()):
+            finder.add_cells("inverted", wrong, _inverted_message(convention, what))
+            return result()
+
+    if bool(fully.any()):
+        finite = convention == "additive" and not bool((torch.isneginf(m) & fully[..., None]).any())
+        effect = "a plain softmax over them is NaN (0/0)"
+        if finite:
+            effect = "with finite blocks a softmax spreads them evenly over keys they must not see"
+        if lengths is not None and not bool((fully & real).any()):
+            effect += ", and these are padding rows whose NaN still spreads through sums and gradients"
+        finder.add_rows(
+            "fully_masked_row",
+            fully,
+            fully[..., None].expand(B, T, T),
+            "No key is kept in {n} query row{s} ({rows}): {effect}; let every row keep at least its own position.",
+            self_key=False,
+            effect=effect,
+        )
+    if expected is None and lengths is None:
+        return result()
+
+    allowed = expected if expected is not None else real[:, None, :].expand(B, T, T)  # (B, T, T)
+    extra = keep & ~allowed & rows  # kept cells that should be blocked
+    if lengths is not None:
+        padded = extra & ~real[:, None, :]  # real queries keeping pad keys
+        other = "left" if side == "right" else "right"
+        hint = ""
+        if _fits_side(keep, expect, lengths, other):
+            hint = f"; it fits {other} padding: check the padding side (--side {other})"
+        finder.add_cells(
+            "attends_padding",
+            padded,
+            "A real query attends a pad key in {n} cell{s} (e.g. {ex}): AND the mask with the key padding mask, "
+            "shaped (B, 1, T) so it blocks key columns, not query rows{hint}.",
+            hint=hint,
+        )
+        extra = extra & ~padded
+    if expected is None:
+        return result()
+
+    desc = expect.describe()
+    future = extra & torch.ones(T, T, dtype=torch.bool).triu(1)  # keys after the query
+    outside = " outside the prefix" if expect.kind == "prefix" else ""
+    finder.add_cells(
+        "future_leak",
+        future,
+        "A query sees a later key in {n} cell{s} (e.g. {ex}), which a {desc} mask blocks: "
+        "block every key after the query{outside}.",
+        desc=desc,
+        outside=outside,
+    )
+    fix = "also block keys that many positions back or more (q - k >= window)" if expect.kind == "sliding" else ""
+    finder.add_cells(
+        "under_masked",
+        extra & ~future,
+        "A key that a {desc} mask blocks is kept in {n} cell{s} (e.g. {ex}): {fix}.",
+        desc=desc,
+        fix=fix or "block it",
+    )
+    diagonal = torch.eye(T, dtype=torch.bool)
+    missing = ~keep & expected & rows & diagonal  # (B, T, T)
+    finder.add_rows(
+        "missing_self",
+        missing.any(dim=-1),
+        missing,
+        "The query's own position is blocked in {n} row{s} ({rows}), which a {desc} mask keeps: "
+        "keep the diagonal (k <= q, not k < q).",
+        self_key=True,
+        desc=desc,
+    )
+    if expect.kind == "sliding":
+        fix = f"a window of {expect.window} keeps the query and the {expect.window - 1} keys before it"
+    elif expect.kind == "prefix":
+        fix = f"the first {expect.prefix} positions see each other both ways"
+    else:
+        fix = "block only future keys and pad keys"
+    finder.add_cells(
+        "over_masked",
+        ~keep & expected & rows & ~diagonal,
+        "A key that a {desc} mask keeps is blocked in {n} cell{s} (e.g. {ex}): {fix}.",
+        desc=desc,
+        fix=fix,
+    )
+    return result()
