@@ -20,6 +20,7 @@ PROBLEM_COLORS = {
     "over_masked": "#17becf",
 }
 NAN_COLOR = "#d62728"
+KEPT_COLOR = "#9ecae1"
 MAX_MARKERS = 4096  # cells drawn per problem; the count is in the legend
 
 
@@ -38,7 +39,7 @@ def _square_layout(fig: go.Figure, n: int, title: str) -> go.Figure:
 def make_mask_figure(
     keep: Tensor, labels: list[str], *, problems: dict[str, Tensor] | None = None, title: str = ""
 ) -> go.Figure:
-    """A keep mask (T, T), bool: kept cells light, hidden cells grey; each problem's cells marked with an x."""
+    """A keep mask (T, T), bool: kept cells blue, hidden cells grey; each problem's cells marked with an x."""
     if keep.dtype != torch.bool or tuple(keep.shape) != (len(labels), len(labels)):
         raise ValueError(f"a ({len(labels)}, {len(labels)}) bool keep mask is needed, not {tuple(keep.shape)}")
     z = keep.to(torch.uint8).numpy()  # (T, T): 1 kept, 0 hidden
@@ -49,7 +50,7 @@ def make_mask_figure(
             y=labels,
             zmin=0,
             zmax=1,
-            colorscale=[[0.0, MASKED_COLOR], [1.0, "#f7fbff"]],
+            colorscale=[[0.0, MASKED_COLOR], [1.0, KEPT_COLOR]],
             showscale=False,
             xgap=1,
             ygap=1,

@@ -46,10 +46,13 @@ st.subheader("1. Build a mask")
 lab = ui.lab_mask_input(labels, source.causal)
 
 own = "causal" if source.causal else None
-choices = {"model": f"the model's own mask ({own or 'every key'})", "none": "nothing: structural checks only"}
-if lab.expect:
-    choices["built"] = f"what it was built as ({lab.expect})"
-choices["custom"] = "another expectation…"
+# the labels never change, or the radio would be drawn anew (and empty) when the model or the mask does
+choices = {
+    "model": "the model's own mask",
+    "built": "what the mask was built as",
+    "none": "nothing: structural checks only",
+    "custom": "another expectation…",
+}
 cols = st.columns([2, 1])
 meant = cols[0].radio("The doctor checks it against", list(choices), format_func=choices.get, key="mask_meant")
 expect_text = {"model": own, "none": None, "built": lab.expect}.get(meant)
@@ -57,6 +60,8 @@ if meant == "custom":
     expect_text = cols[1].text_input(
         "causal, padding, causal+padding, sliding:W or prefix:P", "causal", key="mask_expect_text"
     )
+else:
+    cols[1].caption(f"Expected: {expect_text or 'nothing (a custom mask or an encoder: every key)'}.")
 try:
     expect = parse_expect(expect_text) if expect_text else None
 except ValueError as err:

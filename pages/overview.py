@@ -46,6 +46,11 @@ PAGE_LINKS = [
     ("pages/parity.py", "Parity: our attention, fed a pretrained model's weights, reproduces it", "⚖️"),
     ("pages/generation.py", "Generation: each generated token's attention over what came before", "✍️"),
     ("pages/padding.py", "Padding: a batch of sentences, its padding mask and pads kept out", "🧱"),
+    (
+        "pages/masks.py",
+        "Mask lab: build or upload a mask, see it act on real attention, and let the doctor check it",
+        "🎭",
+    ),
     ("pages/scaling.py", "Scaling: why the scores are divided by √d_k, on this model's real q and k", "📐"),
     ("pages/training.py", "Training: a small model learns with 1/√d_k and gets stuck without it", "📉"),
     ("pages/walkthrough.py", "Walkthrough: one attention layer, step by step, beside the code that ran", "🪜"),

@@ -43,6 +43,7 @@ SHOTS = {
     "generation-smollm2": ("generation", [*SMOLLM2, ("Text to analyse", "The capital of France is")], 2, None, None),
     "padding": ("padding", [], 4, None, None),
     "cost": ("cost", [], 3, "Measure on this machine (about 10 s)", None),
+    "masks-smollm2": ("masks", SMOLLM2, 7, None, None),
     "scaling-smollm2": ("scaling", SMOLLM2, 8, None, None),
     "walkthrough-smollm2": ("walkthrough", SMOLLM2, 0, None, None),  # 11 tokens: tables of numbers, no charts
     "training": ("training", [], 1, "Train", None),

@@ -181,3 +181,34 @@ def test_8192_tokens_draw_pooled_in_the_browser(server, page):
     hover = page.locator(".hoverlayer .hovertext").first
     hover.wait_for(timeout=10_000)
     assert "weight 0." in hover.text_content()
+
+
+def test_uploading_a_mask_gets_a_diagnosis_and_a_pickle_is_refused(server, page, tmp_path):
+    import numpy as np
+
+    page.goto(f"{server}/masks")
+    page.locator("h1").first.wait_for(state="visible")
+    wait_until_idle(page)
+    set_sidebar_value(page, "Text to analyse", "one two three four five six")
+    page.locator('[data-testid="stSelectbox"]').filter(has_text="Mask").first.click()
+    page.keyboard.type("Custom")
+    page.get_by_role("option", name="Custom: upload or edit", exact=True).click()
+    wait_until_idle(page)
+    T = 6  # the embedded model reads one token a word
+    leaky = tmp_path / "leaky.npy"
+    np.save(leaky, np.triu(np.ones((T, T), dtype=bool)))  # the upper triangle: every query sees the future
+    page.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(str(leaky))
+    wait_until_idle(page)
+    page.get_by_text("another expectation…", exact=True).click()
+    wait_until_idle(page)
+    page.get_by_text("future_leak", exact=False).first.wait_for(state="visible")
+    assert_no_exception(page)
+    assert page.get_by_text("earlier rows moved", exact=False).count() == 1  # the leak test on the model
+
+    pickled = tmp_path / "evil.npy"
+    np.save(pickled, np.array([{"a": 1}], dtype=object), allow_pickle=True)
+    page.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(str(pickled))
+    wait_until_idle(page)
+    alert = page.locator('[data-testid="stAlert"]').filter(has_text="pickled data is not accepted")
+    alert.first.wait_for(state="visible")
+    assert_no_exception(page)
