@@ -513,6 +513,10 @@ def lab_mask_input(labels: list[str], causal: bool) -> LabMask:
         if kind in ("padding", "causal+padding"):
             options["pads"] = cols[0].number_input("pad tokens", 1, T - 1, min(4, T - 1), key="mask_pads")
             options["side"] = cols[1].radio("padded on", ["right", "left"], horizontal=True, key="mask_side")
+            cols[2].caption(
+                "The text's last (or first) tokens stand for the pads of a shorter sequence in a batch; the Padding "
+                "page runs a real batch with pad tokens."
+            )
         elif kind == "sliding":
             options["window"] = cols[0].number_input("window W (keys a query sees)", 1, T, min(4, T), key="mask_w")
         elif kind == "prefix":
