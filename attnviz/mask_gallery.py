@@ -43,10 +43,10 @@ class GalleryBug:
     buggy: Tensor
     raw: Tensor
     convention: str
-    expect: str
-    lengths: list[int] | None
-    side: str
     kinds: tuple[str, ...]
+    expect: str = "causal"
+    lengths: list[int] | None = None
+    side: str = "right"
 
     @property
     def intended(self) -> Tensor:
@@ -108,9 +108,6 @@ def gallery(n_tokens: int, causal: bool) -> list[GalleryBug]:
             buggy=~_causal(T),
             raw=_causal(T),
             convention="block",
-            expect="causal",
-            lengths=None,
-            side="right",
             kinds=("inverted",),
         ),
         GalleryBug(
@@ -122,9 +119,6 @@ def gallery(n_tokens: int, causal: bool) -> list[GalleryBug]:
             buggy=upper,
             raw=upper,
             convention="keep",
-            expect="causal",
-            lengths=None,
-            side="right",
             kinds=("future_leak", "over_masked"),
         ),
         GalleryBug(
@@ -139,9 +133,6 @@ def gallery(n_tokens: int, causal: bool) -> list[GalleryBug]:
             buggy=no_self,
             raw=no_self,
             convention="keep",
-            expect="causal",
-            lengths=None,
-            side="right",
             kinds=("fully_masked_row", "missing_self"),
         ),
         GalleryBug(
@@ -190,9 +181,6 @@ def gallery(n_tokens: int, causal: bool) -> list[GalleryBug]:
             buggy=_causal(T).float(),
             raw=_causal(T).float(),
             convention="additive",
-            expect="causal",
-            lengths=None,
-            side="right",
             kinds=("future_leak",),
         ),
         GalleryBug(
@@ -241,9 +229,6 @@ def gallery(n_tokens: int, causal: bool) -> list[GalleryBug]:
             buggy=chunked,
             raw=chunked,
             convention="keep",
-            expect="causal",
-            lengths=None,
-            side="right",
             kinds=("future_leak",),
         ),
     ]
