@@ -9,6 +9,7 @@ capture's q and k (after RoPE), so the head is the model's own.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass
 
@@ -114,6 +115,39 @@ class LeakTest:
     def max_change(self) -> float:
         tested = self.change[~torch.isnan(self.change)]
         return float(tested.max()) if tested.numel() else 0.0
+
+    def describe(self) -> str:
+        """What was done and what it found, in Markdown with the numbers."""
+        done = (
+            "Every layer attends under this mask; then the tokens from position "
+            f"{', '.join(map(str, self.cuts))} on are replaced by others and the model runs again."
+        )
+        if self.leaks:
+            return (
+                f"{done} **{len(self.leaked_rows)} earlier rows moved** (largest relative change "
+                f"{self.max_change:.2e}): this mask lets a query see tokens after it."
+            )
+        return f"{done} No earlier row moved (largest relative change {self.max_change:.1e}): nothing after a query reaches it."
+
+
+def describe_bug_effect(effect: HeadEffect, leak: LeakTest) -> str:
+    """A bug's effect on one head and on the whole model, in Markdown with the numbers."""
+    on_model = (
+        f"changing later tokens moved {len(leak.leaked_rows)} earlier rows' outputs."
+        if leak.leaks
+        else "changing later tokens moved no earlier output: this bug hides too much or mixes in pads, it does not "
+        "read the future."
+    )
+    return (
+        f"**On this head:** the bug puts up to {effect.leaked:.3g} of a row's weight on keys the fix hides, and "
+        f"{len(effect.nan_rows)} rows come out NaN under a plain softmax (attnviz's own attention gives such rows "
+        f"zero weight instead; most code spreads the NaN to every later layer). **On the whole model:** {on_model}"
+    )
+
+
+def mask_digest(mask: Tensor) -> str:
+    """A short fingerprint of a mask's values and dtype, to key cached results by."""
+    return hashlib.sha1(mask.contiguous().numpy().tobytes() + str(mask.dtype).encode()).hexdigest()
 
 
 def leak_cuts(n_tokens: int) -> list[int]:

@@ -1,13 +1,11 @@
 """Mask lab: build any mask, see what it does to real attention, a gallery of mask bugs, and a mask doctor."""
 
-import hashlib
-
 import streamlit as st
 
 from attnviz import settings as limits
 from attnviz import ui
 from attnviz.mask_doctor import diagnose, parse_expect
-from attnviz.mask_effects import blocked_by, head_effect, leak_test
+from attnviz.mask_effects import blocked_by, describe_bug_effect, head_effect, leak_test, mask_digest
 from attnviz.mask_figures import make_difference_figure, make_leak_figure, make_mask_figure, make_masked_weights_figure
 from attnviz.mask_gallery import gallery, gallery_table
 from attnviz.source import ModelUnavailableError
@@ -36,10 +34,6 @@ if T < 2:
     st.stop()
 if record.truncated:
     st.caption(f"The lab runs the whole model once per mask and per test, so it reads the first {T} tokens.")
-
-
-def _digest(mask) -> str:
-    return hashlib.sha1(mask.contiguous().numpy().tobytes() + str(mask.dtype).encode()).hexdigest()
 
 
 st.subheader("1. Build a mask")
@@ -110,21 +104,11 @@ for note in diagnosis.notes:
 
 leak = ui.cached(
     "mask_leak",
-    (*settings.key(n_tokens), _digest(lab.acting)),
+    (*settings.key(n_tokens), mask_digest(lab.acting)),
     lambda: leak_test(source, settings.text, n_tokens, lab.acting),
     "Changing later tokens and rerunning the model…",
 )
-moved = len(leak.leaked_rows)
-verdict = (
-    f"**{moved} earlier rows moved** (largest relative change {leak.max_change:.2e}): this mask lets a query see "
-    "tokens after it."
-    if leak.leaks
-    else f"No earlier row moved (largest relative change {leak.max_change:.1e}): nothing after a query reaches it."
-)
-st.markdown(
-    f"**Leak test on the whole model.** Every layer attends under this mask; then the tokens from position "
-    f"{', '.join(map(str, leak.cuts))} on are replaced by others and the model runs again. {verdict}"
-)
+st.markdown(f"**Leak test on the whole model.** {leak.describe()}")
 ui.plotly(make_leak_figure(leak.change, labels, leak.tolerance, leak.cuts), "mask_leak_fig")
 
 st.subheader("4. Bug gallery")
@@ -147,18 +131,8 @@ with right:
     )
 bug_leak = ui.cached(
     "mask_leak",
-    (*settings.key(n_tokens), _digest(bug.buggy)),
+    (*settings.key(n_tokens), mask_digest(bug.buggy)),
     lambda: leak_test(source, settings.text, n_tokens, bug.buggy),
     "Running the leak test on the bug…",
 )
-st.markdown(
-    f"**On this head:** the bug puts up to {broken.leaked:.3g} of a row's weight on keys the fix hides, and "
-    f"{len(broken.nan_rows)} rows come out NaN under a plain softmax (attnviz's own attention gives such rows zero "
-    f"weight instead; most code spreads the NaN to every later layer). **On the whole model:** "
-    + (
-        f"changing later tokens moved {len(bug_leak.leaked_rows)} earlier rows' outputs."
-        if bug_leak.leaks
-        else "changing later tokens moved no earlier output: this bug hides too much or mixes in pads, it does not "
-        "read the future."
-    )
-)
+st.markdown(describe_bug_effect(broken, bug_leak))
