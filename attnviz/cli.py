@@ -18,6 +18,7 @@ from attnviz import __version__, settings
 from attnviz.devices import DEVICE_CHOICES, resolve_device
 from attnviz.embedded import EmbeddedConfig
 from attnviz.head_stats import STAT_COLUMNS
+from attnviz.kv_memory import KV_DTYPES
 from attnviz.mask_doctor import Diagnosis, diagnose, parse_expect, parse_lengths
 from attnviz.mask_io import LoadedMask, read_mask_file
 from attnviz.parity import PARITY_TOLERANCE
@@ -214,6 +215,59 @@ def mask_doctor_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def _size(n: int | None) -> str:
+    return "n/a" if n is None else f"{n:,} B ({n / 2**20:,.1f} MiB)"
+
+
+def kv_cache_command(args: argparse.Namespace) -> int:
+    """The KV cache a model config needs: exit 0, or 2 with one line for an unreadable or unusable config."""
+    from attnviz.kv_memory import ConfigError, engine_estimates, estimate, kind_counts, load_config
+
+    try:
+        cfg = load_config(args.config)
+        default = min(settings.KV_DEFAULT_SEQ_LEN, cfg.max_positions or settings.KV_DEFAULT_SEQ_LEN)
+        seq_len = default if args.seq_len is None else args.seq_len
+        result = estimate(cfg, args.batch, seq_len, args.dtype, block_size=args.block_size)
+        engines = engine_estimates(cfg, args.batch, seq_len, args.dtype)
+    except (ConfigError, ValueError) as err:
+        raise CommandError(str(err)) from err
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "attention": cfg.attention,
+                    "layers": cfg.n_layer,
+                    "kv_heads": cfg.n_kv_head,
+                    "head_dim": cfg.head_dim,
+                    "bytes_per_token": result.bytes_per_token,
+                    "total_bytes": result.total_bytes,
+                    "per_layer": result.per_layer,
+                    "window": cfg.window,
+                }
+            )
+        )
+        return 0
+    kinds = ", ".join(f"{count} {kind}" for kind, count in kind_counts(cfg).items())
+    block = f", blocks of {args.block_size}" if args.block_size else ""
+    print(f"{cfg.name}: {cfg.attention.upper()}, {cfg.n_layer} layers ({kinds}), {cfg.n_head} query heads")
+    if cfg.attention == "mla":
+        print(f"latent per token and layer: {cfg.kv_lora_rank} + rope {cfg.qk_rope_head_dim}")
+    else:
+        print(f"kv heads {cfg.n_kv_head} x head_dim {cfg.head_dim}, window {cfg.window or 'none'}")
+    print(f"batch {args.batch} x seq_len {seq_len:,}, cache dtype {args.dtype}{block}")
+    print(f"bytes per token (all layers, no window): {result.bytes_per_token:,}")
+    print(f"minimum cache: {_size(result.total_bytes)}")
+    for kind, size in result.per_kind.items():
+        print(f"  {kind:8s} {_size(size)}")
+    print("what engines allocate:")
+    for figure in engines:
+        print(f"  {figure.engine:26s} {_size(figure.total_bytes)}")
+        print(f"    {figure.rule} ({figure.source})")
+    for note in cfg.notes:
+        print(f"note: {note}")
+    return 0
+
+
 def bench_command(args: argparse.Namespace) -> int:
     """The benchmarks that need no browser: attention paths, and the capture against a plain forward."""
     from attnviz.bench import capture_benchmark
@@ -300,6 +354,21 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.add_argument("--json", action="store_true", help="print one JSON object")
     doctor.set_defaults(func=mask_doctor_command, parser=doctor)
     one_line_errors(doctor, "mask-doctor")  # other programs read its stderr
+
+    kv = sub.add_parser("kv-cache", help="the KV cache a model config needs, exactly, and what engines allocate")
+    kv.add_argument("config", metavar="CONFIG_OR_DIR", help="a config.json, a model folder, minilm or smollm2")
+    kv.add_argument(
+        "--seq-len",
+        type=int,
+        default=None,
+        help=f"tokens per sequence (default {settings.KV_DEFAULT_SEQ_LEN}, capped at the model's max positions)",
+    )
+    kv.add_argument("--batch", type=int, default=1, help="sequences (default 1)")
+    kv.add_argument("--dtype", choices=KV_DTYPES, default="bf16", help="cache dtype (default bf16)")
+    kv.add_argument("--block-size", type=int, default=None, help="round each sequence up to blocks of K tokens")
+    kv.add_argument("--json", action="store_true", help="print one JSON object")
+    kv.set_defaults(func=kv_cache_command, parser=kv)
+    one_line_errors(kv, "kv-cache")  # other programs read its stderr
 
     bench = sub.add_parser("bench", help="benchmarks: attention paths, and the capture against a plain forward")
     bench.add_argument("--json", action="store_true", help="print one JSON object")

@@ -133,7 +133,18 @@ def make_leak_figure(change: Tensor, labels: list[str], tolerance: float, cuts: 
             name="relative change of the row's last hidden state",
         )
     )
-    fig.add_hline(y=tolerance, line={"dash": "dot", "color": "grey"}, annotation_text=f"tolerance {tolerance:g}")
+    shown = [labels[i] for i in range(len(labels)) if tested[i]]
+    if shown:  # a trace, not add_hline: on a log axis an hline's annotation is placed at 10**y
+        fig.add_trace(
+            go.Scatter(
+                x=[shown[0], shown[-1]],
+                y=[tolerance, tolerance],
+                mode="lines",
+                line={"dash": "dot", "color": "grey"},
+                name=f"tolerance {tolerance:g}",
+                hoverinfo="skip",
+            )
+        )
     for cut in cuts:
         if cut < len(labels):
             fig.add_vline(x=cut - 0.5, line={"dash": "dash", "color": "#999999"})
@@ -141,7 +152,7 @@ def make_leak_figure(change: Tensor, labels: list[str], tolerance: float, cuts: 
         height=300,
         margin={"l": 10, "r": 10, "t": 30, "b": 10},
         xaxis={"type": "category", "title": {"text": "query row (before the last change)"}},
-        yaxis={"type": "log", "title": {"text": "relative change"}, "exponentformat": "power"},
-        showlegend=False,
+        yaxis={"type": "log", "title": {"text": "relative change (0 drawn at 1e-12)"}, "exponentformat": "power"},
+        legend={"orientation": "h", "y": -0.3},
     )
     return fig

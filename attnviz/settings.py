@@ -94,3 +94,15 @@ MASK_MAX_BATCH = 64  # B
 MASK_MAX_CELLS = 16 * 2**20  # B × T × T
 MASK_BLOCK_THRESHOLD = -1e4  # an additive value at most this blocks: -1e9, finfo(float16/32).min, HF's old -10000
 MASK_MAX_EXAMPLES = 10  # [q, k] examples per problem
+
+# `python -m attnviz kv-cache` and attnviz.kv_memory: a config.json is bounded in bytes before it is parsed; the
+# estimate is O(layers), so layers, sequences and lengths are bounded to keep every request's cost known
+KV_CONFIG_MAX_BYTES = 2**20  # real config.json files are a few KB; multimodal ones stay well under 100 KB
+KV_MAX_LAYERS = 10_000
+KV_MAX_BATCH = 2**20
+KV_MAX_SEQ_LEN = 2**30
+KV_DEFAULT_SEQ_LEN = 4096  # the CLI's default, capped at the model's max_position_embeddings
+KV_GROUP_SIZE = 32  # values per quantisation group (llama.cpp's q8_0 / q4_1 block), each with an fp16 scale
+KV_VLLM_BLOCK_SIZE = 16  # vLLM's default --block-size
+KV_VLLM_MAX_NUM_BATCHED_TOKENS = 8192  # vLLM's default --max-num-batched-tokens with chunked prefill
+KV_LLAMACPP_N_UBATCH = 512  # llama.cpp's default -ub (physical batch), which sizes its SWA cache

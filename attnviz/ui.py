@@ -16,6 +16,7 @@ Caching, deliberately:
 
 from __future__ import annotations
 
+import copy
 import os
 import sys
 import time
@@ -28,6 +29,7 @@ import torch
 from streamlit.runtime.pages_manager import PagesManager
 
 from attnviz import settings, training
+from attnviz.bundled import BUNDLED
 from attnviz.cache import BoundedCache
 from attnviz.capture import predicted_nbytes
 from attnviz.devices import DEVICE_CHOICES, resolve_device
@@ -39,6 +41,12 @@ from attnviz.figures import (
     make_pooled_head_figure,
     make_row_figure,
 )
+from attnviz.gqa_convert import gqa_whatif
+from attnviz.kv_figures import make_decode_figure, make_whatif_figure
+from attnviz.kv_measure import decode_timing
+from attnviz.kv_memory import ConfigError, KVConfig, config_from_dict, kv_config_of, load_config, parse_config_json
+from attnviz.kv_presets import PRESETS
+from attnviz.kv_report import KV_MEASURE_LENGTHS, measured_vs_estimated, whatif_summary
 from attnviz.mask_doctor import parse_lengths
 from attnviz.mask_io import MASK_SUFFIXES, MaskFileError, infer_convention, read_mask_bytes
 from attnviz.mask_lab import KINDS as MASK_KINDS
@@ -96,6 +104,7 @@ def pages() -> list[st.Page]:
         st.Page("pages/generation.py", title="Generation", icon="✍️"),
         st.Page("pages/padding.py", title="Padding", icon="🧱"),
         st.Page("pages/masks.py", title="Mask lab", icon="🎭"),
+        st.Page("pages/kv_cache.py", title="KV cache", icon="🗄️"),
         st.Page("pages/scaling.py", title="Scaling", icon="📐"),
         st.Page("pages/training.py", title="Training", icon="📉"),
         st.Page("pages/walkthrough.py", title="Walkthrough", icon="🪜"),
@@ -598,3 +607,158 @@ def custom_mask_input(labels: list[str], causal: bool) -> LabMask | None:
         return custom_mask(torch.tensor(grid.to_numpy(dtype=bool)), "keep")
     st.info("Upload a mask, or edit the grid, to see what it does.")
     return None
+
+
+KV_GROUP_HELP = "int8 and int4 (and fp8) store an fp16 scale (and a zero point) per group of this many values."
+KV_WEIGHTS_HELP = "Weight matrices counted from the config's shapes (embeddings, attention, MLP or experts, LM head)."
+KV_DEFAULT_PRESET = "gemma-2-9b"  # sliding and full layers: the plateau, and engines that differ
+KV_SOURCES = {
+    "preset": "A preset (a real model's config)",
+    "bundled": "A bundled model",
+    "upload": "A config.json (upload or paste)",
+    "folder": "A local model folder",
+    "sidebar": "The sidebar's model",
+}
+
+
+def block_label(block: int | None) -> str:
+    return "none (contiguous)" if block is None else f"{block} tokens (paged)"
+
+
+def kv_config_input(settings_: Settings) -> KVConfig:
+    """The KV cache page's model config, from a preset, a bundled model, a file, a folder or the sidebar's model.
+
+    Stops the page with a message when the config cannot be read or understood.
+    """
+    how = st.radio("Model", list(KV_SOURCES), format_func=KV_SOURCES.get, horizontal=True, key="kv_source")
+    try:
+        if how == "preset":
+            keys = list(PRESETS)
+            key = st.selectbox(
+                "Preset",
+                keys,
+                index=keys.index(KV_DEFAULT_PRESET) if KV_DEFAULT_PRESET in keys else 0,
+                format_func=lambda k: PRESETS[k].title,
+                key="kv_preset",
+            )
+            preset = PRESETS[key]
+            st.caption(f"Numbers from [{preset.source}]({preset.source}). {preset.note}")
+            return config_from_dict(copy.deepcopy(preset.config), name=preset.title)
+        if how == "bundled":
+            key = st.selectbox("Bundled model", list(BUNDLED), format_func=lambda k: BUNDLED[k].title, key="kv_bundled")
+            return load_config(key)
+        if how == "upload":
+            file = st.file_uploader("config.json", type=["json"], key="kv_upload")
+            text = st.text_area("…or paste it", key="kv_paste", height=120)
+            if file is not None:
+                return config_from_dict(parse_config_json(file.getvalue(), file.name), name=file.name)
+            if text.strip():
+                return config_from_dict(parse_config_json(text, "the pasted config"), name="pasted config")
+            st.info("Upload or paste a config.json to size its cache.")
+            st.stop()
+        if how == "folder":
+            folder = st.text_input("Model folder (holding config.json)", key="kv_folder")
+            if not folder.strip():
+                st.info("Type the path of a local model folder.")
+                st.stop()
+            return load_config(folder.strip())
+        source = require_source(settings_)
+        st.caption("Read through the model interface: every layer full attention, no window.")
+        return kv_config_of(source)
+    except (ConfigError, ModelUnavailableError) as err:
+        st.error(f"This config cannot be used: {err}")
+        st.stop()
+
+
+def kv_engine_knobs() -> dict:
+    """The serving engines' settings that change what they allocate."""
+    cols = st.columns(4)
+    return {
+        "vllm_block_size": cols[0].number_input("vLLM --block-size", 1, 1024, settings.KV_VLLM_BLOCK_SIZE, key="kv_vb"),
+        "vllm_max_num_batched_tokens": cols[1].number_input(
+            "vLLM --max-num-batched-tokens", 1, 2**20, settings.KV_VLLM_MAX_NUM_BATCHED_TOKENS, key="kv_vbt"
+        ),
+        "vllm_hybrid_allocator": cols[2].toggle("vLLM hybrid KV cache manager", True, key="kv_hybrid"),
+        "llamacpp_n_ubatch": cols[3].number_input(
+            "llama.cpp -ub (n_ubatch)", 1, 2**16, settings.KV_LLAMACPP_N_UBATCH, key="kv_ub"
+        ),
+    }
+
+
+KV_DECODE_TOKENS = (32, 64, 128)  # what one visitor may time on the page; the README has 512 and 1,024
+
+
+def kv_checks(settings_: Settings) -> None:
+    """The checks on the sidebar's model: its real cache against the estimate, decode speed, and MHA -> GQA."""
+    st.subheader(f"Checked on the sidebar's model: {settings_.spec.title if settings_.spec else 'none'}")
+    source = current_source(settings_)
+    if source is None:
+        return
+    measured, speed, whatif = st.tabs(["Estimated vs measured", "Decode speed", "MHA → GQA on a real layer"])
+    with measured:
+        st.markdown(
+            "Prefill the model with the cache on, then add up the bytes of every cached tensor (numel × element "
+            "size): transformers' `DynamicCache` for a Hugging Face decoder, attnviz's `KVCache` for the embedded "
+            "model. The estimate comes from the model's shape alone."
+        )
+        if st.toggle("Measure the cache (8 prefills)", key="kv_measure"):
+            try:
+                table = cached(
+                    "kv_measured",
+                    settings_.key(),
+                    lambda: measured_vs_estimated(source, settings_.text, KV_MEASURE_LENGTHS),
+                    "Prefilling and counting bytes…",
+                )
+            except (ValueError, ModelUnavailableError) as err:
+                st.info(f"No cache to measure: {err}")
+            else:
+                st.dataframe(table, key="kv_measured_table", hide_index=True, width="stretch")
+                worst = int(table["error (bytes)"].abs().max())
+                st.caption(f"Largest error: {worst} bytes over {len(table)} prefills (batch 1 and 2).")
+    with speed:
+        n_new = st.radio("tokens to generate", KV_DECODE_TOKENS, horizontal=True, key="kv_decode_n")
+        if st.toggle("Time greedy decoding, with the cache and without", key="kv_decode"):
+            try:
+                timings = cached(
+                    "kv_decode",
+                    (*settings_.key(), n_new),
+                    lambda: {m: decode_timing(source, settings_.text, n_new, m) for m in ("cache", "recompute")},
+                    f"Generating {n_new} tokens twice: with the cache, then recomputing every prefix…",
+                )
+            except (ValueError, ModelUnavailableError) as err:
+                st.info(f"This model cannot decode here: {err}")
+            else:
+                cache, recompute = timings["cache"], timings["recompute"]
+                lines = {
+                    f"with the cache ({cache.total:.2f} s)": cache.seconds_per_token,
+                    f"recomputing the prefix ({recompute.total:.2f} s)": recompute.seconds_per_token,
+                }
+                plotly(make_decode_figure(lines), "kv_decode_fig")
+                st.caption(
+                    f"Speed-up with the cache: {timings['recompute'].total / timings['cache'].total:.1f}× over "
+                    f"{n_new} tokens. Without a cache each step re-reads the whole prefix, so its time grows with the "
+                    "position; with it, each step reads one new token. The README has the 512 and 1,024-token runs."
+                )
+    with whatif:
+        st.markdown(
+            "Mean-pool a real MHA layer's K and V heads into groups, as the GQA paper starts its uptraining, and "
+            "see how far each query head's attention moves (Jensen–Shannon divergence, nats) and how much the "
+            "layer's output changes, against the cache it saves. Before any uptraining: the cost of the cut."
+        )
+        layer = st.selectbox("Layer", range(source.n_layer), format_func=lambda i: f"L{i}", key="kv_whatif_layer")
+        try:
+            table = cached(
+                "kv_whatif",
+                (*settings_.key(), layer),
+                lambda: gqa_whatif(source.attention_layer(settings_.text, settings_.max_tokens, layer)),
+                "Pooling K/V heads and rerunning the layer…",
+            )
+        except (ValueError, ModelUnavailableError) as err:
+            st.info(f"Not for this model: {err}")
+        else:
+            summary = whatif_summary(table)
+            if summary.empty:
+                st.info("This layer has a single K/V head already (MQA): there is nothing left to pool.")
+            else:
+                plotly(make_whatif_figure(summary), "kv_whatif_fig")
+                st.dataframe(summary, key="kv_whatif_table", hide_index=True, width="stretch")

@@ -51,6 +51,7 @@ PAGE_LINKS = [
         "Mask lab: build or upload a mask, see it act on real attention, and let the doctor check it",
         "🎭",
     ),
+    ("pages/kv_cache.py", "KV cache: exact memory for real model configs, checked against real caches", "🗄️"),
     ("pages/scaling.py", "Scaling: why the scores are divided by √d_k, on this model's real q and k", "📐"),
     ("pages/training.py", "Training: a small model learns with 1/√d_k and gets stuck without it", "📉"),
     ("pages/walkthrough.py", "Walkthrough: one attention layer, step by step, beside the code that ran", "🪜"),

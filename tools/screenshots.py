@@ -44,6 +44,7 @@ SHOTS = {
     "padding": ("padding", [], 4, None, None),
     "cost": ("cost", [], 3, "Measure on this machine (about 10 s)", None),
     "masks-smollm2": ("masks", SMOLLM2, 7, None, None),
+    "kv-cache": ("kv_cache", [], 4, None, None),
     "scaling-smollm2": ("scaling", SMOLLM2, 8, None, None),
     "walkthrough-smollm2": ("walkthrough", SMOLLM2, 0, None, None),  # 11 tokens: tables of numbers, no charts
     "training": ("training", [], 1, "Train", None),

@@ -1,0 +1,93 @@
+"""KV cache: exact memory for real model configs, checked against real caches, decode speed, and MHA -> GQA."""
+
+import streamlit as st
+
+from attnviz import settings as limits
+from attnviz import ui
+from attnviz.kv_figures import make_engine_figure, make_head_grouping_figure, make_kv_length_figure
+from attnviz.kv_memory import (
+    KV_DTYPES,
+    curve_lengths,
+    engine_estimates,
+    estimate,
+    human_bytes,
+    kind_table,
+    max_fit,
+    memory_curve,
+    variants,
+    weight_bytes,
+)
+from attnviz.kv_report import describe_engines, describe_fit
+
+st.title("KV cache: memory, measured")
+st.markdown(
+    "A decoder keeps every past token's keys and values so each new token costs one step instead of a whole "
+    "pass: the **KV cache**. It is what decides how many users and how long a context fit on a GPU. MQA and GQA "
+    "share K/V heads between query heads, MLA caches one small latent instead, sliding-window layers keep only "
+    "their window. The figures below are exact for the config, say which figure they are, and are checked byte for "
+    "byte against real caches."
+)
+settings = ui.frame_settings()
+cfg = ui.kv_config_input(settings)
+
+cols = st.columns(5)
+batch = cols[0].number_input("batch", 1, 4096, 1, key="kv_batch")
+longest = cfg.max_positions or limits.KV_DEFAULT_SEQ_LEN
+seq_len = cols[1].number_input("sequence length", 1, limits.KV_MAX_SEQ_LEN, min(8192, longest), key="kv_seq_len")
+dtype = cols[2].selectbox("cache dtype", KV_DTYPES, index=KV_DTYPES.index("bf16"), key="kv_dtype")
+group = cols[3].number_input("quant group size", 1, 4096, limits.KV_GROUP_SIZE, key="kv_group", help=ui.KV_GROUP_HELP)
+block = cols[4].selectbox("paged block size", [None, 16, 32, 64, 128, 256], format_func=ui.block_label, key="kv_block")
+est = estimate(cfg, batch, seq_len, dtype, group, block)
+if cfg.max_positions and seq_len > cfg.max_positions:
+    st.warning(f"{seq_len:,} tokens is more than this model reads ({cfg.max_positions:,}): sized anyway.")
+
+st.subheader(f"{cfg.name}: {cfg.attention.upper()}")
+cols = st.columns(4)
+cols[0].metric("bytes per token (all layers, no window)", f"{est.bytes_per_token:,}")
+cols[1].metric(f"total for {batch} × {seq_len:,} tokens", human_bytes(est.total_bytes))
+weights = weight_bytes(cfg, "bf16")
+cols[2].metric("weights (bf16)", human_bytes(weights) if weights else "unknown", help=ui.KV_WEIGHTS_HELP)
+cols[3].metric("layers · KV heads · head_dim", f"{cfg.n_layer} · {cfg.n_kv_head} · {cfg.head_dim}")
+st.dataframe(kind_table(cfg, est, dtype, group), key="kv_kinds", hide_index=True, width="stretch")
+for note in cfg.notes:
+    st.caption(note)
+
+st.subheader("The minimum, and what serving engines allocate")
+with st.expander("Engine settings"):
+    knobs = ui.kv_engine_knobs()
+engines = engine_estimates(cfg, batch, seq_len, dtype, **knobs)
+left, right = st.columns([3, 2])
+with left:
+    drawn = [(e.engine, e.total_bytes) for e in engines if e.total_bytes is not None]
+    ui.plotly(make_engine_figure(est.total_bytes, drawn), "kv_engines")
+with right:
+    st.markdown(describe_engines(est.total_bytes, engines))
+
+st.subheader("Memory against sequence length")
+lengths = curve_lengths(max(seq_len, longest, 4 * (cfg.window or 0)))  # past a window, to show its plateau
+curves = {}
+for name, variant in variants(cfg).items():
+    label = f"{name} (latent {variant.kv_lora_rank} + {variant.qk_rope_head_dim})" if name == "mla" else None
+    curves[label or f"{name} ({variant.n_kv_head} KV heads)"] = memory_curve(
+        variant, lengths, batch, dtype, group, block
+    )
+curves["as configured"] = memory_curve(cfg, lengths, batch, dtype, group, block)  # drawn last, on top
+gpu_gb = st.select_slider("GPU memory (GB)", [24, 40, 48, 80, 94, 141, 192], value=80, key="kv_gpu")
+fit = max_fit(cfg, gpu_gb * 10**9, dtype, seq_len=seq_len, group_size=group, block_size=block)
+free = fit["free_bytes"]
+ui.plotly(
+    make_kv_length_figure({k: (lengths, v) for k, v in curves.items()}, gpu_bytes=free if free > 0 else None),
+    "kv_lengths",
+)
+st.caption(describe_fit(fit, gpu_gb))
+
+st.subheader("How query heads share KV heads")
+if cfg.attention == "mla":
+    st.info(
+        f"MLA caches one latent of {cfg.kv_lora_rank} + {cfg.qk_rope_head_dim} values per token per layer, shared "
+        f"by all {cfg.n_head} heads: there are no KV heads to draw."
+    )
+else:
+    ui.plotly(make_head_grouping_figure(cfg.n_head, cfg.n_kv_head), "kv_groups")
+
+ui.kv_checks(settings)

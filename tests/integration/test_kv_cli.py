@@ -1,0 +1,99 @@
+"""``python -m attnviz kv-cache`` as other programs run it: the JSON contract, the bundled models, one-line errors."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from attnviz import settings
+
+ROOT = Path(__file__).resolve().parents[2]
+KEYS = {"attention", "layers", "kv_heads", "head_dim", "bytes_per_token", "total_bytes", "per_layer", "window"}
+MISTRAL = {
+    "model_type": "mistral", "num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 2,
+    "hidden_size": 512, "sliding_window": 100, "max_position_embeddings": 4096,
+}  # fmt: skip
+
+
+def kv_cache(*args):
+    return subprocess.run(
+        [sys.executable, "-m", "attnviz", "kv-cache", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+
+
+def as_json(*args):
+    done = kv_cache(*args, "--json")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert set(result) == KEYS
+    return result
+
+
+def test_smollm2_json():
+    result = as_json("smollm2", "--seq-len", 1000, "--batch", 2)
+    assert result["attention"] == "gqa"
+    assert (result["layers"], result["kv_heads"], result["head_dim"], result["window"]) == (30, 3, 64, None)
+    assert result["bytes_per_token"] == 30 * 3 * 64 * 2 * 2 == 23_040
+    assert result["total_bytes"] == 2 * 1000 * 23_040 == sum(result["per_layer"])
+    assert len(result["per_layer"]) == 30
+
+
+def test_minilm_default_seq_len_is_capped_at_its_positions():
+    result = as_json("minilm")
+    assert (result["attention"], result["layers"], result["kv_heads"], result["head_dim"]) == ("mha", 6, 12, 32)
+    assert result["total_bytes"] == 512 * result["bytes_per_token"]  # max_position_embeddings 512
+
+
+def test_config_file_window_dtype_and_blocks(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(MISTRAL))
+    result = as_json(path, "--seq-len", 1000, "--dtype", "int8", "--block-size", 16)
+    row = 64 + 2 * 4  # 64 int8 values, two groups of 32 with an fp16 scale and zero each
+    assert result["window"] == 100 and result["bytes_per_token"] == 4 * 2 * 2 * row
+    assert result["per_layer"] == [112 * 2 * 2 * row] * 4  # the window of 100 rounded up to 7 blocks
+    folder = as_json(tmp_path, "--seq-len", 50)
+    assert folder["total_bytes"] == 50 * folder["bytes_per_token"]
+    assert as_json(path)["total_bytes"] == 4 * 100 * 2 * 2 * 64 * 2  # default seq_len 4096, window 100
+
+
+def test_readable_table():
+    done = kv_cache("smollm2", "--seq-len", 2048)
+    assert done.returncode == 0, done.stderr
+    for text in ("GQA", "23,040", "vLLM", "llama.cpp", "DynamicCache", "https://"):
+        assert text in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("{not json", "is not JSON"),
+        ("[1, 2, 3]", "not an object"),
+        (json.dumps({"num_attention_heads": 8, "hidden_size": 512}), "num_hidden_layers"),
+        (json.dumps({**MISTRAL, "num_key_value_heads": -2}), "num_key_value_heads"),
+        (" " * (settings.KV_CONFIG_MAX_BYTES + 1), "limit"),
+    ],
+)
+def test_bad_files_exit_2_with_one_line(tmp_path, content, message):
+    path = tmp_path / "config.json"
+    path.write_text(content)
+    done = kv_cache(path, "--json")
+    assert done.returncode == 2 and done.stdout == ""
+    assert len(done.stderr.strip().splitlines()) == 1 and message in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("missing.json",), ("smollm2", "--seq-len", "0"), ("smollm2", "--batch", "-1"), ("smollm2", "--dtype", "q9")],
+)
+def test_bad_arguments_exit_2_with_one_line(args):
+    done = kv_cache(*args)
+    assert done.returncode == 2
+    assert len(done.stderr.strip().splitlines()) == 1 and "attnviz kv-cache: error:" in done.stderr
+    assert "Traceback" not in done.stderr
