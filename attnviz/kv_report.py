@@ -40,7 +40,8 @@ def describe_fit(fit: dict, gpu_gb: float) -> str:
         f"On a {gpu_gb:g} GB GPU: {held}, leaving {human_bytes(fit['free_bytes'])} for the cache, so at most "
         f"**{fit['max_batch']:,} sequences of {fit['seq_len']:,} tokens**, or one sequence of **{longest}**. "
         "Activations, the CUDA context and allocator slack are not subtracted: real limits are lower. The dotted "
-        "line is the memory left; each line's plateau is a sliding window holding only its last tokens."
+        "line is the memory left. Sliding-window layers stop growing at their window: a bend in the line, or a "
+        "plateau when every layer slides."
     )
 
 
@@ -64,9 +65,13 @@ def measured_vs_estimated(source, text: str, lengths: Sequence[int] = KV_MEASURE
                     "measured (bytes)": measured.total_bytes,
                     "estimated (bytes)": estimated,
                     "error (bytes)": measured.total_bytes - estimated,
+                    "CUDA allocated Δ (bytes)": measured.cuda_allocated_delta,
                 }
             )
-    return pd.DataFrame(rows)
+    table = pd.DataFrame(rows)
+    if table["CUDA allocated Δ (bytes)"].isna().all():  # on the CPU there is no allocator counter to show
+        table = table.drop(columns="CUDA allocated Δ (bytes)")
+    return table
 
 
 def whatif_summary(table: pd.DataFrame) -> pd.DataFrame:

@@ -670,6 +670,28 @@ def kv_config_input(settings_: Settings) -> KVConfig:
         st.stop()
 
 
+GPU_PRESETS_GB = {
+    24: "24 GB (RTX 4090)",
+    40: "40 GB (A100 40GB)",
+    48: "48 GB (L40S)",
+    80: "80 GB (A100/H100)",
+    141: "141 GB (H200)",
+    192: "192 GB (B200)",
+    0: "another size…",
+}
+
+
+def gpu_memory_input() -> float:
+    """A GPU's memory in GB (10**9 bytes): a preset, or a size the user types."""
+    cols = st.columns([2, 1])
+    choice = cols[0].selectbox(
+        "GPU memory", list(GPU_PRESETS_GB), index=3, format_func=GPU_PRESETS_GB.get, key="kv_gpu"
+    )
+    if choice:
+        return float(choice)
+    return float(cols[1].number_input("GB", 1.0, 100_000.0, 80.0, key="kv_gpu_gb"))
+
+
 def kv_engine_knobs() -> dict:
     """The serving engines' settings that change what they allocate."""
     cols = st.columns(4)

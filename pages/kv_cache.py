@@ -72,8 +72,8 @@ for name, variant in variants(cfg).items():
         variant, lengths, batch, dtype, group, block
     )
 curves["as configured"] = memory_curve(cfg, lengths, batch, dtype, group, block)  # drawn last, on top
-gpu_gb = st.select_slider("GPU memory (GB)", [24, 40, 48, 80, 94, 141, 192], value=80, key="kv_gpu")
-fit = max_fit(cfg, gpu_gb * 10**9, dtype, seq_len=seq_len, group_size=group, block_size=block)
+gpu_gb = ui.gpu_memory_input()
+fit = max_fit(cfg, round(gpu_gb * 10**9), dtype, seq_len=seq_len, group_size=group, block_size=block)
 free = fit["free_bytes"]
 ui.plotly(
     make_kv_length_figure({k: (lengths, v) for k, v in curves.items()}, gpu_bytes=free if free > 0 else None),

@@ -42,6 +42,9 @@ def test_presets_give_exact_bytes_per_token_and_every_figure():
     at.selectbox(key="kv_preset").set_value("deepseek-v3").run()
     assert any("latent of 512 + 64" in i.value for i in at.info)  # MLA: no heads to group, no figure
     assert len(at.get("plotly_chart")) == 3
+    at.selectbox(key="kv_gpu").set_value(0).run()  # another size, typed
+    at.number_input(key="kv_gpu_gb").set_value(24.0).run()
+    assert not at.exception and any("do not fit in 24 GB" in c.value for c in at.caption)  # 671B weights
 
 
 def test_a_pasted_config_a_bad_one_and_the_bundled_models():
