@@ -2,19 +2,18 @@
 
 import json
 import math
-import subprocess
-import sys
 
 import pytest
 
 from attnviz import __version__
 from attnviz.devices import available_devices
+from tests.cli import attnviz
 
 MISSING_DEVICE = next(d for d in ("cuda", "mps") if d not in available_devices())
 
 
 def run(*args):
-    return subprocess.run([sys.executable, "-m", "attnviz", *args], capture_output=True, text=True, timeout=120)
+    return attnviz(*args)
 
 
 def test_version():

@@ -1,13 +1,12 @@
 """``python -m attnviz kv-cache`` as other programs run it: the JSON contract, the bundled models, one-line errors."""
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from attnviz import settings
+from tests.cli import attnviz
 
 ROOT = Path(__file__).resolve().parents[2]
 KEYS = {"attention", "layers", "kv_heads", "head_dim", "bytes_per_token", "total_bytes", "per_layer", "window"}
@@ -18,13 +17,7 @@ MISTRAL = {
 
 
 def kv_cache(*args):
-    return subprocess.run(
-        [sys.executable, "-m", "attnviz", "kv-cache", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=ROOT,
-    )
+    return attnviz("kv-cache", *args)
 
 
 def as_json(*args):

@@ -4,8 +4,6 @@ import io
 import json
 import os
 import pickle
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -13,19 +11,14 @@ import pytest
 import torch
 
 from attnviz.masks import causal_mask, padding_mask
+from tests.cli import attnviz
 
 ROOT = Path(__file__).resolve().parents[2]
 CAUSAL = causal_mask(4).numpy()
 
 
 def doctor(*args):
-    return subprocess.run(
-        [sys.executable, "-m", "attnviz", "mask-doctor", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=ROOT,
-    )
+    return attnviz("mask-doctor", *args)
 
 
 def assert_one_line_error(proc, reason):

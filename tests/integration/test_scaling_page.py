@@ -1,13 +1,12 @@
 """The scaling lab end to end: the CLI's contract, the Parity page's bugs, the Scaling page with every model."""
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from tests.cli import attnviz
 from tests.plotly_json import decode, spec_of
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -15,7 +14,7 @@ TEXT = "The trophy did not fit in the suitcase because it was too big. 注意力
 
 
 def run(*args):
-    return subprocess.run([sys.executable, "-m", "attnviz", *args], capture_output=True, text=True, timeout=300)
+    return attnviz(*args)
 
 
 @pytest.mark.parametrize("model", ["default", "minilm", "smollm2"])
