@@ -49,7 +49,8 @@ def weight_colorscale(gamma: float = 1.0) -> list[list]:
 
 def weight_colorbar(gamma: float = 1.0) -> dict:
     """A colour bar labelled in weights, for any gamma."""
-    ticks = [0.0, 0.01, 0.05, 0.1, 0.25, 0.5, 0.75, 1.0] if gamma < 1 else [0.0, 0.25, 0.5, 0.75, 1.0]
+    # under √ the low ticks crowd together at the bottom: keep ones at least ~0.1 apart once drawn
+    ticks = [0.0, 0.01, 0.05, 0.25, 0.5, 1.0] if gamma < 1 else [0.0, 0.25, 0.5, 0.75, 1.0]
     return {"title": {"text": "weight"}, "tickvals": ticks, "ticktext": [f"{t:g}" for t in ticks], "thickness": 14}
 
 

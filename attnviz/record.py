@@ -36,9 +36,25 @@ def head_label(head: Head, short: bool = False) -> str:
     return f"H{head}"
 
 
+LABEL_CHARS = 16  # a token's text in an axis label is cut to this many characters, with an ellipsis
+
+
+def short_text(text: str, limit: int = LABEL_CHARS) -> str:
+    """``text`` cut to ``limit`` characters, the last one an ellipsis when anything was cut."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def token_labels(tokens: list[Token]) -> list[str]:
-    """Unique axis labels, "index token", so repeated tokens stay separate rows."""
-    return [f"{i} {tok.text}" for i, tok in enumerate(tokens)]
+    """Unique axis labels, "index token", so repeated tokens stay separate rows; long tokens cut with an ellipsis.
+
+    A 3,000-character token would otherwise take the whole plot's width for its label.
+    """
+    return [f"{i} {short_text(tok.text)}" for i, tok in enumerate(tokens)]
+
+
+def cut_tokens(tokens: list[Token]) -> list[tuple[int, str]]:
+    """The (index, full text) of every token whose label :func:`token_labels` cut."""
+    return [(i, tok.text) for i, tok in enumerate(tokens) if len(tok.text) > LABEL_CHARS]
 
 
 @dataclass(frozen=True)

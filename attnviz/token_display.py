@@ -63,9 +63,10 @@ def display_tokens(
             and _is_word_char(text[start])
         ):
             shown = "·" + shown
-        if unk is not None and tid == unk:
+        unknown = unk is not None and tid == unk
+        if unknown:
             shown += "[UNK]"
-        tokens.append(Token(shown, start, end, raw=raw))
+        tokens.append(Token(shown, start, end, raw=raw, unknown=unknown))
     return tokens
 
 

@@ -38,7 +38,8 @@ class Token:
 
     ``special`` marks tokens the model adds ([CLS], <|im_start|>, pads), which
     have an empty span; ``pad`` marks padding; ``raw`` is the model's own token
-    string ("##ing", "Ġcat") where it differs from the display text.
+    string ("##ing", "Ġcat") where it differs from the display text; ``unknown``
+    marks the tokenizer's unknown token ([UNK]): the model did not read that text.
     """
 
     text: str
@@ -47,6 +48,7 @@ class Token:
     special: bool = False
     pad: bool = False
     raw: str = ""
+    unknown: bool = False
 
 
 def tokenize(text: str) -> list[Token]:

@@ -51,10 +51,10 @@ from attnviz.mask_doctor import parse_lengths
 from attnviz.mask_io import MASK_SUFFIXES, MaskFileError, infer_convention, read_mask_bytes
 from attnviz.mask_lab import KINDS as MASK_KINDS
 from attnviz.mask_lab import LabMask, built_mask, custom_mask
-from attnviz.record import AttentionRecord, Head, head_label
+from attnviz.record import LABEL_CHARS, AttentionRecord, Head, cut_tokens, head_label, short_text
 from attnviz.source import AttentionSource, ModelUnavailableError
 from attnviz.sources import CHOICES, EMBEDDED, SourceSpec, open_source, preparation_note, prepare_source
-from attnviz.token_display import plain_text
+from attnviz.token_display import markdown_text, plain_text
 from attnviz.training import SCALE_KINDS, RunResult, TrainingConfig
 from attnviz.training_figures import make_training_figure
 
@@ -100,6 +100,8 @@ def pages() -> list[st.Page]:
     return [
         st.Page("pages/overview.py", title="Overview", icon="🏠", default=True),
         st.Page("pages/heads.py", title="Heads", icon="🧠"),
+        st.Page("pages/tokens.py", title="Token view", icon="🔤"),
+        st.Page("pages/head_roles.py", title="Head roles", icon="🧩"),
         st.Page("pages/parity.py", title="Parity", icon="⚖️"),
         st.Page("pages/generation.py", title="Generation", icon="✍️"),
         st.Page("pages/padding.py", title="Padding", icon="🧱"),
@@ -147,7 +149,14 @@ def init_state() -> None:
 
 
 def _use_example() -> None:
+    """Put the example in the text box; a Chinese example switches MiniLM, which reads almost no Chinese, to SmolLM2."""
     st.session_state.text = settings.EXAMPLES[st.session_state.example]
+    if st.session_state.example in settings.CHINESE_EXAMPLES and st.session_state.get("model") == "minilm":
+        st.session_state.model = settings.CHINESE_MODEL
+        st.session_state.example_note = (
+            "MiniLM's vocabulary holds only 244 Chinese characters, so the model switched to SmolLM2, which reads "
+            "any text as bytes."
+        )
 
 
 def _bounded_input(container, label: str, bound: settings.Bound, key: str, **kwargs) -> None:
@@ -327,6 +336,16 @@ def current_record(settings_: Settings) -> AttentionRecord | None:
     if not record.tokens:
         st.info("That text has no tokens to attend to. Try some words.")
         return None
+    if len(record.tokens) == 1:
+        st.info(
+            "This text is a single token: with one token there is nothing to attend to but itself, so every head "
+            "puts all its weight on it. Type a few more words."
+        )
+        return None
+    note = st.session_state.pop("example_note", None)
+    if note:
+        st.info(note)
+    coverage_warning(record)
     if record.truncated:
         why = (
             "raise **Max tokens** in the sidebar to see more"
@@ -337,6 +356,22 @@ def current_record(settings_: Settings) -> AttentionRecord | None:
             f"The text has {record.n_input_tokens:,} tokens; only the first {len(record.tokens):,} are shown ({why})."
         )
     return record
+
+
+def coverage_warning(record: AttentionRecord) -> None:
+    """Warn when the model's tokenizer read much of the text as its unknown token, and name a model that reads it."""
+    real = [t for t in record.tokens if not t.special and not t.pad]
+    unknown = sum(t.unknown for t in real)
+    if real and unknown / len(real) >= settings.UNKNOWN_SHARE_WARNING:
+        st.warning(
+            f"{markdown_text(record.model_name)} read {unknown} of this text's {len(real)} tokens as its unknown token "
+            "([UNK]): its vocabulary does not cover this text, so those positions carry no meaning. SmolLM2 reads "
+            "any text (its tokenizer falls back to bytes): pick it in the sidebar."
+        )
+    cut = cut_tokens(record.tokens)
+    if cut:
+        shown = "; ".join(f"{i}: {markdown_text(short_text(text, 200))}" for i, text in cut[:5])
+        st.caption(f"Long tokens are cut to {LABEL_CHARS} characters in the labels. In full: {shown}.")
 
 
 def layer_head_picker(n_layer: int, n_head: int, key: str, with_mean: bool = True) -> tuple[int, Head]:
@@ -458,7 +493,13 @@ def stats_section(record: AttentionRecord, record_key: tuple, key: str) -> None:
 
     metric = st.selectbox("Statistic", STAT_COLUMNS, key=f"{key}_metric")
     plotly(stats_figure(record_key, metric, record), key=f"{key}_stats_chart")
-    st.dataframe(record.statistics, key=f"{key}_stats_table", hide_index=True, width="stretch")
+    st.dataframe(
+        record.statistics,
+        key=f"{key}_stats_table",
+        hide_index=True,
+        width="stretch",
+        column_config={"flags": st.column_config.TextColumn("flags", width="large")},
+    )
     st.caption(
         "Averaged over the query rows that see at least two keys. entropy in nats; entropy_norm = entropy / "
         f"log(visible keys) (1 = uniform). Flags: {describe_flags()}."

@@ -43,6 +43,12 @@ if record is not None:
 st.subheader("Pages")
 PAGE_LINKS = [
     ("pages/heads.py", "Heads: every head's pattern, the layer × head grid and per-head statistics", "🧠"),
+    ("pages/tokens.py", "Token view: one token's attention in every head and layer, as coloured text and lines", "🔤"),
+    (
+        "pages/head_roles.py",
+        "Head roles: sink, previous-token, local heads; redundant heads; the sink as text grows",
+        "🧩",
+    ),
     ("pages/parity.py", "Parity: our attention, fed a pretrained model's weights, reproduces it", "⚖️"),
     ("pages/generation.py", "Generation: each generated token's attention over what came before", "✍️"),
     ("pages/padding.py", "Padding: a batch of sentences, its padding mask and pads kept out", "🧱"),

@@ -153,6 +153,8 @@ CHARTS = {
         "generation": "-",
         "padding": 4,
         "masks": 7,
+        "tokens": 3,
+        "head_roles": 2,
         "kv_cache": 4,
         "scaling": 8,
         "training": "-",
@@ -166,6 +168,8 @@ CHARTS = {
         "generation": "-",
         "padding": 4,
         "masks": 7,
+        "tokens": 3,
+        "head_roles": 2,
         "kv_cache": 4,
         "scaling": 8,
         "training": "-",
@@ -179,6 +183,8 @@ CHARTS = {
         "generation": 2,
         "padding": 4,
         "masks": 7,
+        "tokens": 3,
+        "head_roles": 2,
         "kv_cache": 4,
         "scaling": 8,
         "training": "-",
@@ -342,3 +348,28 @@ def test_a_capture_over_the_servers_cache_bound_is_refused_with_what_to_do(monke
         assert not at.get("plotly_chart")
     finally:
         ui.result_cache.clear()
+
+
+def test_a_single_token_is_explained_and_minilm_warns_about_unknown_chinese():
+    at = app()
+    at.text_area(key="text").input("cat").run()
+    at.switch_page("pages/heads.py").run()
+    assert not at.exception and any("nothing to attend to but itself" in i.value for i in at.info)
+    assert not at.get("plotly_chart")
+    at.selectbox(key="model").set_value("minilm").run()
+    at.text_area(key="text").input("注意力机制让每个词都能看到句子里的其他词。").run()
+    assert not at.exception and any("unknown token" in w.value and "SmolLM2" in w.value for w in at.warning)
+    at.selectbox(key="model").set_value("minilm").run()
+    at.selectbox(key="example").set_value("中文: 猫").run()  # a Chinese example moves MiniLM to a model that reads it
+    assert at.selectbox(key="model").value == "smollm2"
+    assert any("switched to SmolLM2" in i.value for i in at.info) and not at.warning
+
+
+def test_a_very_long_token_is_cut_in_the_labels_and_shown_whole_below():
+    at = app()
+    at.text_area(key="text").input("short " + "x" * 3000 + " end").run()
+    at.switch_page("pages/heads.py").run()
+    assert not at.exception
+    large = spec_of(at.get("plotly_chart")[1])
+    assert max(len(label) for label in large["data"][0]["x"]) <= 2 + 16  # "1 " + 16 characters
+    assert any("Long tokens are cut" in c.value and "x" * 199 + "…" in c.value for c in at.caption)

@@ -1,0 +1,161 @@
+"""Figures for head roles: the role map, the clustered similarity matrix, role stability, the sink against length.
+
+Pure builders in the ``make_<thing>_figure(data, *, options) -> go.Figure``
+form: they take what :mod:`attnviz.head_roles` returns and draw it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from attnviz.head_roles import REDUNDANT_DISTANCE, ROLES, HeadSimilarity
+
+ROLE_COLOURS = {
+    "sink": "#d62728",
+    "previous-token": "#1f77b4",
+    "self": "#9467bd",
+    "local": "#2ca02c",
+    "uniform": "#bcbd22",
+    "content": "#ff7f0e",
+    "undetermined": "#c7c7c7",
+}
+
+
+def _role_colorscale() -> list[tuple[float, str]]:
+    """A stepped colour scale: role i of :data:`ROLES` fills [i, i + 1) / len(ROLES)."""
+    n, scale = len(ROLES), []
+    for i, role in enumerate(ROLES):
+        scale += [(i / n, ROLE_COLOURS[role]), ((i + 1) / n, ROLE_COLOURS[role])]
+    return scale
+
+
+def _grid(frame: pd.DataFrame, column: str, fill) -> np.ndarray:
+    """One column of a (layer, head) frame as a (n_layer, n_head) array."""
+    n_layer, n_head = int(frame["layer"].max()) + 1, int(frame["head"].max()) + 1
+    grid = np.full((n_layer, n_head), fill, dtype=object if isinstance(fill, str) else float)
+    grid[frame["layer"].to_numpy(), frame["head"].to_numpy()] = frame[column].to_numpy()
+    return grid
+
+
+def make_head_roles_figure(roles: pd.DataFrame, *, title: str = "Head roles") -> go.Figure:
+    """Layer (rows) x head (columns), coloured by role, with the score and entropy without the sink on hover."""
+    role = _grid(roles, "role", "undetermined")
+    z = np.vectorize(ROLES.index)(role).astype(float)  # (n_layer, n_head)
+    score, rest = _grid(roles, "score", np.nan), _grid(roles, "entropy_without_sink", np.nan)
+    n_layer, n_head = z.shape
+    fig = go.Figure(
+        go.Heatmap(
+            z=z,
+            x=[f"H{h}" for h in range(n_head)],
+            y=[f"L{layer}" for layer in range(n_layer)],
+            zmin=0,
+            zmax=len(ROLES),
+            colorscale=_role_colorscale(),
+            customdata=np.stack([role, np.round(score, 3), np.round(rest, 3)], axis=-1),
+            hovertemplate="%{y} %{x}: %{customdata[0]}<br>score %{customdata[1]}"
+            "<br>entropy without the sink %{customdata[2]} nats<extra></extra>",
+            xgap=1,
+            ygap=1,
+            colorbar={
+                "tickvals": [i + 0.5 for i in range(len(ROLES))],
+                "ticktext": list(ROLES),
+                "title": "role",
+            },
+        )
+    )
+    fig.update_yaxes(autorange="reversed")
+    fig.update_layout(title=title, height=max(260, 40 + 28 * n_layer))
+    return fig
+
+
+def make_head_similarity_figure(
+    similarity: HeadSimilarity, *, threshold: float = REDUNDANT_DISTANCE, title: str = "Head similarity"
+) -> go.Figure:
+    """The JS distance matrix in dendrogram order, with a box round each redundant group (distance ≤ ``threshold``)."""
+    order = similarity.order
+    labels = [similarity.label(i) for i in order]
+    distance = similarity.distance[np.ix_(order, order)]  # (N, N)
+    fig = go.Figure(
+        go.Heatmap(
+            z=distance,
+            x=labels,
+            y=labels,
+            zmin=0,
+            zmax=1,
+            colorscale="Viridis_r",
+            colorbar={"title": "JS distance"},
+            hovertemplate="%{y} vs %{x}: %{z:.3f}<extra></extra>",
+        )
+    )
+    rank = {leaf: i for i, leaf in enumerate(order)}
+    for group in similarity.groups(threshold):
+        a, b = rank[group[0]] - 0.5, rank[group[-1]] + 0.5
+        fig.add_shape(type="rect", x0=a, x1=b, y0=a, y1=b, line={"color": "#d62728", "width": 2})
+    fig.update_yaxes(autorange="reversed")
+    side = min(900, max(360, 14 * len(order) + 120))
+    fig.update_layout(title=title, height=side)
+    return fig
+
+
+def make_role_stability_figure(stability: pd.DataFrame, *, title: str = "Role stability") -> go.Figure:
+    """Layer x head: the share of prompts with the head's most common role (the role written in each cell)."""
+    share, role = _grid(stability, "share", np.nan), _grid(stability, "role", "")
+    n_layer, n_head = share.shape
+    text = role if n_head <= 16 else None
+    fig = go.Figure(
+        go.Heatmap(
+            z=share,
+            x=[f"H{h}" for h in range(n_head)],
+            y=[f"L{layer}" for layer in range(n_layer)],
+            zmin=0,
+            zmax=1,
+            colorscale="Blues",
+            text=text,
+            texttemplate="%{text}" if text is not None else None,
+            customdata=role,
+            hovertemplate="%{y} %{x}: %{customdata} in %{z:.0%} of prompts<extra></extra>",
+            colorbar={"title": "share"},
+            xgap=1,
+            ygap=1,
+        )
+    )
+    fig.update_yaxes(autorange="reversed")
+    fig.update_layout(title=title, height=max(260, 40 + 28 * n_layer))
+    return fig
+
+
+def make_sink_vs_length_figure(
+    sinks: pd.DataFrame, *, top: int = 3, title: str = "Weight on the first token against length"
+) -> go.Figure:
+    """One line per layer (mean over its heads), and a dashed line for each of the ``top`` strongest sink heads."""
+    fig = go.Figure()
+    per_layer = sinks.groupby(["layer", "length"])["first_token_weight"].mean().reset_index()
+    for layer, part in per_layer.groupby("layer"):
+        fig.add_trace(
+            go.Scatter(
+                x=part["length"],
+                y=part["first_token_weight"],
+                mode="lines+markers",
+                name=f"L{layer} mean",
+                hovertemplate=f"L{layer}, mean over heads<br>%{{x}} tokens: %{{y:.3f}}<extra></extra>",
+            )
+        )
+    strongest = sinks.groupby(["layer", "head"])["first_token_weight"].mean().nlargest(top).index
+    for layer, head in strongest:
+        part = sinks[(sinks["layer"] == layer) & (sinks["head"] == head)]
+        fig.add_trace(
+            go.Scatter(
+                x=part["length"],
+                y=part["first_token_weight"],
+                mode="lines+markers",
+                line={"dash": "dash"},
+                name=f"L{layer} H{head}",
+                hovertemplate=f"L{layer} H{head}<br>%{{x}} tokens: %{{y:.3f}}<extra></extra>",
+            )
+        )
+    fig.update_xaxes(type="log", title="tokens")
+    fig.update_yaxes(title="mean weight on the first token", rangemode="tozero")
+    fig.update_layout(title=title, height=380)
+    return fig

@@ -1,0 +1,73 @@
+"""Token view: one token's attention in every head of a layer, across layers, and as BertViz-style lines."""
+
+import streamlit as st
+
+from attnviz import token_view, ui
+from attnviz.record import head_label
+from attnviz.token_display import markdown_text
+from attnviz.token_view_figures import clicked_token, make_coloured_text_figure, make_line_view_figure
+
+
+def _pick_clicked() -> None:
+    """A click on a token of the coloured text chooses it."""
+    token = clicked_token(st.session_state.get("tokens_text"))
+    if token is not None:
+        st.session_state["tokens_token"] = token
+
+
+st.title("Token view")
+settings = ui.frame_settings()
+record = ui.current_record(settings)
+if record is None:
+    st.stop()
+if record.q_len < 2:
+    st.info("With one token there is nothing to attend to but itself: type a few more words in the sidebar.")
+    st.stop()
+
+texts = [tok.text for tok in record.tokens]
+n_tok = record.q_len
+if st.session_state.get("tokens_token", 0) >= n_tok:
+    st.session_state["tokens_token"] = 0
+st.caption(
+    f"**{markdown_text(record.model_name)}**, mask: {record.mask_summary()}. Pick a token (or click one in the text): "
+    "each row colours the text by that head's weight. Grey cells are masked (the token cannot see them)."
+)
+
+cols = st.columns([2, 2, 1])
+token = cols[0].selectbox("Token", range(n_tok), key="tokens_token", format_func=lambda i: f"{i} {texts[i][:40]}")
+direction = cols[1].radio(
+    "Direction", list(token_view.DIRECTIONS), key="tokens_direction", format_func=token_view.DIRECTIONS.get
+)
+layer = cols[2].selectbox("Layer", range(record.n_layer), key="tokens_layer", format_func=lambda i: f"L{i}")
+
+st.subheader("Every head of the layer")
+weights = token_view.token_weights(record, layer, token, direction)  # (n_head, T)
+fig = make_coloured_text_figure(weights, texts, focus=token)
+ui.plotly(fig, key="tokens_text", on_select=_pick_clicked, selection_mode="points")
+
+st.subheader("Across layers")
+heads = [*range(record.n_head), "mean"]
+head = st.selectbox("Head", heads, key="tokens_head", format_func=head_label)
+layers = token_view.across_layers(record, token, direction)  # (n_layer, n_head, T)
+rows = layers.nanmean(dim=1) if head == "mean" else layers[:, int(head)]  # (n_layer, T)
+names = [f"L{i}" for i in range(record.n_layer)]
+ui.plotly(make_coloured_text_figure(rows, texts, focus=token, row_names=names), key="tokens_layers")
+
+with st.expander("Several tokens at once (summed or averaged)"):
+    chosen = st.multiselect("Tokens", range(n_tok), key="tokens_several", format_func=lambda i: f"{i} {texts[i][:40]}")
+    reduce = st.radio("Combine by", token_view.REDUCTIONS, key="tokens_reduce", horizontal=True)
+    if chosen:
+        combined = token_view.selected_tokens(record, layer, chosen, reduce, direction)
+        ui.plotly(make_coloured_text_figure(combined, texts), key="tokens_several_fig")
+
+st.subheader("Lines")
+if n_tok > token_view.LINE_VIEW_TOKENS:
+    st.caption(f"The line view draws every pair of tokens, so it stops at {token_view.LINE_VIEW_TOKENS} tokens.")
+else:
+    only = st.toggle("Only the chosen token's lines", key="tokens_lines_focus", value=True)
+    full = token_view.layer_weights(record, layer)  # (n_head, T, T)
+    lines = make_line_view_figure(full, texts, focus=token if only else None, direction=direction)
+    ui.plotly(lines, key="tokens_lines")
+    st.caption(
+        "Queries on the left, keys on the right; a line's opacity and width follow the weight. Click a head in the legend to hide or show it."
+    )
