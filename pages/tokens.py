@@ -26,8 +26,9 @@ if record.q_len < 2:
 
 texts = [tok.text for tok in record.tokens]
 n_tok = record.q_len
-if st.session_state.get("tokens_token", 0) >= n_tok:
-    st.session_state["tokens_token"] = 0
+if st.session_state.get("tokens_token", n_tok) >= n_tok:
+    # the last token: in a decoder it is the one that sees the whole text (token 0 sees only itself)
+    st.session_state["tokens_token"] = n_tok - 1
 st.caption(
     f"**{markdown_text(record.model_name)}**, mask: {record.mask_summary()}. Pick a token (or click one in the text): "
     "each row colours the text by that head's weight. Grey cells are masked (the token cannot see them)."
