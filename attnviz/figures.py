@@ -5,8 +5,9 @@ is 37 MB and takes seconds to draw. So each figure sends only what it needs:
 
 - the selected head (or the mean over heads) as one float32 heatmap, which
   keeps the exact weight on hover (1 MiB binary for 512x512);
-- the layer x head grid as one uint8 mosaic of max-pooled thumbnails, no hover,
-  a few hundred kB however many heads there are.
+- the layer x head grid as one uint8 mosaic of max-pooled thumbnails (masked
+  bins at a grey level of their own), a few hundred kB however many heads
+  there are, under an invisible one-cell-per-tile heatmap for hover and clicks.
 
 Both use one colour mapping: a weight ``w`` gets the Viridis colour at
 ``w ** gamma`` (gamma 1 is linear, 0.5 lifts small weights on long inputs).
@@ -26,7 +27,7 @@ from plotly.colors import sample_colorscale
 from torch import Tensor
 
 from attnviz.parity import PARITY_TOLERANCE
-from attnviz.record import head_label
+from attnviz.record import Head, head_label
 
 BASE_SCALE = "Viridis"
 MASKED_COLOR = "#d4d4d4"
@@ -128,6 +129,77 @@ def grid_tile_size(n_layer: int, n_col: int, seq_len: int) -> int:
     return max(1, min(seq_len, 64, max(12, budget)))
 
 
+MASKED_LEVEL = 255  # the grid's uint8 level for a bin with no visible cell; weights use levels 0..254
+GRID_FLAGS = ("sink", "previous-token", "uniform", "saturated")
+GRID_SHOW_ALL = "all heads"
+DIM_COLOR = "rgba(255, 255, 255, 0.8)"
+
+
+def grid_colorscale() -> list[list]:
+    """Viridis over the weight levels 0..254 (level L gets the colour at L / 255) and grey at MASKED_LEVEL."""
+    top = (MASKED_LEVEL - 1) / MASKED_LEVEL
+    levels = np.linspace(0.0, top, N_STOPS)
+    colors = sample_colorscale(BASE_SCALE, list(levels))
+    stops = [[float(level), color] for level, color in zip(levels, colors, strict=True)]
+    return [*stops, [(MASKED_LEVEL - 0.5) / MASKED_LEVEL, MASKED_COLOR], [1.0, MASKED_COLOR]]
+
+
+def quantize_grid(mosaic: Tensor, gamma: float = 1.0) -> np.ndarray:
+    """Pooled weights with NaN where masked -> uint8: weights as :func:`quantize_weights` (capped at 254), NaN as MASKED_LEVEL."""
+    levels = np.minimum(quantize_weights(mosaic.nan_to_num(0.0), gamma), MASKED_LEVEL - 1)
+    levels[mosaic.isnan().cpu().numpy()] = MASKED_LEVEL
+    return levels
+
+
+def grid_show_options(stat_columns: list[str] | tuple[str, ...]) -> list[str]:
+    """What the grid can show: every head, the heads with one flag, or each layer's heads sorted by a statistic."""
+    return [
+        GRID_SHOW_ALL,
+        *(f"only heads flagged {flag}" for flag in GRID_FLAGS),
+        *(f"sorted by {s}" for s in stat_columns),
+    ]
+
+
+def grid_view(stats: pd.DataFrame, n_layer: int, n_head: int, show: str = GRID_SHOW_ALL) -> dict:
+    """The per-head hover text (flags), order and shown heads that ``show`` asks of the grid.
+
+    Returns ``{"flags": (n_layer, n_head) str, "order": (n_layer, n_head) int or None,
+    "shown": (n_layer, n_head) bool or None}``: ``order[l, c]`` is the head drawn in column
+    ``c`` (highest statistic first), ``shown`` is False for the heads a filter dims.
+    """
+    flags = np.full((n_layer, n_head), "", dtype=object)
+    for row in stats.itertuples(index=False):
+        flags[int(row.layer), int(row.head)] = row.flags or ""
+    order = shown = None
+    if show.startswith("only heads flagged "):
+        flag = show.removeprefix("only heads flagged ")
+        shown = np.array([[flag in str(f).split(", ") for f in row] for row in flags], dtype=bool)
+    elif show.startswith("sorted by "):
+        table = stats.pivot(index="layer", columns="head", values=show.removeprefix("sorted by "))
+        values = table.reindex(index=range(n_layer), columns=range(n_head)).to_numpy(dtype=np.float64)
+        order = np.argsort(-np.nan_to_num(values, nan=-np.inf), axis=1, kind="stable")  # (n_layer, n_head)
+    elif show != GRID_SHOW_ALL:
+        raise ValueError(f"unknown grid view {show!r}")
+    return {"flags": flags, "order": order, "shown": shown}
+
+
+def selected_tile(event) -> tuple[int, Head] | None:
+    """The (layer, head) of the grid tile a click selected, from the customdata :func:`make_head_grid_figure` puts on it."""
+    try:
+        selection = event["selection"] if isinstance(event, dict) else event.selection
+        point = selection["points"][0]
+        layer, head = point["customdata"][:2]
+        return int(layer), head if head == "mean" else int(head)
+    except (AttributeError, IndexError, KeyError, TypeError, ValueError):
+        return None
+
+
+def _pool_keeping_masked(maps: Tensor, tile: int) -> Tensor:
+    """:func:`thumbnail` of maps with NaN where masked: a pooled cell is NaN only when every cell under it is."""
+    pooled = thumbnail(maps.nan_to_num(-1.0), tile)
+    return pooled.masked_fill(pooled < 0, float("nan"))
+
+
 def make_head_grid_figure(
     maps: Tensor,
     *,
@@ -135,57 +207,99 @@ def make_head_grid_figure(
     gamma: float = 1.0,
     with_mean: bool = True,
     tile: int | None = None,
+    flags: np.ndarray | None = None,
+    order: np.ndarray | None = None,
+    shown: np.ndarray | None = None,
+    max_height: int | None = None,
 ) -> go.Figure:
-    """The layer x head grid: maps (n_layer, n_head, q, k) -> one mosaic heatmap.
+    """The layer x head grid: maps (n_layer, n_head, q, k) -> one mosaic heatmap, and one hover point per tile.
 
     ``maps`` are full weights or a capture's pooled maps (NaN where masked, drawn
-    as 0). Each tile is one head, max-pooled to ``tile`` cells a side and sent as
+    grey). Each tile is one head, max-pooled to ``tile`` cells a side and sent as
     uint8. With ``with_mean`` a last column shows the mean over the layer's heads:
     ``mean`` (n_layer, q, k) when given (a capture's max-pooled mean), else the
     mean of ``maps``.
+
+    An invisible scatter holds one point per tile (at its centre): its hover names the head
+    and its ``flags`` (n_layer, n_head), and its customdata carries (layer, head),
+    so a click opens the right head whatever the ``order`` (n_layer, n_head: the
+    head drawn in each column). Heads where ``shown`` is False are dimmed.
+    ``max_height`` shrinks the tiles so that a tall grid fits that many pixels.
     """
     if maps.ndim != 4:
         raise ValueError(f"maps must be (n_layer, n_head, q_len, k_len), got {tuple(maps.shape)}")
     n_layer, n_head, q_len, k_len = maps.shape
-    maps = maps.nan_to_num(0.0)
+    order = np.tile(np.arange(n_head), (n_layer, 1)) if order is None else np.asarray(order)  # (L, H)
+    if order.shape != (n_layer, n_head):
+        raise ValueError(f"order {order.shape} must be (n_layer, n_head) = ({n_layer}, {n_head})")
+    maps = maps[torch.arange(n_layer)[:, None], torch.as_tensor(order)]  # (L, H, q, k), heads in drawn order
     if with_mean:
-        mean = maps.mean(dim=1) if mean is None else mean.nan_to_num(0.0)
+        mean = maps.nanmean(dim=1) if mean is None else mean
         maps = torch.cat([maps, mean[:, None]], dim=1)  # (L, H + 1, q, k)
     n_col = maps.shape[1]
     tile = tile or grid_tile_size(n_layer, n_col, max(q_len, k_len, 1))
-    tiles = thumbnail(maps, tile)  # (L, n_col, th, tw)
+    tiles = _pool_keeping_masked(maps, tile)  # (L, n_col, th, tw)
     th, tw = tiles.shape[-2:]
     mosaic = tiles.permute(0, 2, 1, 3).reshape(n_layer * th, n_col * tw)  # (L * th, n_col * tw)
-    z = quantize_weights(mosaic, gamma)
-    col_names = [head_label(h) for h in range(n_head)] + ([head_label("mean", short=True)] if with_mean else [])
+    z = quantize_grid(mosaic, gamma)
+    heads: list[list[Head]] = [
+        [int(h) for h in order[layer]] + (["mean"] if with_mean else []) for layer in range(n_layer)
+    ]
+    sorted_ = not np.array_equal(order, np.tile(np.arange(n_head), (n_layer, 1)))
+    col_names = [f"#{c + 1}" if sorted_ else head_label(c) for c in range(n_head)]
+    col_names += [head_label("mean", short=True)] if with_mean else []
+
+    def hover(layer: int, head: Head) -> str:
+        text = f"L{layer} {head_label(head)}"
+        if head != "mean" and flags is not None and flags[layer][head]:
+            text += f"<br>{flags[layer][head]}"
+        if head != "mean" and shown is not None and not shown[layer][head]:
+            text += "<br>(dimmed by the filter)"
+        return text
+
+    col_x = [c * tw + (tw - 1) / 2 for c in range(n_col)]
     fig = go.Figure(
-        go.Heatmap(
-            z=z,
-            zmin=0,
-            zmax=255,
-            colorscale=BASE_SCALE,
-            showscale=False,
-            hoverinfo="skip",
-        )
+        [
+            go.Heatmap(z=z, zmin=0, zmax=MASKED_LEVEL, colorscale=grid_colorscale(), showscale=False, hoverinfo="skip"),
+            go.Scatter(  # a scatter, not a heatmap: plotly selects scatter points on click, never heatmap cells
+                x=[col_x[c] for _ in range(n_layer) for c in range(n_col)],
+                y=[r * th + (th - 1) / 2 for r in range(n_layer) for _ in range(n_col)],
+                customdata=[[layer, head] for layer in range(n_layer) for head in heads[layer]],
+                text=[hover(layer, head) for layer in range(n_layer) for head in heads[layer]],
+                hovertemplate="%{text}<extra></extra>",
+                mode="markers",
+                marker={"opacity": 0, "size": 1},
+                selected={"marker": {"opacity": 0}},
+                unselected={"marker": {"opacity": 0}},
+                showlegend=False,
+                xaxis="x2",
+                name="tiles",
+            ),
+        ]
     )
-    separators = " ".join(
-        [f"M{c * tw - 0.5},-0.5 V{n_layer * th - 0.5}" for c in range(1, n_col)]
-        + [f"M-0.5,{r * th - 0.5} H{n_col * tw - 0.5}" for r in range(1, n_layer)]
-    )
-    if separators:
-        fig.add_shape(type="path", path=separators, line={"color": "white", "width": 2}, layer="above")
+    paths = [f"M{c * tw - 0.5},-0.5 V{n_layer * th - 0.5}" for c in range(1, n_col)]
+    paths += [f"M-0.5,{r * th - 0.5} H{n_col * tw - 0.5}" for r in range(1, n_layer)]
+    if paths:
+        fig.add_shape(type="path", path=" ".join(paths), line={"color": "white", "width": 2}, layer="above")
+    if shown is not None:
+        dim = [
+            f"M{c * tw - 0.5},{layer * th - 0.5} h{tw} v{th} h{-tw} Z"
+            for layer in range(n_layer)
+            for c in range(n_head)
+            if not shown[layer][heads[layer][c]]
+        ]
+        if dim:
+            fig.add_shape(type="path", path=" ".join(dim), fillcolor=DIM_COLOR, line={"width": 0}, layer="above")
     cell_px = max(18, min(90, 900 // max(n_col, 1)))
+    if max_height is not None:
+        cell_px = max(12, min(cell_px, (max_height - 80) // max(n_layer, 1)))
+    ticks = {"tickvals": col_x, "ticktext": col_names, "showgrid": False, "zeroline": False}
     fig.update_layout(
-        height=int(min(4000, 60 + n_layer * cell_px)),
-        margin={"l": 10, "r": 10, "t": 30, "b": 10},
-        xaxis={
-            "tickvals": [c * tw + (tw - 1) / 2 for c in range(n_col)],
-            "ticktext": col_names,
-            "side": "top",
-            "showgrid": False,
-            "zeroline": False,
-            "constrain": "domain",
-        },
+        height=int(min(4000, 80 + n_layer * cell_px)),
+        margin={"l": 10, "r": 10, "t": 30, "b": 30},
+        hoverdistance=-1,  # the nearest tile centre answers anywhere on the tile (tiles are square)
+        xaxis={**ticks, "side": "top", "constrain": "domain"},
+        xaxis2={**ticks, "side": "bottom", "overlaying": "x", "matches": "x"},  # the head labels below a tall grid too
         yaxis={
             "tickvals": [r * th + (th - 1) / 2 for r in range(n_layer)],
             "ticktext": [f"L{layer}" for layer in range(n_layer)],

@@ -58,15 +58,27 @@ def make_head_roles_figure(roles: pd.DataFrame, *, title: str = "Head roles") ->
             "<br>entropy without the sink %{customdata[2]} nats<extra></extra>",
             xgap=1,
             ygap=1,
-            colorbar={
-                "tickvals": [i + 0.5 for i in range(len(ROLES))],
-                "ticktext": list(ROLES),
-                "title": "role",
-            },
+            showscale=False,  # a legend of the roles present: a stepped colour bar crowds its labels on short grids
         )
     )
+    for name in ROLES:
+        if (role == name).any():
+            fig.add_trace(
+                go.Scatter(
+                    x=[None],
+                    y=[None],
+                    mode="markers",
+                    marker={"symbol": "square", "size": 12, "color": ROLE_COLOURS[name]},
+                    name=f"{name} ({int((role == name).sum())})",
+                )
+            )
     fig.update_yaxes(autorange="reversed")
-    fig.update_layout(title=title, height=max(260, 40 + 28 * n_layer))
+    fig.update_layout(
+        title=title,
+        height=max(260, 90 + 28 * n_layer),
+        legend={"orientation": "h", "y": -0.15, "yanchor": "top"},
+        margin={"b": 10},
+    )
     return fig
 
 

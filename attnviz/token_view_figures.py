@@ -101,6 +101,18 @@ def make_coloured_text_figure(
     if show_text:
         heatmap.update(text=[[cell_text(t) for t in labels]] * n_row, texttemplate="%{text}", textfont={"size": 11})
     fig = go.Figure(heatmap)
+    if show_text:  # clickable points over the cells: Streamlit's selection events come from points, not heatmaps
+        names = axis_names(labels)
+        fig.add_trace(
+            go.Scatter(
+                x=[name for _ in range(n_row) for name in names],
+                y=[row for row in row_names for _ in range(n_tok)],
+                mode="markers",
+                marker={"symbol": "square", "size": 22, "opacity": 0},
+                hoverinfo="none",  # "skip" would also drop the click
+                showlegend=False,
+            )
+        )
     if focus is not None:
         fig.add_shape(
             type="rect",

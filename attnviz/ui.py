@@ -389,9 +389,20 @@ def plotly(fig: go.Figure, key: str, **kwargs):
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
-def grid_figure(record_key: tuple, gamma: float, _record: AttentionRecord) -> go.Figure:
-    """The layer x head grid of a record (keyed by what produced the record)."""
-    return make_head_grid_figure(_record.pooled_grid("max"), mean=_record.mean_grid(), gamma=gamma)
+def grid_figure(
+    record_key: tuple, gamma: float, _record: AttentionRecord, show: str = "all heads", compact: bool = False
+) -> go.Figure:
+    """The layer x head grid of a record (keyed by what produced the record), flags on hover.
+
+    ``show`` is one of :func:`grid_show_options` (dim all but one flag, or sort each
+    layer's heads by a statistic); ``compact`` fits the grid in about 900 px.
+    """
+    from attnviz.figures import grid_view
+
+    view = grid_view(_record.statistics, _record.n_layer, _record.n_head, show)
+    return make_head_grid_figure(
+        _record.pooled_grid("max"), mean=_record.mean_grid(), gamma=gamma, max_height=900 if compact else None, **view
+    )
 
 
 @st.cache_data(max_entries=32, show_spinner=False)

@@ -54,14 +54,28 @@ st.caption(
 layer, head = ui.layer_head_picker(record.n_layer, record.n_head, key="gen")
 labels = gen.labels()
 rows, cols = (gen.n_prompt, record.q_len), (0, record.k_len)
+n_rows = rows[1] - rows[0]
+if st.session_state.get("gen_step", 1) > n_rows:
+    st.session_state["gen_step"] = n_rows
+step = st.slider("Generation step", 1, n_rows, key="gen_step") if n_rows > 1 else 1
+weights = record.weights(layer, head, rows, cols)  # (generated rows, k_len)
 fig = make_head_heatmap_figure(
-    record.weights(layer, head, rows, cols),
+    weights,
     labels[rows[0] :],
     labels,
     title=f"generated tokens, L{layer} {head_label(head)}",
     mask=record.mask(layer, rows, cols),
 )
+# the step's row, outlined: row positions on a category axis are 0, 1, ...
+fig.add_shape(type="rect", xref="paper", x0=0, x1=1, yref="y", y0=step - 1.5, y1=step - 0.5, line={"width": 2})
 ui.plotly(fig, key="gen_rows")
+position = rows[0] + step - 1
+top = weights[step - 1].topk(min(3, position + 1))  # the step sees positions 0 .. position
+most = ", ".join(f"“{markdown_text(labels[int(i)])}” ({float(w):.2f})" for w, i in zip(*top, strict=True))
+st.markdown(
+    f"**Step {step}** (outlined): generated token “{markdown_text(labels[position])}” at position {position}, "
+    f"reading the prompt and the {step - 1} tokens generated before it, puts most weight on {most}."
+)
 st.caption(f"Full resolution: {rows[1] - rows[0]} generated rows × {cols[1]} keys.")
 with st.expander("Every row, prompt included"):
     ui.head_view(record, layer, head, key="gen_all", labels=labels)

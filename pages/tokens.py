@@ -26,9 +26,13 @@ if record.q_len < 2:
 
 texts = [tok.text for tok in record.tokens]
 n_tok = record.q_len
-if st.session_state.get("tokens_token", n_tok) >= n_tok:
-    # the last token: in a decoder it is the one that sees the whole text (token 0 sees only itself)
-    st.session_state["tokens_token"] = n_tok - 1
+chosen = st.session_state.get("tokens_token")
+if isinstance(chosen, str):  # after the text changed, Streamlit hands back the old label ("10 ."), not the index
+    head = chosen.split(" ", 1)[0]
+    chosen = int(head) if head.isdigit() else None
+if not isinstance(chosen, int) or not 0 <= chosen < n_tok:
+    chosen = n_tok - 1  # the last token: in a decoder it sees the whole text (token 0 sees only itself)
+st.session_state["tokens_token"] = chosen
 st.caption(
     f"**{markdown_text(record.model_name)}**, mask: {record.mask_summary()}. Pick a token (or click one in the text): "
     "each row colours the text by that head's weight. Grey cells are masked (the token cannot see them)."
@@ -72,3 +76,54 @@ else:
     st.caption(
         "Queries on the left, keys on the right; a line's opacity and width follow the weight. Click a head in the legend to hide or show it."
     )
+
+st.subheader("Why this head attends there")
+if st.toggle("Split one logit into the parts that add up to it", key="tokens_why", value=False):
+    from attnviz import logit_parts
+    from attnviz.logit_parts_figures import make_band_parts_figure, make_dimension_parts_figure
+
+    cols = st.columns([1, 3, 1])
+    why_head = cols[0].selectbox("Head", range(record.n_head), key="tokens_why_head", format_func=head_label)
+    seen = record.mask(layer, (token, token + 1), (0, record.k_len))[0].nonzero()[:, 0].tolist()
+    if not seen:
+        st.caption("This token's row is hidden (a pad): it attends nowhere that means anything.")
+    else:
+        row = record.weights(layer, why_head, (token, token + 1), (0, record.k_len))[0]  # (k_len,)
+        if st.session_state.get("tokens_why_key") not in seen:
+            st.session_state["tokens_why_key"] = int(row.argmax())  # where the head attends most
+        key = cols[1].selectbox(
+            "Key (the token attended to)",
+            seen,
+            key="tokens_why_key",
+            format_func=lambda i: f"{i} {texts[i][:40]} (weight {float(row[i]):.3f})",
+        )
+        sort = cols[2].toggle("Largest first", key="tokens_why_sort")
+        rope = logit_parts.rope_frequencies(ui.current_source(settings), record.layers[layer].q.shape[-1])
+        parts = logit_parts.logit_parts(record, layer, why_head, token, key, rope.inv_freq)
+        bands = logit_parts.band_summary(parts)
+        where = f"L{layer} {head_label(why_head)}, query {token} → key {key}"
+        ui.plotly(
+            make_dimension_parts_figure(parts, sort=sort, title=f"per head dimension, {where}"), key="tokens_why_dims"
+        )
+        pairs = "frequency band" if rope.rope else "dimension pairs (i, i + head_dim/2)"
+        ui.plotly(make_band_parts_figure(bands, parts, title=f"per {pairs}, {where}"), key="tokens_why_bands")
+        st.markdown(logit_parts.describe_parts(parts, bands))
+        notes = [
+            f"Each bar is q[d]·k[d]·scale (scale {parts.scale:.4g}) with q and k after any position rotation; the bars add up "
+            "to the dashed logit exactly. A pair is dimensions i and i + head_dim/2, which RoPE rotates together.",
+            f"Frequencies: {rope.source}." if rope.rope else f"Pairs: {rope.source}.",
+        ]
+        if parts.softcap is not None:
+            notes.append(
+                f"This model soft-caps its logits (cap {parts.softcap:g}): the parts add up to the logit before the cap, "
+                f"{parts.logit:.3f}; the softmax saw {parts.capped_logit:.3f}."
+            )
+        if rope.rope:
+            share = logit_parts.position_vs_content(record, layer, why_head, rope.inv_freq)
+            n = min(logit_parts.POSITION_TOKENS, record.q_len)
+            notes.append(
+                f"Position or content: over the first {n} tokens, the fastest quarter of the pairs carries "
+                f"**{share:.0%}** of how this head's logits vary across the keys a query sees (near 100%: it picks keys "
+                "by relative position; near 0%: by the slow pairs, which act as content)."
+            )
+        st.caption(" ".join(notes))

@@ -114,7 +114,9 @@ def test_coloured_text_is_uint8_with_masked_grey_and_exact_hover():
     weights = torch.tensor([[0.5, 0.5, math.nan], [1.0, 0.0, math.nan]])
     labels = ["a", "<b>", "a" * 40]
     spec = spec_of(make_coloured_text_figure(weights, labels, focus=1))
-    assert len(spec["data"]) == 1
+    assert len(spec["data"]) == 2  # the coloured cells, and invisible points over them that take the clicks
+    points = spec["data"][1]
+    assert points["type"] == "scatter" and points["marker"]["opacity"] == 0 and points["hoverinfo"] == "none"
     heat = spec["data"][0]
     assert heat["z"]["dtype"] == "u1"
     z = decode(heat["z"])

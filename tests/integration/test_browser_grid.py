@@ -1,0 +1,75 @@
+"""The Heads grid in a real headless Chromium: a click on a tile opens that head large and puts it in the link."""
+
+import pytest
+
+from tools.browser import chromium_browser, streamlit_server, wait_for_charts, wait_until_idle
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture(scope="module")
+def server():
+    with streamlit_server() as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with chromium_browser() as b:
+        yield b
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 1400, "height": 1600})
+    page = context.new_page()
+    errors = []
+    page.on("pageerror", lambda err: errors.append(str(err)))
+    yield page
+    context.close()
+    assert not errors, errors
+
+
+def assert_no_exception(page):
+    assert page.locator('[data-testid="stException"]').count() == 0, page.locator(
+        '[data-testid="stException"]'
+    ).first.inner_text()
+
+
+def large_title(page) -> str:
+    return page.locator(".js-plotly-plot").nth(1).locator(".gtitle").first.text_content()
+
+
+def test_clicking_a_grid_tile_opens_that_head(server, page):
+    page.goto(f"{server}/heads")
+    wait_for_charts(page, 3)
+    wait_until_idle(page)
+    assert_no_exception(page)
+    assert large_title(page).startswith("L0 H0")
+    grid = page.locator(".js-plotly-plot").first
+    grid.scroll_into_view_if_needed()
+    box = grid.locator(".nsewdrag").first.bounding_box()
+    n_layer, n_col = 2, 5  # the embedded default: 2 layers x (4 heads + the mean)
+    x, y = box["x"] + box["width"] * 2.5 / n_col, box["y"] + box["height"] * 1.5 / n_layer  # L1 H2
+    page.mouse.move(x, y)
+    hover = page.locator(".hoverlayer .hovertext").first
+    hover.wait_for(timeout=10_000)
+    assert "L1 H2" in hover.text_content()
+    page.mouse.click(x, y)
+    page.wait_for_function(
+        "() => document.querySelectorAll('.js-plotly-plot')[1]?.querySelector('.gtitle')?.textContent.startsWith('L1 H2')",
+        timeout=30_000,
+    )
+    wait_until_idle(page)
+    assert_no_exception(page)
+    head = page.locator('[data-testid="stSelectbox"]').filter(has=page.get_by_text("Head", exact=True)).first
+    assert "H2" in head.text_content() or head.get_by_role("combobox").input_value() == "H2", head.inner_html()
+    assert "layer=1" in page.url and "head=2" in page.url
+
+
+def test_a_link_opens_its_head(server, page):
+    page.goto(f"{server}/heads?layer=1&head=3")
+    wait_for_charts(page, 3)
+    wait_until_idle(page)
+    assert_no_exception(page)
+    assert large_title(page).startswith("L1 H3")

@@ -1,0 +1,85 @@
+"""The Token view in a real headless Chromium: a click on a token picks it, and 512 tokens stay in the payload budget."""
+
+import pytest
+
+from tools.browser import chromium_browser, set_sidebar_value, streamlit_server, wait_for_charts, wait_until_idle
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture(scope="module")
+def server():
+    with streamlit_server() as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with chromium_browser() as b:
+        yield b
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 1400, "height": 1600})
+    page = context.new_page()
+    errors = []
+    page.on("pageerror", lambda err: errors.append(str(err)))
+    yield page
+    context.close()
+    assert not errors, errors
+
+
+def assert_no_exception(page):
+    assert page.locator('[data-testid="stException"]').count() == 0
+
+
+def chosen_token(page) -> str:
+    """The Token selectbox's shown value."""
+    return page.locator('[data-testid="stSelectbox"]').filter(has_text="Token").first.locator("input").input_value()
+
+
+def test_clicking_a_token_in_the_text_picks_it(server, page):
+    page.goto(f"{server}/tokens")
+    page.locator("h1").first.wait_for(state="visible")
+    wait_for_charts(page, 3)
+    wait_until_idle(page)
+    assert chosen_token(page).startswith("10")  # a decoder's last token, or the last token of an encoder
+    page.wait_for_timeout(1000)  # plotly finishes its layout after the chart first appears
+    text = page.locator(".js-plotly-plot").first
+    area = text.locator(".nsewdrag").first.bounding_box()
+    n_tokens = 11  # "The cat sat on the mat because it was tired."
+    x = area["x"] + area["width"] * (1.5 / n_tokens)  # the second token's column
+    y = area["y"] + area["height"] * 0.5
+    page.mouse.move(x, y)  # plotly takes the click on the point under the pointer
+    page.wait_for_timeout(300)
+    page.mouse.click(x, y)
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('[data-testid=stSelectbox] input')].some(e => e.value === '1 cat')",
+        timeout=30_000,
+    )
+    wait_until_idle(page)
+    assert_no_exception(page)
+    assert chosen_token(page) == "1 cat"
+
+
+def test_512_tokens_and_12_heads_stay_under_1_5mb_per_update(server, page):
+    received = []
+    page.on("websocket", lambda ws: ws.on("framereceived", lambda payload: received.append(len(payload))))
+    page.goto(f"{server}/tokens")
+    page.locator("h1").first.wait_for(state="visible")
+    wait_until_idle(page)
+    for label, value in [("Max tokens", "512"), ("n_layer", "2"), ("n_head", "12"), ("d_model", "768")]:
+        set_sidebar_value(page, label, value)
+    set_sidebar_value(page, "Text to analyse", " ".join(f"word{i % 97}" for i in range(600)))
+    wait_for_charts(page, 2)
+    wait_until_idle(page)
+    assert_no_exception(page)
+    received.clear()
+    page.get_by_text("is attended by (its key column)", exact=True).click()  # one update: the other direction
+    wait_until_idle(page)
+    wait_for_charts(page, 2)
+    assert_no_exception(page)
+    payload = sum(received)
+    assert 0 < payload < 1_500_000, f"{payload} bytes"
+    print(f"token view, 12 heads x 512 tokens: {payload / 1e6:.2f} MB for one update")
