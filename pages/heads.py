@@ -12,6 +12,7 @@ from attnviz.head_stats import STAT_COLUMNS
 from attnviz.record import head_label
 from attnviz.token_display import markdown_text
 
+SQRT_BY_ITSELF_TOKENS = 128  # longer inputs are coloured by √weight unless the user turns it off
 TALL_GRID_LAYERS = 12  # above this many layers the grid is compact and the large view sits beside it
 
 
@@ -58,7 +59,19 @@ if tile is not None and tile != st.session_state.get("heads_grid_opened"):  # a 
     if tile[0] < record.n_layer and (tile[1] == "mean" or tile[1] < record.n_head):
         open_head(*tile)
 
-gamma = 0.5 if st.toggle("Emphasise small weights (colour by √weight)", key="heads_sqrt") else 1.0
+# past a hundred-odd tokens most weights are tiny and a linear scale draws a dark square: √ is on by itself there
+long_input = record.q_len > SQRT_BY_ITSELF_TOKENS
+emphasise = st.toggle(
+    "Emphasise small weights (colour by √weight)",
+    value=long_input,
+    key="heads_sqrt_long" if long_input else "heads_sqrt",  # one setting for short texts, one for long ones
+)
+gamma = 0.5 if emphasise else 1.0
+if long_input:
+    st.caption(
+        f"{record.q_len:,} tokens: weights are small, so the colour follows √weight unless you turn it off "
+        f"({'on' if emphasise else 'off'} now)."
+    )
 key = settings.key()
 tall = record.n_layer > TALL_GRID_LAYERS
 

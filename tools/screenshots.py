@@ -36,7 +36,7 @@ SHOTS = {
         "heads",
         [*SMOLLM2, ("Max tokens", "8192"), ("Text to analyse", LONG_TEXT)],
         5,
-        "Emphasise small weights (colour by √weight)",
+        None,  # √weight is on by itself at this length
         "One head, large",
     ),
     "parity-smollm2": ("parity", SMOLLM2, 3, None, None),
@@ -45,6 +45,7 @@ SHOTS = {
     "cost": ("cost", [], 3, "Measure on this machine (about 10 s)", None),
     "masks-smollm2": ("masks", SMOLLM2, 7, None, None),
     "kv-cache": ("kv_cache", [], 4, None, None),
+    "tokens": ("tokens", [], 3, None, None),
     "scaling-smollm2": ("scaling", SMOLLM2, 8, None, None),
     "walkthrough-smollm2": ("walkthrough", SMOLLM2, 0, None, None),  # 11 tokens: tables of numbers, no charts
     "training": ("training", [], 1, "Train", None),

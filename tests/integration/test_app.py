@@ -373,3 +373,14 @@ def test_a_very_long_token_is_cut_in_the_labels_and_shown_whole_below():
     large = spec_of(at.get("plotly_chart")[1])
     assert max(len(label) for label in large["data"][0]["x"]) <= 2 + 16  # "1 " + 16 characters
     assert any("Long tokens are cut" in c.value and "x" * 199 + "…" in c.value for c in at.caption)
+
+
+def test_long_inputs_are_coloured_by_the_square_root_unless_turned_off():
+    at = app()
+    at.switch_page("pages/heads.py").run()
+    assert not at.toggle(key="heads_sqrt").value  # a short text: linear
+    at.text_area(key="text").input(" ".join(f"word{i % 50}" for i in range(300))).run()
+    assert not at.exception and at.toggle(key="heads_sqrt_long").value
+    assert any("colour follows √weight" in c.value and "on now" in c.value for c in at.caption)
+    at.toggle(key="heads_sqrt_long").set_value(False).run()
+    assert any("off now" in c.value for c in at.caption)
