@@ -145,52 +145,26 @@ def test_every_widget_has_a_key():
 
 
 # page -> plotly charts it draws, per model ("-" = the page explains why it has nothing to draw)
+# the pages that draw the same for every model, in menu order
+SAME_FOR_EVERY_MODEL = {
+    "overview": 0,
+    "heads": 3,
+    "padding": 4,
+    "masks": 7,
+    "tokens": 3,
+    "head_roles": 2,
+    "kv_cache": 4,
+    "scaling": 8,
+    "training": "-",
+    "cost": 1,
+}
 CHARTS = {
-    "default": {
-        "overview": 0,
-        "heads": 3,
-        "parity": "-",
-        "generation": "-",
-        "padding": 4,
-        "masks": 7,
-        "tokens": 3,
-        "head_roles": 2,
-        "kv_cache": 4,
-        "scaling": 8,
-        "training": "-",
-        "walkthrough": 0,
-        "cost": 1,
-    },
-    "minilm": {
-        "overview": 0,
-        "heads": 3,
-        "parity": 3,
-        "generation": "-",
-        "padding": 4,
-        "masks": 7,
-        "tokens": 3,
-        "head_roles": 2,
-        "kv_cache": 4,
-        "scaling": 8,
-        "training": "-",
-        "walkthrough": 9,
-        "cost": 1,
-    },
-    "smollm2": {
-        "overview": 0,
-        "heads": 3,
-        "parity": 3,
-        "generation": 2,
-        "padding": 4,
-        "masks": 7,
-        "tokens": 3,
-        "head_roles": 2,
-        "kv_cache": 4,
-        "scaling": 8,
-        "training": "-",
-        "walkthrough": 10,
-        "cost": 1,
-    },
+    model: {**SAME_FOR_EVERY_MODEL, **per_model}
+    for model, per_model in {
+        "default": {"parity": "-", "generation": "-", "walkthrough": 0},
+        "minilm": {"parity": 3, "generation": "-", "walkthrough": 9},
+        "smollm2": {"parity": 3, "generation": 2, "walkthrough": 10},
+    }.items()
 }
 
 

@@ -5,7 +5,8 @@ import time
 import pytest
 
 from attnviz import settings
-from tools.browser import chromium_browser, set_sidebar_value, streamlit_server, wait_for_charts, wait_until_idle
+from tests.integration.chromium import assert_no_exception
+from tools.browser import set_sidebar_value, streamlit_server, wait_for_charts, wait_until_idle
 
 pytestmark = pytest.mark.browser
 
@@ -15,29 +16,6 @@ def server(smollm2):
     # smollm2: converted here first, so the server (same XDG cache) starts on a ready model
     with streamlit_server() as url:
         yield url
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with chromium_browser() as b:
-        yield b
-
-
-@pytest.fixture
-def page(browser):
-    context = browser.new_context(viewport={"width": 1400, "height": 1600})
-    page = context.new_page()
-    errors = []
-    page.on("pageerror", lambda err: errors.append(str(err)))
-    yield page
-    context.close()
-    assert not errors, errors
-
-
-def assert_no_exception(page):
-    assert page.locator('[data-testid="stException"]').count() == 0, page.locator(
-        '[data-testid="stException"]'
-    ).first.inner_text()
 
 
 def assert_sidebar_kept_its_defaults(page):

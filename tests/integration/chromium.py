@@ -1,0 +1,30 @@
+"""Fixtures and checks shared by the real-browser tests: one Chromium per module, a fresh context per test."""
+
+import pytest
+
+from tools.browser import chromium_browser
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with chromium_browser() as b:
+        yield b
+
+
+@pytest.fixture
+def page(browser):
+    """A new user's tab (1400 x 1600); the test fails if the page raised a JavaScript error."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1600})
+    page = context.new_page()
+    errors = []
+    page.on("pageerror", lambda err: errors.append(str(err)))
+    yield page
+    context.close()
+    assert not errors, errors
+
+
+def assert_no_exception(page):
+    """No Streamlit exception box on the page (its text in the failure message)."""
+    assert page.locator('[data-testid="stException"]').count() == 0, page.locator(
+        '[data-testid="stException"]'
+    ).first.inner_text()
