@@ -44,6 +44,7 @@ bench: setup
 	$(BIN)/python -m benchmarks.sdpa
 	$(BIN)/python -m benchmarks.capture
 	$(BIN)/python -m benchmarks.scaling_page
+	$(BIN)/python -m benchmarks.head_roles
 
 # the Heads page measured in Chromium and through AppTest
 bench-browser: setup browser

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import math
 import threading
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 import torch
@@ -305,25 +306,37 @@ class EmbeddedModel(nn.Module):
             x, _ = block(x, mask)
         return x[0].float().cpu()  # (T, d_model)
 
-    @torch.no_grad()
     def attention_layer(self, text: str, max_tokens: int, layer: int) -> LayerInput:
         """Block ``layer``'s own attention and its input: the embeddings run through the blocks before it, then
         the block's LayerNorm (1, T, d_model). Reads at most settings.PARITY_TOKENS tokens."""
         check_layer(layer, self.n_layer)
+        return self.attention_layers(text, max_tokens, [layer])[0]
+
+    @torch.no_grad()
+    def attention_layers(self, text: str, max_tokens: int, layers: Sequence[int] | None = None) -> list[LayerInput]:
+        """:meth:`attention_layer` for several layers (default: all), from one run through the blocks."""
+        layers = list(range(self.n_layer)) if layers is None else list(layers)
+        for layer in layers:
+            check_layer(layer, self.n_layer)
         encoding = self.encode(text, min(max_tokens, settings.PARITY_TOKENS))
         T = len(encoding.tokens)
         x = self.embed([[t.text for t in encoding.tokens]], torch.arange(T)[None])  # (1, T, d_model)
         mask = self._keys(T).dense().to(self.device)  # (T, T): what every block applies
-        for block in self.blocks[:layer]:
+        inputs: dict[int, Tensor] = {}
+        for index, block in enumerate(self.blocks[: max(layers, default=-1) + 1]):
+            if index in layers:
+                inputs[index] = block.ln_attn(x)  # (1, T, d_model)
             x, _ = block(x, mask)
-        block = self.blocks[layer]
-        return LayerInput(
-            layer=layer,
-            attention=block.attn,
-            hidden=block.ln_attn(x),  # (1, T, d_model)
-            mask=mask,
-            rotate=None,
-            scale=1.0 / math.sqrt(self.head_dim),  # what scaled_dot_product_attention uses when given none
-            tokens=encoding.tokens,
-            n_input=encoding.n_input,
-        )
+        return [
+            LayerInput(
+                layer=layer,
+                attention=self.blocks[layer].attn,
+                hidden=inputs[layer],
+                mask=mask,
+                rotate=None,
+                scale=1.0 / math.sqrt(self.head_dim),  # what scaled_dot_product_attention uses when given none
+                tokens=encoding.tokens,
+                n_input=encoding.n_input,
+            )
+            for layer in layers
+        ]

@@ -28,6 +28,7 @@ from torch import Tensor
 
 from attnviz.parity import PARITY_TOLERANCE
 from attnviz.record import Head, head_label
+from attnviz.token_display import hover_text, plain_text
 
 BASE_SCALE = "Viridis"
 MASKED_COLOR = "#d4d4d4"
@@ -59,6 +60,9 @@ def _axis_height(n: int) -> int:
     return int(min(900, max(380, 160 + 14 * n)))
 
 
+WHOLE_ON_HOVER = 32  # cut tokens (rows and columns each) that get their whole text on hover
+
+
 def make_head_heatmap_figure(
     weights: Tensor | np.ndarray,
     q_labels: list[str],
@@ -67,30 +71,47 @@ def make_head_heatmap_figure(
     title: str = "",
     gamma: float = 1.0,
     mask: Tensor | None = None,
+    q_hover: list[str] | None = None,
+    k_hover: list[str] | None = None,
 ) -> go.Figure:
     """One head drawn large: weights (q_len, k_len), tokens on both axes, the weight on hover.
 
     ``mask`` (bool, True = may attend, broadcastable to (q_len, k_len)) greys out the
     cells a query cannot see, such as the future under a causal mask.
+
+    ``q_hover``/``k_hover`` are the labels whole, where the axis labels were cut short.
+    The row (column) of each cut token is drawn again as a one-row heatmap of its
+    own whose hover names the token whole, wrapped: a few kB a token, where a hover
+    text per cell would cost the whole matrix. Plotly keeps thinning the axis labels
+    to what fits and relabels them as the user zooms.
     """
     w = _as_tensor(weights).detach().float().cpu()  # (q_len, k_len)
     if w.ndim != 2 or w.shape != (len(q_labels), len(k_labels)):
         raise ValueError(f"weights {tuple(w.shape)} do not match {len(q_labels)} x {len(k_labels)} labels")
     if mask is not None:
         w = w.masked_fill(~mask.cpu().expand(w.shape), float("nan"))
+    z = w.numpy().astype(np.float32)
+    q_ticks, k_ticks = [plain_text(x) for x in q_labels], [plain_text(x) for x in k_labels]
+    cells = {"zmin": 0.0, "zmax": 1.0, "colorscale": weight_colorscale(gamma), "hoverongaps": False}
     fig = go.Figure(
-        go.Heatmap(
-            z=w.numpy().astype(np.float32),
-            x=k_labels,
-            y=q_labels,
-            zmin=0.0,
-            zmax=1.0,
-            colorscale=weight_colorscale(gamma),
-            colorbar=weight_colorbar(gamma),
-            hovertemplate=HOVER,
-            hoverongaps=False,
-        )
+        go.Heatmap(z=z, x=k_ticks, y=q_ticks, colorbar=weight_colorbar(gamma), hovertemplate=HOVER, **cells)
     )
+    for axis, (cut, whole) in enumerate(((q_labels, q_hover), (k_labels, k_hover))):
+        if whole is None or len(cut) < 2:
+            continue
+        for i in [i for i, (c, w) in enumerate(zip(cut, whole, strict=True)) if c != w][:WHOLE_ON_HOVER]:
+            # two rows (the cut token's and a NaN neighbour): Plotly misplaces a one-row heatmap on a category axis
+            pair = [i, i + 1 if i + 1 < len(cut) else i - 1]
+            part = np.full((2, z.shape[1]) if axis == 0 else (z.shape[0], 2), np.nan, np.float32)
+            if axis == 0:
+                part[0] = z[i]
+                where = {"x": k_ticks, "y": [q_ticks[p] for p in pair]}
+                template = f"query {hover_text(whole[i])}<br>key %{{x}}<br>weight %{{z:.5f}}<extra></extra>"
+            else:
+                part[:, 0] = z[:, i]
+                where = {"x": [k_ticks[p] for p in pair], "y": q_ticks}
+                template = f"query %{{y}}<br>key {hover_text(whole[i])}<br>weight %{{z:.5f}}<extra></extra>"
+            fig.add_trace(go.Heatmap(z=part, **where, hovertemplate=template, showscale=False, **cells))
     fig.update_layout(
         title={"text": title, "y": 0.99, "yanchor": "top"},
         height=_axis_height(len(q_labels)) + 60,

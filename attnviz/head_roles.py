@@ -3,13 +3,15 @@
 Three questions people ask about a model's heads, answered from an
 :class:`~attnviz.record.AttentionRecord` (no Streamlit, no I/O):
 
-- **Roles.** Every head is labelled sink, previous-token, self, local, uniform or
-  content from its row-averaged statistics, with the statistic that decided it
-  as its score, and the entropy left once the first token is taken out.
-  There is no "dead" role: a dead head is one whose *output* barely moves the
-  residual stream, and a record holds attention weights, q and k, not values or
-  the output projection. Attention alone cannot tell a no-op head from a sink
-  head that reads a useful first token.
+- **Roles.** Every head is labelled sink, previous-token, self, local, uniform,
+  dead or content, with the statistic that decided it as its score, and the
+  entropy left once the first token is taken out. All but "dead" come from the
+  record's row-averaged attention statistics. "Dead" is about a head's
+  *output*: attention alone cannot tell a no-op head from a sink head that reads
+  a useful first token, so it needs each head's weighted sum of V through its
+  slice of W_O, which :func:`head_output_norms` gets by rerunning every layer
+  with our own module (:meth:`AttentionSource.attention_layer`) on a short
+  prefix of the text.
 - **Similarity.** The Jensen–Shannon distance between every pair of heads'
   patterns, average-linkage clustering, and the groups of heads closer than a
   threshold: the tutorial's "too many heads" pitfall, measured.
@@ -27,12 +29,13 @@ import pandas as pd
 import torch
 from torch import Tensor
 
+from attnviz.attention import scaled_dot_product_attention
 from attnviz.capture import WINDOW_CELLS
 from attnviz.head_stats import PREVIOUS_TOKEN, SINK_FIRST_TOKEN, UNIFORM_ENTROPY_NORM, entropy
 from attnviz.record import AttentionRecord
-from attnviz.source import AttentionSource
+from attnviz.source import AttentionSource, LayerInput
 
-ROLES = ("sink", "previous-token", "self", "local", "uniform", "content", "undetermined")
+ROLES = ("sink", "previous-token", "self", "local", "uniform", "dead", "content", "undetermined")
 SELF_TOKEN = 0.5  # a self head puts at least this much weight on its own position
 LOCAL_WINDOW = 3  # a local head's keys lie within this many positions of the query, either side
 LOCAL_WEIGHT = 0.5  # ... and carry at least this much of its weight
@@ -44,7 +47,38 @@ SIMILARITY_MIN_ROWS = 8
 SIMILARITY_BLOCK = 2**24  # elements of (heads, rows, keys) held at once
 REDUNDANT_DISTANCE = 0.2  # heads closer than this (JS distance, 0..1) form a redundant group
 
+# "dead": a head whose output (its weighted sum of V through its slice of W_O) has a mean norm under this share of
+# the median head of its layer. Measured on at most OUTPUT_TOKENS tokens, every layer's input from one pass of the
+# model, each layer rerun once by our own module
+DEAD_OUTPUT_SHARE = 0.1
+OUTPUT_TOKENS = 128
+# what finding dead heads costs: one pass plus one rerun of every layer, about 12·d_model² multiply-adds a token a
+# layer each. SmolLM2 (30 layers, d_model 576) at 128 tokens: 1.5e10, measured at 0.45 s by benchmarks/head_roles.py
+# on a 2-core CPU. Under OUTPUT_AUTO_MACS (every bundled model; the embedded model up to 12 layers of d_model 1,024)
+# the page measures outputs on every run, and the dead role counts across prompts too; over it the user asks for
+# it, told how long it takes
+OUTPUT_AUTO_MACS = 2 * 10**11
+OUTPUT_SECONDS_PER_MAC = 0.45 / (2 * 30 * 128 * 12 * 576**2)
+
+# "Across prompts": the user's own prompts, one per line, at most this many, each cut to at most STABILITY_TOKENS
+# tokens (and the sidebar's max tokens), so one request is at most 8 captures of 512 tokens
+STABILITY_MAX_PROMPTS = 8
+STABILITY_TOKENS = 512
+STABILITY_PROMPT_CHARS = 20_000  # characters read from the text area before it is split into prompts
+
 SINK_LENGTHS = (64, 256, 512)  # the default lengths of sink_vs_length: seconds on every bundled model
+SINK_CHOICES = (64, 128, 256, 512, 1024, 2048, 4096, 8192)  # the lengths the page offers (up to max_positions)
+# sink_vs_length's time is dominated by the capture's n_layer x n_head x T² attention cells: SmolLM2-135M
+# (30 x 9 heads) at 8,192 tokens: 47.5 s and 1,911 MB above the loaded model on an idle 2-core CPU
+# (benchmarks/head_roles.py), about SINK_SECONDS_PER_CELL s a cell, plus about a second a length
+SINK_8192_SECONDS = 48.0
+SINK_SECONDS_PER_CELL = SINK_8192_SECONDS / (30 * 9 * 8192**2)
+SINK_SECONDS_PER_LENGTH = 1.0
+SINK_8192_MB = 1911
+SINK_CONFIRM_SECONDS = 20.0  # a selection estimated slower than this runs only once the user confirms it
+# one request's bound: every length the page offers on SmolLM2 (64 to 8,192 tokens), about 1.33 captures at 8,192.
+# Peak memory is that of the longest capture alone (one capture at a time, each reduced to row statistics)
+SINK_MAX_CELLS = 30 * 9 * sum(n * n for n in SINK_CHOICES)
 
 
 def describe_roles() -> str:
@@ -53,7 +87,8 @@ def describe_roles() -> str:
         f"sink (≥ {SINK_FIRST_TOKEN:g} on the first token), previous-token (≥ {PREVIOUS_TOKEN:g} on the previous "
         f"token), self (≥ {SELF_TOKEN:g} on itself): the strongest of these three wins; else uniform (entropy_norm ≥ "
         f"{UNIFORM_ENTROPY_NORM:g}); else local (≥ {LOCAL_WEIGHT:g} within ±{LOCAL_WINDOW} tokens); else content. "
-        "Undetermined: no row sees two keys."
+        f"Dead, whatever its pattern: its output after W_O averages under {DEAD_OUTPUT_SHARE:.0%} of its "
+        f"layer's median head (measured on the first {OUTPUT_TOKENS} tokens). Undetermined: no row sees two keys."
     )
 
 
@@ -117,6 +152,8 @@ def assign_role(stats: dict[str, float]) -> tuple[str, float]:
         v = stats.get(name)
         return math.nan if v is None else float(v)
 
+    if not math.isnan(value("output_share")) and value("output_share") < DEAD_OUTPUT_SHARE:
+        return "dead", value("output_share")
     if math.isnan(value("entropy_norm")):
         return "undetermined", math.nan
     single = [
@@ -135,14 +172,100 @@ def assign_role(stats: dict[str, float]) -> tuple[str, float]:
     return "content", value("max_weight")  # how sharply it picks keys by what they are, not where
 
 
-def head_roles(record: AttentionRecord) -> pd.DataFrame:
+def per_head_output(out: Tensor, w_o: Tensor) -> Tensor:
+    """Each head's part of the layer output: out (B, n_head, T, head_dim), W_O's weight (d_model, n_head · head_dim)
+    -> (B, n_head, T, d_model).
+
+    Head h's columns of W_O are h · head_dim to (h + 1) · head_dim, as :func:`~attnviz.attention.merge_heads` lays
+    the heads side by side, so the sum over heads (plus W_O's bias, which no head owns) is the layer's output.
+    """
+    n_head, head_dim = out.shape[1], out.shape[-1]
+    w = w_o.view(w_o.shape[0], n_head, head_dim)  # (d_model, n_head, head_dim)
+    return torch.einsum("bhtd,mhd->bhtm", out, w)  # (B, n_head, T, d_model)
+
+
+@torch.no_grad()
+def layer_output_norms(layer: LayerInput) -> Tensor:
+    """Each head's output norm after W_O, averaged over the query rows that see a key: (n_head,).
+
+    Reruns ``layer`` as :meth:`MultiHeadAttention.forward` does (project, RoPE, attention under the layer's mask
+    and scale), but keeps the heads apart before W_O mixes them.
+    """
+    mha, x = layer.attention, layer.hidden  # x: (1, T, d_model)
+    positions = torch.arange(x.shape[1], device=x.device)
+    q, k, v = mha.project_qkv(x, x, x, layer.rotate, positions)  # (1, n_head, T, hd), (1, n_kv_head, T, hd) x 2
+    out, _ = scaled_dot_product_attention(q, k, v, layer.mask, layer.scale)  # (1, n_head, T, head_dim)
+    norms = per_head_output(out, mha.w_o.weight).norm(dim=-1)[0].float().cpu()  # (n_head, T)
+    live = torch.ones(x.shape[1], dtype=torch.bool) if layer.mask is None else layer.mask.bool().any(-1).cpu()
+    return norms[:, live].mean(dim=-1)  # (n_head,)
+
+
+@dataclass(frozen=True)
+class HeadOutputs:
+    """How much each head adds to its layer's output.
+
+    norm: (n_layer, n_head) mean over query rows of ‖Σ_j w_ij v_j · W_O[:, head]ᵀ‖, on the first ``n_tokens``
+    tokens of the text (``n_input`` before the cut).
+    """
+
+    norm: np.ndarray
+    n_tokens: int
+    n_input: int
+
+    @property
+    def nbytes(self) -> int:
+        return self.norm.nbytes
+
+    @property
+    def share(self) -> np.ndarray:
+        """Each head's norm over the median head of its layer: (n_layer, n_head); NaN where the median is 0."""
+        median = np.median(self.norm, axis=1, keepdims=True)  # (n_layer, 1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(median > 0, self.norm / median, np.nan)
+
+    @property
+    def dead(self) -> np.ndarray:
+        """(n_layer, n_head) bool: the output averages under DEAD_OUTPUT_SHARE of the layer's median head."""
+        share = self.share
+        return ~np.isnan(share) & (share < DEAD_OUTPUT_SHARE)
+
+
+def head_output_norms(source: AttentionSource, text: str, max_tokens: int) -> HeadOutputs:
+    """Every head's output norm on the first min(max_tokens, OUTPUT_TOKENS) tokens of ``text``.
+
+    Every layer's input from one pass (:meth:`~attnviz.source.AttentionSource.attention_layers`). Raises what
+    that raises: ParityUnsupportedError when our module cannot rerun this source's layers (then there is no dead
+    role).
+    """
+    layers = source.attention_layers(text, min(max_tokens, OUTPUT_TOKENS))
+    if layers[0].hidden.shape[1] == 0:
+        raise ValueError("the text has no tokens to measure the heads' outputs on")
+    norms = torch.stack([layer_output_norms(layer) for layer in layers])  # (n_layer, n_head)
+    return HeadOutputs(norms.numpy(), len(layers[0].tokens), layers[0].n_input)
+
+
+def output_cost_macs(source: AttentionSource, max_tokens: int) -> int:
+    """About how many multiply-adds :func:`head_output_norms` costs (see OUTPUT_AUTO_MACS)."""
+    return 2 * source.n_layer * min(max_tokens, OUTPUT_TOKENS) * 12 * source.d_model**2
+
+
+def output_seconds(source: AttentionSource, max_tokens: int) -> float:
+    """About how long :func:`head_output_norms` takes on a 2-core CPU (calibrated on SmolLM2, see above)."""
+    return output_cost_macs(source, max_tokens) * OUTPUT_SECONDS_PER_MAC
+
+
+def head_roles(record: AttentionRecord, outputs: HeadOutputs | None = None) -> pd.DataFrame:
     """One row per head: layer, head, role, score, entropy_without_sink and the statistics behind the role.
 
     score is the statistic that decided the role (the first-token weight of a
-    sink, the entropy_norm of a uniform head, the max weight of a content head).
-    entropy_without_sink is the row entropy in nats after the first token is
-    removed and the rest renormalised, averaged over rows: how much choice is
-    left once the sink is set aside.
+    sink, the entropy_norm of a uniform head, the max weight of a content head,
+    the output share of a dead head). entropy_without_sink is the row entropy in
+    nats after the first token is removed and the rest renormalised, averaged
+    over rows: how much choice is left once the sink is set aside.
+    ``outputs`` (from :func:`head_output_norms`) adds output_norm and
+    output_share (the norm over its layer's median head) and the dead role;
+    without it they are NaN and no head is dead. attention_role is the role the
+    pattern alone gives (what a dead head would be, were it not dead).
     """
     means = _row_means(record)
     columns = (
@@ -154,13 +277,31 @@ def head_roles(record: AttentionRecord) -> pd.DataFrame:
         "entropy_norm",
         "max_weight",
     )
+    if outputs is not None and outputs.norm.shape != (record.n_layer, record.n_head):
+        raise ValueError(f"outputs are {outputs.norm.shape}, the record has ({record.n_layer}, {record.n_head}) heads")
+    norm = np.full((record.n_layer, record.n_head), np.nan) if outputs is None else outputs.norm
+    share = np.full((record.n_layer, record.n_head), np.nan) if outputs is None else outputs.share
     rows = []
     for layer in range(record.n_layer):
         for head in range(record.n_head):
             stats = {name: float(means[name][layer, head]) for name in columns}
-            role, score = assign_role(stats)
-            rows.append({"layer": layer, "head": head, "role": role, "score": score, **stats})
-    return pd.DataFrame(rows, columns=["layer", "head", "role", "score", *columns])
+            pattern_role, _ = assign_role(stats)
+            extra = {"output_norm": float(norm[layer, head]), "output_share": float(share[layer, head])}
+            role, score = assign_role({**stats, **extra})
+            rows.append(
+                {
+                    "layer": layer,
+                    "head": head,
+                    "role": role,
+                    "score": score,
+                    **stats,
+                    **extra,
+                    "attention_role": pattern_role,
+                }
+            )
+    return pd.DataFrame(
+        rows, columns=["layer", "head", "role", "score", *columns, "output_norm", "output_share", "attention_role"]
+    )
 
 
 @dataclass(frozen=True)
@@ -304,17 +445,33 @@ def head_similarity(record: AttentionRecord) -> HeadSimilarity:
     return HeadSimilarity(distance, merges, leaf_order(merges, len(distance)), record.n_head, note)
 
 
-def role_stability(source: AttentionSource, texts: list[str], max_tokens: int) -> pd.DataFrame:
+def parse_prompts(text: str, max_prompts: int = STABILITY_MAX_PROMPTS) -> tuple[list[str], int]:
+    """The user's prompts, one per line: (the first ``max_prompts`` non-empty lines, stripped; how many more there were).
+
+    Only the first STABILITY_PROMPT_CHARS characters of ``text`` are read.
+    """
+    lines = [line.strip() for line in text[:STABILITY_PROMPT_CHARS].splitlines()]
+    prompts = [line for line in lines if line]
+    return prompts[:max_prompts], max(0, len(prompts) - max_prompts)
+
+
+def role_stability(
+    source: AttentionSource, texts: list[str], max_tokens: int, *, with_outputs: bool = False
+) -> pd.DataFrame:
     """Each head's most common role over ``texts``: layer, head, role, share (of prompts), n_prompts.
 
-    Texts with fewer than two tokens are skipped; ValueError when none is left.
-    Ties go to the role listed first in :data:`ROLES`.
+    Each text is cut to min(max_tokens, STABILITY_TOKENS) tokens. ``with_outputs``
+    measures every head's output on each text too (:func:`head_output_norms`), so
+    "dead" counts as a role. Texts with fewer than two tokens are skipped;
+    ValueError when none is left. Ties go to the role listed first in :data:`ROLES`.
     """
+    n_tokens = min(max_tokens, STABILITY_TOKENS)
     frames = []
     for text in texts:
-        record = source.run(text, max_tokens)
+        record = source.run(text, n_tokens)
         if len(record.tokens) >= 2:
-            frames.append(head_roles(record)[["layer", "head", "role"]])
+            outputs = head_output_norms(source, text, n_tokens) if with_outputs else None
+            frames.append(head_roles(record, outputs)[["layer", "head", "role"]])
     if not frames:
         raise ValueError(f"none of the {len(texts)} texts has two tokens to compare heads on")
     counts = pd.concat(frames).groupby(["layer", "head"])["role"].value_counts().rename("count").reset_index()
@@ -347,13 +504,42 @@ def sink_vs_length(source: AttentionSource, text: str, lengths: tuple[int, ...] 
 
     ``text`` is repeated to each length (capped at the model's ``max_positions``);
     first_token_weight is the mean over query rows that see two keys. The
-    captures keep no q and k, so each holds only row statistics and pooled maps.
+    captures keep no q and k, so each holds only row statistics and pooled maps;
+    they run one after another, so the peak memory is the longest one's.
+    ValueError over SINK_MAX_CELLS (:func:`check_sink_cost`).
     """
+    check_sink_cost(source, lengths)
     frames = []
-    for length in sorted({min(int(n), source.max_positions) for n in lengths}):
+    for length in sink_lengths(source, lengths):
         record = source.run(text_of_length(source, text, length), length, keep_qk=False)
         stats = record.statistics[["layer", "head", "first_token_weight"]].copy()
         stats.insert(0, "length", len(record.tokens))
         frames.append(stats)
     frame = pd.concat(frames, ignore_index=True)
     return frame.drop_duplicates(["length", "layer", "head"]).reset_index(drop=True)
+
+
+def sink_lengths(source: AttentionSource, lengths) -> tuple[int, ...]:
+    """The distinct lengths :func:`sink_vs_length` will capture: each capped at the model's max_positions, sorted."""
+    return tuple(sorted({min(int(n), source.max_positions) for n in lengths}))
+
+
+def sink_cells(source: AttentionSource, lengths) -> int:
+    """The attention cells (n_layer · n_head · T², summed over lengths) the captures compute: the request's cost."""
+    return source.n_layer * source.n_head * sum(n * n for n in sink_lengths(source, lengths))
+
+
+def sink_seconds(source: AttentionSource, lengths) -> float:
+    """About how long :func:`sink_vs_length` takes on a 2-core CPU (see SINK_SECONDS_PER_CELL)."""
+    n = len(sink_lengths(source, lengths))
+    return sink_cells(source, lengths) * SINK_SECONDS_PER_CELL + n * SINK_SECONDS_PER_LENGTH
+
+
+def check_sink_cost(source: AttentionSource, lengths) -> None:
+    """ValueError, with the numbers, when the lengths ask for more than SINK_MAX_CELLS attention cells."""
+    cells = sink_cells(source, lengths)
+    if cells > SINK_MAX_CELLS:
+        raise ValueError(
+            f"these lengths need {cells:.2e} attention cells ({source.n_layer} layers x {source.n_head} heads x the "
+            f"squared lengths), over this server's bound of {SINK_MAX_CELLS:.2e}: pick fewer or shorter lengths"
+        )

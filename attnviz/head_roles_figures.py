@@ -18,6 +18,7 @@ ROLE_COLOURS = {
     "self": "#9467bd",
     "local": "#2ca02c",
     "uniform": "#bcbd22",
+    "dead": "#404040",
     "content": "#ff7f0e",
     "undetermined": "#c7c7c7",
 }
@@ -73,11 +74,19 @@ def make_head_roles_figure(roles: pd.DataFrame, *, title: str = "Head roles") ->
                 )
             )
     fig.update_yaxes(autorange="reversed")
+    # the legend sits above the grid, under the title: below it, it covered the head labels (H0, H1, ...)
     fig.update_layout(
-        title=title,
-        height=max(260, 90 + 28 * n_layer),
-        legend={"orientation": "h", "y": -0.15, "yanchor": "top"},
-        margin={"b": 10},
+        title={"text": title, "y": 1.0, "yanchor": "top", "yref": "container", "pad": {"t": 12}},
+        height=max(300, 150 + 28 * n_layer),
+        legend={
+            "orientation": "h",
+            "x": 0,
+            "xanchor": "left",
+            "y": 1.0,
+            "yanchor": "bottom",
+            "yref": "paper",
+        },
+        margin={"t": 110, "b": 10},
     )
     return fig
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -324,41 +324,58 @@ class HFSource:
 
         Reads at most settings.PARITY_TOKENS tokens: the mask comes from the reference pass, which holds every weight.
         """
+        check_layer(layer, self.n_layer)
+        return self.attention_layers(text, max_tokens, [layer])[0]
+
+    def attention_layers(self, text: str, max_tokens: int, layers: Sequence[int] | None = None) -> list[LayerInput]:
+        """:meth:`attention_layer` for several layers (default: all) from one pass of the model."""
         if not self.supports_parity:
             raise ParityUnsupportedError(
                 f"attnviz's MultiHeadAttention reproduces BERT-style encoders and Llama-style decoders, "
                 f"not {self.config.model_type!r} layers, so it cannot rerun this model's attention step by step"
             )
-        check_layer(layer, self.n_layer)
+        layers = list(range(self.n_layer)) if layers is None else list(layers)
+        for layer in layers:
+            check_layer(layer, self.n_layer)
         encoding = self.encode(text, min(max_tokens, settings.PARITY_TOKENS))
         theirs, ours, rotate = our_layers(self)
-        captured: list[Tensor] = []
+        captured: dict[int, Tensor] = {}
         owner = threading.get_ident()
 
-        def grab(module, args, kwargs):
-            # the model is shared between sessions: keep only this thread's input
-            if threading.get_ident() == owner:
-                captured.append(args[0] if args else kwargs["hidden_states"])
+        def grabber(layer: int):
+            def grab(module, args, kwargs):
+                # the model is shared between sessions: keep only this thread's input
+                if threading.get_ident() == owner:
+                    captured.setdefault(layer, args[0] if args else kwargs["hidden_states"])
 
-        hook = theirs[layer].register_forward_pre_hook(grab, with_kwargs=True)
+            return grab
+
+        hooks = [theirs[layer].register_forward_pre_hook(grabber(layer), with_kwargs=True) for layer in set(layers)]
         try:
             _, keys = self.reference_pass(encoding.ids)
         finally:
-            hook.remove()
-        if not captured:
-            raise ModelUnavailableError(f"{self.name}'s layer {layer} did not run on this text")
-        hidden = captured[0]  # (1, T, d_model)
-        scale = getattr(theirs[layer], "scaling", None)
-        return LayerInput(
-            layer=layer,
-            attention=ours[layer],
-            hidden=hidden,
-            mask=keys[layer].dense().to(hidden.device),  # (T, T): what the model's own layer applied
-            rotate=rotate,
-            scale=float(scale) if scale is not None else 1.0 / math.sqrt(self.head_dim),
-            tokens=encoding.tokens,
-            n_input=encoding.n_input,
-        )
+            for hook in hooks:
+                hook.remove()
+        missing = sorted(set(layers) - set(captured))
+        if missing:
+            raise ModelUnavailableError(f"{self.name}'s layer {missing[0]} did not run on this text")
+        inputs = []
+        for layer in layers:
+            hidden = captured[layer]  # (1, T, d_model)
+            scale = getattr(theirs[layer], "scaling", None)
+            inputs.append(
+                LayerInput(
+                    layer=layer,
+                    attention=ours[layer],
+                    hidden=hidden,
+                    mask=keys[layer].dense().to(hidden.device),  # (T, T): what the model's own layer applied
+                    rotate=rotate,
+                    scale=float(scale) if scale is not None else 1.0 / math.sqrt(self.head_dim),
+                    tokens=encoding.tokens,
+                    n_input=encoding.n_input,
+                )
+            )
+        return inputs
 
 
 def _has_lm_head(config, where: str) -> bool:

@@ -44,12 +44,13 @@ def short_text(text: str, limit: int = LABEL_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def token_labels(tokens: list[Token]) -> list[str]:
+def token_labels(tokens: list[Token], limit: int | None = LABEL_CHARS) -> list[str]:
     """Unique axis labels, "index token", so repeated tokens stay separate rows; long tokens cut with an ellipsis.
 
     A 3,000-character token would otherwise take the whole plot's width for its label.
+    ``limit=None`` keeps every token whole (for hover text).
     """
-    return [f"{i} {short_text(tok.text)}" for i, tok in enumerate(tokens)]
+    return [f"{i} {tok.text if limit is None else short_text(tok.text, limit)}" for i, tok in enumerate(tokens)]
 
 
 def cut_tokens(tokens: list[Token]) -> list[tuple[int, str]]:
@@ -207,8 +208,9 @@ class AttentionRecord:
         rows = {name: value.masked_fill(~live, math.nan) for name, value in rows.items()}
         return summarize_rows(rows)
 
-    def labels(self) -> list[str]:
-        return token_labels(self.tokens)
+    def labels(self, full: bool = False) -> list[str]:
+        """Axis labels, "index token", cut to a readable width (``full``: whole, for hover)."""
+        return token_labels(self.tokens, None if full else LABEL_CHARS)
 
 
 _AVERAGED = ("max_weight", "first_token_weight", "prev_token_weight", "self_weight", "mean_distance")
@@ -273,9 +275,12 @@ class GenerationRecord:
         """The prompt tokens the model actually read, as display text."""
         return " ".join(t.text for t in self.record.tokens[: self.n_prompt])
 
-    def labels(self) -> list[str]:
-        """Row labels, with generated tokens marked "✦"."""
-        return [f"{i} {'✦' if i >= self.n_prompt else ''}{tok.text}" for i, tok in enumerate(self.record.tokens)]
+    def labels(self, full: bool = False) -> list[str]:
+        """Row labels, with generated tokens marked "✦", cut to a readable width (``full``: whole, for hover)."""
+        return [
+            f"{i} {'✦' if i >= self.n_prompt else ''}{tok.text if full else short_text(tok.text)}"
+            for i, tok in enumerate(self.record.tokens)
+        ]
 
 
 __all__ = [

@@ -8,6 +8,7 @@ adding one class that satisfies this protocol; no page changes.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
@@ -172,4 +173,8 @@ class AttentionSource(Protocol):
         Reads at most settings.PARITY_TOKENS tokens. ParityUnsupportedError when our
         module cannot reproduce this source's layers (see ``supports_parity``).
         """
+        ...
+
+    def attention_layers(self, text: str, max_tokens: int, layers: Sequence[int] | None = None) -> list[LayerInput]:
+        """:meth:`attention_layer` for several layers (default: all) from one pass of the model."""
         ...

@@ -81,3 +81,22 @@ def markdown_text(text: str) -> str:
 def plain_text(text: str) -> str:
     """User text made safe for a Plotly title, which would read ``<b>`` or ``<br>`` as markup."""
     return html.escape(text, quote=False)
+
+
+HOVER_LINE_CHARS = 60  # user text in a hover box is wrapped at this many characters a line
+HOVER_LINES = 10  # and shown on at most this many lines: Plotly drops a hover box taller than the plot
+
+
+def hover_text(text: str, width: int = HOVER_LINE_CHARS, lines: int = HOVER_LINES) -> str:
+    """User text for a Plotly hover box (a category or a constant in a hovertemplate).
+
+    Markup is escaped, and so is ``%`` (``%{z}`` typed by a user is not a template
+    variable); the text is wrapped every ``width`` characters, and past ``lines``
+    lines the rest is counted, not shown.
+    """
+    shown = [
+        plain_text(text[i : i + width]).replace("%", "&#37;") for i in range(0, min(len(text), width * lines), width)
+    ]
+    if len(text) > width * lines:
+        shown.append(f"… {len(text) - width * lines:,} more characters")
+    return "<br>".join(shown)

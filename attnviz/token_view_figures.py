@@ -17,7 +17,7 @@ import torch
 from plotly.colors import qualitative, sample_colorscale
 from torch import Tensor
 
-from attnviz.token_display import plain_text
+from attnviz.token_display import hover_text, plain_text
 
 CELL_CHARS = 12  # a token's text inside a cell is cut to this many characters, with an ellipsis
 TEXT_TOKENS = 128  # beyond this many tokens the cells are too narrow for text: hover only
@@ -34,8 +34,8 @@ def cell_text(text: str, limit: int = CELL_CHARS) -> str:
 
 
 def axis_names(texts: list[str]) -> list[str]:
-    """Unique, escaped full names "index text", one per token: categories, read on hover."""
-    return [f"{i} {plain_text(text)}" for i, text in enumerate(texts)]
+    """Unique, escaped full names "index text", one per token: categories, read on hover (long ones wrapped)."""
+    return [hover_text(f"{i} {text}") for i, text in enumerate(texts)]
 
 
 def clicked_token(selection) -> int | None:

@@ -51,7 +51,7 @@ from attnviz.mask_doctor import parse_lengths
 from attnviz.mask_io import MASK_SUFFIXES, MaskFileError, infer_convention, read_mask_bytes
 from attnviz.mask_lab import KINDS as MASK_KINDS
 from attnviz.mask_lab import LabMask, built_mask, custom_mask
-from attnviz.record import LABEL_CHARS, AttentionRecord, Head, cut_tokens, head_label, short_text
+from attnviz.record import LABEL_CHARS, AttentionRecord, Head, cut_tokens, head_label
 from attnviz.source import AttentionSource, ModelUnavailableError
 from attnviz.sources import CHOICES, EMBEDDED, SourceSpec, open_source, preparation_note, prepare_source
 from attnviz.token_display import markdown_text, plain_text
@@ -358,6 +358,9 @@ def current_record(settings_: Settings) -> AttentionRecord | None:
     return record
 
 
+LONG_TOKENS_LISTED = 20  # cut tokens listed whole under the chart
+
+
 def coverage_warning(record: AttentionRecord) -> None:
     """Warn when the model's tokenizer read much of the text as its unknown token, and name a model that reads it."""
     real = [t for t in record.tokens if not t.special and not t.pad]
@@ -370,15 +373,24 @@ def coverage_warning(record: AttentionRecord) -> None:
         )
     cut = cut_tokens(record.tokens)
     if cut:
-        shown = "; ".join(f"{i}: {markdown_text(short_text(text, 200))}" for i, text in cut[:5])
-        st.caption(f"Long tokens are cut to {LABEL_CHARS} characters in the labels. In full: {shown}.")
+        st.caption(
+            f"{len(cut)} long token{'s are' if len(cut) > 1 else ' is'} cut to {LABEL_CHARS} characters in the labels: "
+            "hover a cell of the large view for the beginning, or open the list below."
+        )
+        with st.expander("Long tokens in full"):
+            for i, text in cut[:LONG_TOKENS_LISTED]:
+                st.text(f"{i}: {text}")
+            if len(cut) > LONG_TOKENS_LISTED:
+                st.caption(f"… and {len(cut) - LONG_TOKENS_LISTED:,} more.")
 
 
 def layer_head_picker(n_layer: int, n_head: int, key: str, with_mean: bool = True) -> tuple[int, Head]:
     """Two selectboxes side by side: a layer and a head (or "mean")."""
     cols = st.columns(2)
-    layer = cols[0].selectbox("Layer", range(n_layer), key=f"{key}_layer", format_func=lambda i: f"L{i}")
     heads = [*range(n_head), "mean"] if with_mean else list(range(n_head))
+    valid_choice(f"{key}_layer", range(n_layer), 0)  # L29 of SmolLM2 is no layer of MiniLM's six
+    valid_choice(f"{key}_head", heads, 0)
+    layer = cols[0].selectbox("Layer", range(n_layer), key=f"{key}_layer", format_func=lambda i: f"L{i}")
     head = cols[1].selectbox("Head", heads, key=f"{key}_head", format_func=head_label)
     return layer, head
 
@@ -433,11 +445,14 @@ def head_view(
     title: str | None = None,
 ) -> None:
     """One head drawn large: whole at full resolution when it fits, else pooled with a zoom to full resolution."""
+    whole = None if labels else record.labels(full=True)  # whole tokens on hover where the axis labels are cut
     labels = labels or record.labels()
     title = title or f"L{layer} {head_label(head)}"
     if record.full_view:
         weights = record.weights(layer, head)
-        fig = make_head_heatmap_figure(weights, labels, labels, title=title, gamma=gamma, mask=record.mask(layer))
+        fig = make_head_heatmap_figure(
+            weights, labels, labels, title=title, gamma=gamma, mask=record.mask(layer), q_hover=whole, k_hover=whole
+        )
         plotly(fig, key=f"{key}_large")
         st.caption(resolution_note(record))
         return
@@ -474,6 +489,8 @@ def head_view(
         title=f"{title}: queries {rows[0]}–{rows[1] - 1}, keys {cols_[0]}–{cols_[1] - 1} at full resolution",
         gamma=gamma,
         mask=mask,
+        q_hover=whole and whole[rows[0] : rows[1]],
+        k_hover=whole and whole[cols_[0] : cols_[1]],
     )
     plotly(fig, key=f"{key}_window")
     row = st.number_input("One query row, every key", 0, record.q_len - 1, key=f"{key}_row")
@@ -836,3 +853,29 @@ def kv_checks(settings_: Settings) -> None:
             else:
                 plotly(make_whatif_figure(summary), "kv_whatif_fig")
                 st.dataframe(summary, key="kv_whatif_table", hide_index=True, width="stretch")
+
+
+def _offered(value, options) -> bool:
+    """Whether ``value`` is one of ``options``, type included: the label "3" is not the head 3, nor True the layer 1."""
+    if isinstance(options, range):
+        return type(value) is int and value in options
+    return any(type(value) is type(option) and value == option for option in options)
+
+
+def valid_choice(key: str, options, default) -> None:
+    """Put ``default`` in ``st.session_state[key]`` when it holds nothing yet or a value ``options`` no longer offer.
+
+    Call it just before drawing a widget whose options follow the text, the model or the record's shape, and
+    before reading the key. After the sidebar changes, Streamlit hands back the previous choice as it was: the
+    old label as a string ("10 ."), or an index past the new end (layer 29 of a model with 6). The widget would
+    reset it only once drawn; anything read before then, or a value the page set itself, would be stale. For a
+    multiselect (a list), the choices still offered are kept. A number input or slider passes its
+    ``range(low, high + 1)``.
+    """
+    value = st.session_state.get(key)
+    if isinstance(value, list):
+        kept = [v for v in value if _offered(v, options)]
+        if len(kept) != len(value):
+            st.session_state[key] = kept
+    elif key not in st.session_state or not _offered(value, options):
+        st.session_state[key] = default

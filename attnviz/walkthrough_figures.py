@@ -78,8 +78,6 @@ def make_step_figure(
 ) -> go.Figure:
     """One head of a step: attention weights on the app's weight scale (``visible`` greys what is masked),
     anything else on the diverging scale."""
-    if weights:
-        rows = [plain_text(label) for label in row_labels]
-        cols = [plain_text(label) for label in col_labels]
-        return make_head_heatmap_figure(values, rows, cols, title=title, mask=visible)
+    if weights:  # escapes the labels itself
+        return make_head_heatmap_figure(values, row_labels, col_labels, title=title, mask=visible)
     return make_tensor_heatmap_figure(values, row_labels, col_labels, title=title, axes=axes)

@@ -52,11 +52,11 @@ st.caption(
     "same rows. The grey triangle is the future, which the causal mask hides."
 )
 layer, head = ui.layer_head_picker(record.n_layer, record.n_head, key="gen")
-labels = gen.labels()
+labels, whole = gen.labels(), gen.labels(full=True)
 rows, cols = (gen.n_prompt, record.q_len), (0, record.k_len)
 n_rows = rows[1] - rows[0]
-if st.session_state.get("gen_step", 1) > n_rows:
-    st.session_state["gen_step"] = n_rows
+# the first step to start with; a step past the end (fewer tokens generated now) becomes the last
+ui.valid_choice("gen_step", range(1, n_rows + 1), n_rows if "gen_step" in st.session_state else 1)
 step = st.slider("Generation step", 1, n_rows, key="gen_step") if n_rows > 1 else 1
 weights = record.weights(layer, head, rows, cols)  # (generated rows, k_len)
 fig = make_head_heatmap_figure(
@@ -65,6 +65,8 @@ fig = make_head_heatmap_figure(
     labels,
     title=f"generated tokens, L{layer} {head_label(head)}",
     mask=record.mask(layer, rows, cols),
+    q_hover=whole[rows[0] :],
+    k_hover=whole,
 )
 # the step's row, outlined: row positions on a category axis are 0, 1, ...
 fig.add_shape(type="rect", xref="paper", x0=0, x1=1, yref="y", y0=step - 1.5, y1=step - 0.5, line={"width": 2})

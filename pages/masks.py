@@ -117,6 +117,7 @@ st.dataframe(gallery_table(bugs, record, layer, head), key="mask_gallery_table",
 st.caption(
     f"On layer {layer}, head {head}. Weight on hidden keys: the largest weight the bug puts where the fix hides."
 )
+ui.valid_choice("mask_bug", range(len(bugs)), 0)
 pick = st.selectbox("Look at one", range(len(bugs)), format_func=lambda i: bugs[i].title, key="mask_bug")
 bug = bugs[pick]
 st.markdown(f"{bug.what}\n\n**Fix:** {bug.fix}")

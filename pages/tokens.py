@@ -26,13 +26,8 @@ if record.q_len < 2:
 
 texts = [tok.text for tok in record.tokens]
 n_tok = record.q_len
-chosen = st.session_state.get("tokens_token")
-if isinstance(chosen, str):  # after the text changed, Streamlit hands back the old label ("10 ."), not the index
-    head = chosen.split(" ", 1)[0]
-    chosen = int(head) if head.isdigit() else None
-if not isinstance(chosen, int) or not 0 <= chosen < n_tok:
-    chosen = n_tok - 1  # the last token: in a decoder it sees the whole text (token 0 sees only itself)
-st.session_state["tokens_token"] = chosen
+# the last token to start with: in a decoder it sees the whole text (token 0 sees only itself)
+ui.valid_choice("tokens_token", range(n_tok), n_tok - 1)
 st.caption(
     f"**{markdown_text(record.model_name)}**, mask: {record.mask_summary()}. Pick a token (or click one in the text): "
     "each row colours the text by that head's weight. Grey cells are masked (the token cannot see them)."
@@ -43,6 +38,7 @@ token = cols[0].selectbox("Token", range(n_tok), key="tokens_token", format_func
 direction = cols[1].radio(
     "Direction", list(token_view.DIRECTIONS), key="tokens_direction", format_func=token_view.DIRECTIONS.get
 )
+ui.valid_choice("tokens_layer", range(record.n_layer), 0)
 layer = cols[2].selectbox("Layer", range(record.n_layer), key="tokens_layer", format_func=lambda i: f"L{i}")
 
 st.subheader("Every head of the layer")
@@ -52,6 +48,7 @@ ui.plotly(fig, key="tokens_text", on_select=_pick_clicked, selection_mode="point
 
 st.subheader("Across layers")
 heads = [*range(record.n_head), "mean"]
+ui.valid_choice("tokens_head", heads, 0)
 head = st.selectbox("Head", heads, key="tokens_head", format_func=head_label)
 layers = token_view.across_layers(record, token, direction)  # (n_layer, n_head, T)
 rows = layers.nanmean(dim=1) if head == "mean" else layers[:, int(head)]  # (n_layer, T)
@@ -59,6 +56,7 @@ names = [f"L{i}" for i in range(record.n_layer)]
 ui.plotly(make_coloured_text_figure(rows, texts, focus=token, row_names=names), key="tokens_layers")
 
 with st.expander("Several tokens at once (summed or averaged)"):
+    ui.valid_choice("tokens_several", range(n_tok), [])
     chosen = st.multiselect("Tokens", range(n_tok), key="tokens_several", format_func=lambda i: f"{i} {texts[i][:40]}")
     reduce = st.radio("Combine by", token_view.REDUCTIONS, key="tokens_reduce", horizontal=True)
     if chosen:
@@ -83,14 +81,14 @@ if st.toggle("Split one logit into the parts that add up to it", key="tokens_why
     from attnviz.logit_parts_figures import make_band_parts_figure, make_dimension_parts_figure
 
     cols = st.columns([1, 3, 1])
+    ui.valid_choice("tokens_why_head", range(record.n_head), 0)
     why_head = cols[0].selectbox("Head", range(record.n_head), key="tokens_why_head", format_func=head_label)
     seen = record.mask(layer, (token, token + 1), (0, record.k_len))[0].nonzero()[:, 0].tolist()
     if not seen:
         st.caption("This token's row is hidden (a pad): it attends nowhere that means anything.")
     else:
         row = record.weights(layer, why_head, (token, token + 1), (0, record.k_len))[0]  # (k_len,)
-        if st.session_state.get("tokens_why_key") not in seen:
-            st.session_state["tokens_why_key"] = int(row.argmax())  # where the head attends most
+        ui.valid_choice("tokens_why_key", seen, int(row.argmax()))  # where the head attends most
         key = cols[1].selectbox(
             "Key (the token attended to)",
             seen,

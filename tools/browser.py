@@ -143,4 +143,5 @@ def choose_sidebar_option(page, label: str, option: str) -> None:
     box.click()
     page.keyboard.type(option)
     page.get_by_role("option", name=option, exact=True).click()
+    page.evaluate("document.activeElement?.blur()")  # a focused box shows its text scrolled and a red outline
     wait_until_idle(page)

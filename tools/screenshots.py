@@ -46,6 +46,7 @@ SHOTS = {
     "masks-smollm2": ("masks", SMOLLM2, 7, None, None),
     "kv-cache": ("kv_cache", [], 4, None, None),
     "tokens": ("tokens", [], 3, None, None),
+    "head-roles-smollm2": ("head_roles", SMOLLM2, 2, None, None),
     "scaling-smollm2": ("scaling", SMOLLM2, 8, None, None),
     "walkthrough-smollm2": ("walkthrough", SMOLLM2, 0, None, None),  # 11 tokens: tables of numbers, no charts
     "training": ("training", [], 1, "Train", None),

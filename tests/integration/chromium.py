@@ -28,3 +28,10 @@ def assert_no_exception(page):
     assert page.locator('[data-testid="stException"]').count() == 0, page.locator(
         '[data-testid="stException"]'
     ).first.inner_text()
+
+
+def websocket_bytes(page) -> list[int]:
+    """The size of every websocket frame the page receives from the server from now on; clear it before an update."""
+    received = []
+    page.on("websocket", lambda ws: ws.on("framereceived", lambda payload: received.append(len(payload))))
+    return received

@@ -339,14 +339,24 @@ def test_a_single_token_is_explained_and_minilm_warns_about_unknown_chinese():
     assert any("switched to SmolLM2" in i.value for i in at.info) and not at.warning
 
 
-def test_a_very_long_token_is_cut_in_the_labels_and_shown_whole_below():
+def test_a_very_long_token_is_cut_in_the_labels_and_whole_on_hover():
     at = app()
-    at.text_area(key="text").input("short " + "x" * 3000 + " end").run()
+    at.text_area(key="text").input("short <b>" + "x" * 3000 + " end").run()
     at.switch_page("pages/heads.py").run()
     assert not at.exception
     large = spec_of(at.get("plotly_chart")[1])
-    assert max(len(label) for label in large["data"][0]["x"]) <= 2 + 16  # "1 " + 16 characters
-    assert any("Long tokens are cut" in c.value and "x" * 199 + "…" in c.value for c in at.caption)
+    heatmap, row, column = large["data"]
+    # the axis labels are cut to "i " + 16 characters, and escaped
+    cut = "4 " + "x" * 15 + "…"
+    assert heatmap["x"] == heatmap["y"] == ["0 short", "1 &lt;", "2 b", "3 &gt;", cut, "5 end"]
+    # the cut token's row and column are drawn again, with the token whole on hover (its first 10 lines of 60)
+    assert row["y"] == [cut, "5 end"] and row["x"] == heatmap["x"] and column["x"] == [cut, "5 end"]
+    lines = row["hovertemplate"].split("<br>")
+    assert lines[0] == "query 4 " + "x" * 58 and lines[1:10] == ["x" * 60] * 9
+    assert lines[10] == "… 2,402 more characters" and lines[11:] == ["key %{x}", "weight %{z:.5f}<extra></extra>"]
+    assert column["hovertemplate"].startswith("query %{y}<br>key 4 " + "x" * 58 + "<br>")
+    assert any("1 long token is cut to 16 characters" in c.value for c in at.caption)
+    assert [t.value for t in at.expander[0].text] == ["4: " + "x" * 3000]  # the list under the chart has it whole
 
 
 def test_long_inputs_are_coloured_by_the_square_root_unless_turned_off():

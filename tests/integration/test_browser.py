@@ -68,6 +68,25 @@ def test_hover_on_the_large_head_shows_the_weight(server, page):
     assert "query" in text and "key" in text and "weight 0." in text
 
 
+def test_a_long_token_is_cut_on_the_axis_and_whole_on_hover(server, page):
+    page.goto(f"{server}/heads")
+    wait_for_charts(page, 3)
+    set_sidebar_value(page, "Text to analyse", "short <b>" + "y" * 3000 + " end")  # tokens: short < b > yyy… end
+    wait_for_charts(page, 3)
+    assert_no_exception(page)
+    large = page.locator(".js-plotly-plot").nth(1)
+    large.scroll_into_view_if_needed()
+    ticks = large.locator(".xtick text").all_text_contents()
+    assert ticks == ["0 short", "1 <", "2 b", "3 >", "4 " + "y" * 15 + "…", "5 end"]  # escaped text reads as typed
+    box = large.locator(".nsewdrag").first.bounding_box()
+    page.mouse.move(box["x"] + box["width"] * 2.5 / 6, box["y"] + box["height"] * 4.5 / 6)  # query 4, key 2
+    hover = page.locator(".hoverlayer .hovertext").first
+    hover.wait_for(timeout=10_000)
+    text = hover.text_content()
+    assert text.startswith("query 4 " + "y" * 58 + "y" * 60 * 9) and "2,402 more characters" in text
+    assert "key 2 b" in text and "weight 0." in text
+
+
 def test_overview_links_to_heads(server, page):
     page.goto(server)
     wait_until_idle(page)

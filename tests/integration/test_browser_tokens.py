@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.integration.chromium import assert_no_exception
+from tests.integration.chromium import assert_no_exception, websocket_bytes
 from tools.browser import set_sidebar_value, streamlit_server, wait_for_charts, wait_until_idle
 
 pytestmark = pytest.mark.browser
@@ -44,8 +44,7 @@ def test_clicking_a_token_in_the_text_picks_it(server, page):
 
 
 def test_512_tokens_and_12_heads_stay_under_1_5mb_per_update(server, page):
-    received = []
-    page.on("websocket", lambda ws: ws.on("framereceived", lambda payload: received.append(len(payload))))
+    received = websocket_bytes(page)
     page.goto(f"{server}/tokens")
     page.locator("h1").first.wait_for(state="visible")
     wait_until_idle(page)

@@ -22,6 +22,7 @@ from attnviz.figures import (
 from attnviz.head_stats import head_statistics
 from attnviz.masks import causal_mask
 from attnviz.parity import PARITY_TOLERANCE
+from attnviz.token_display import hover_text
 from tests.plotly_json import decode, spec_of
 
 
@@ -164,3 +165,22 @@ def test_tiling_figure_draws_every_block_and_the_exact_weights():
     assert len(spec["data"]) == 2 * 3 + 1  # scores and weights per block (4 + 4 + 2 keys), then the exact line
     tiled = np.concatenate([decode(spec["data"][i]["y"]) for i in (1, 3, 5)])
     assert np.allclose(tiled, example.weights.numpy(), atol=1e-6)
+
+
+def test_user_text_on_hover_is_escaped_wrapped_and_bounded():
+    assert hover_text("<b>%{z}</b> & co") == "&lt;b&gt;&#37;{z}&lt;/b&gt; &amp; co"  # no markup, no variable
+    assert hover_text("abcdefg", width=3, lines=5) == "abc<br>def<br>g"
+    assert hover_text("abcdefg", width=2, lines=2) == "ab<br>cd<br>… 3 more characters"
+    assert hover_text("") == ""
+
+
+def test_cut_labels_get_their_row_and_column_again_with_the_whole_text_on_hover():
+    w = torch.softmax(torch.randn(3, 3), -1)
+    cut, whole = ["0 a", "1 bb…", "2 c"], ["0 a", "1 bbbbbbbb", "2 c"]
+    spec = spec_of(make_head_heatmap_figure(w, cut, cut, q_hover=whole, k_hover=whole))
+    _, row, column = spec["data"]
+    assert row["y"] == ["1 bb…", "2 c"] and column["x"] == ["1 bb…", "2 c"]
+    assert decode(row["z"])[0].tolist() == pytest.approx(w[1].tolist()) and np.isnan(decode(row["z"])[1]).all()
+    assert decode(column["z"])[:, 0].tolist() == pytest.approx(w[:, 1].tolist())
+    assert "query 1 bbbbbbbb<br>" in row["hovertemplate"] and "key 1 bbbbbbbb<br>" in column["hovertemplate"]
+    assert len(spec_of(make_head_heatmap_figure(w, whole, whole, q_hover=whole, k_hover=whole))["data"]) == 1

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from attnviz import head_roles as hr
+from attnviz.attention import MultiHeadAttention
 from attnviz.capture import capture_attention
 from attnviz.embedded import EmbeddedConfig, EmbeddedModel
 from attnviz.head_roles_figures import (
@@ -18,6 +19,7 @@ from attnviz.head_roles_figures import (
 )
 from attnviz.masks import KeyRanges
 from attnviz.record import AttentionRecord
+from attnviz.source import LayerInput, ParityUnsupportedError
 from attnviz.tokenizer import Token
 
 T = 24  # long enough that a uniform head's rows spread beyond the local window
@@ -183,3 +185,182 @@ def test_figures(record):
     )
     fig = make_sink_vs_length_figure(sinks, top=1)
     assert [t.name for t in fig.data] == ["L0 mean", "L0 H0"]
+
+
+# --- the dead role: each head's output after W_O ---
+
+
+def hand_layer(zero_head: int | None = None) -> LayerInput:
+    """d_model 2, two heads of one feature each; W_Q = W_K = 0 (uniform causal rows), W_V = I, W_O = diag(3, 4).
+
+    x = [[1, 2], [3, 4]], so v = x and the causal row averages are out_0 = [1, 2] (head 0 reads feature 0) and
+    out_1 = [2, 3] (feature 1). Head 0's output norms are 3·[1, 2] (mean 4.5), head 1's 4·[2, 3] (mean 10).
+    """
+    mha = MultiHeadAttention(2, 2, bias=False)
+    with torch.no_grad():
+        mha.w_q.weight.zero_()
+        mha.w_k.weight.zero_()
+        mha.w_v.weight.copy_(torch.eye(2))
+        mha.w_o.weight.copy_(torch.diag(torch.tensor([3.0, 4.0])))
+        if zero_head is not None:
+            mha.w_o.weight[:, zero_head] = 0.0  # head_dim 1: the head's slice of W_O is one column
+    tokens = [Token("a", 0, 1), Token("b", 1, 2)]
+    hidden = torch.tensor([[[1.0, 2.0], [3.0, 4.0]]])  # (1, T, d_model)
+    mask = torch.tril(torch.ones(2, 2, dtype=torch.bool))
+    return LayerInput(0, mha, hidden, mask, None, 1.0, tokens, 2)
+
+
+def test_head_output_norms_by_hand():
+    assert hr.layer_output_norms(hand_layer()).tolist() == pytest.approx([4.5, 10.0])
+    assert hr.layer_output_norms(hand_layer(zero_head=1)).tolist() == pytest.approx([4.5, 0.0])
+
+
+def test_the_heads_outputs_sum_to_the_layers_output():
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(16, 4, n_kv_head=2)  # GQA: two query heads per value head
+    x = torch.randn(1, 7, 16)
+    mask = torch.tril(torch.ones(7, 7, dtype=torch.bool))
+    expected, _ = mha(x, x, x, mask=mask, scale=0.3)  # (1, T, d_model)
+    q, k, v = mha.project_qkv(x, x, x)
+    out, _ = hr.scaled_dot_product_attention(q, k, v, mask, 0.3)  # (1, n_head, T, head_dim)
+    parts = hr.per_head_output(out, mha.w_o.weight)  # (1, n_head, T, d_model)
+    assert parts.shape == (1, 4, 7, 16)
+    torch.testing.assert_close(parts.sum(dim=1) + mha.w_o.bias, expected, atol=1e-5, rtol=0)
+
+
+def test_a_zeroed_w_o_slice_makes_that_head_dead_and_no_other():
+    model = EmbeddedModel(EmbeddedConfig(d_model=32, n_head=4, n_layer=2, causal=True))
+    head_dim = model.head_dim
+    with torch.no_grad():
+        model.blocks[1].attn.w_o.weight[:, 2 * head_dim : 3 * head_dim] = 0.0  # layer 1, head 2
+    text = "The cat sat on the mat because it was tired."
+    outputs = hr.head_output_norms(model, text, 64)
+    assert outputs.norm.shape == (2, 4) and outputs.n_tokens == len(model.encode(text, 64).tokens)
+    expected = np.zeros((2, 4), dtype=bool)
+    expected[1, 2] = True
+    assert (outputs.dead == expected).all()
+    assert outputs.norm[1, 2] == 0.0 and (np.delete(outputs.share.ravel(), 6) > 0.5).all()
+
+    roles = hr.head_roles(model.run(text, 64), outputs)
+    dead = roles[(roles["layer"] == 1) & (roles["head"] == 2)].iloc[0]
+    assert dead["role"] == "dead" and dead["score"] == 0.0 and dead["attention_role"] in hr.ROLES
+    assert (roles.drop(index=dead.name)["role"] != "dead").all()
+    assert (roles["role"] == roles["attention_role"]).sum() == 7
+
+
+def test_without_outputs_no_head_is_dead(record):
+    roles = hr.head_roles(record)
+    assert roles["output_norm"].isna().all() and (roles["role"] != "dead").all()
+
+
+def test_dead_share_is_relative_to_the_layers_median_head():
+    # layer 0: median (0.9 + 1.0) / 2 = 0.95, so the line is 0.095; layer 1 has no output at all: nothing to compare
+    outputs = hr.HeadOutputs(np.array([[1.0, 1.2, 0.05, 0.9], [0.0, 0.0, 0.0, 0.0]]), 8, 8)
+    assert outputs.share[0].tolist() == pytest.approx([1.0 / 0.95, 1.2 / 0.95, 0.05 / 0.95, 0.9 / 0.95])
+    assert outputs.dead.tolist() == [[False, False, True, False], [False] * 4]
+    assert hr.assign_role({"entropy_norm": 1.0, "first_token_weight": 1.0, "output_share": 0.05}) == ("dead", 0.05)
+    assert hr.assign_role({"entropy_norm": 1.0, "first_token_weight": 1.0, "output_share": 0.2})[0] == "sink"
+
+
+class NoLayers:
+    """A source that cannot rerun its layers with our module (as a model family attnviz does not reproduce)."""
+
+    n_layer = 2
+
+    def attention_layers(self, text, max_tokens, layers=None):
+        raise ParityUnsupportedError("not a layer attnviz reproduces")
+
+
+def test_a_source_without_layers_has_no_dead_role():
+    with pytest.raises(ParityUnsupportedError):
+        hr.head_output_norms(NoLayers(), "some text", 64)
+
+
+# --- the user's own prompts ---
+
+
+def test_parse_prompts_ignores_empty_lines_and_keeps_at_most_eight():
+    assert hr.parse_prompts("  one \n\n\t\ntwo\n") == (["one", "two"], 0)
+    assert hr.parse_prompts("") == ([], 0)
+    many = "\n".join(f"prompt {i}" for i in range(11))
+    prompts, ignored = hr.parse_prompts(many)
+    assert prompts == [f"prompt {i}" for i in range(8)] and ignored == 3
+    assert hr.parse_prompts("a\nb\nc", max_prompts=2) == (["a", "b"], 1)
+    huge = "x" * (hr.STABILITY_PROMPT_CHARS + 10) + "\nlast"
+    assert hr.parse_prompts(huge) == (["x" * hr.STABILITY_PROMPT_CHARS], 0)  # read no further than the bound
+
+
+def test_role_stability_on_own_prompts_with_the_dead_role():
+    model = EmbeddedModel(EmbeddedConfig(d_model=32, n_head=4, n_layer=2, causal=True))
+    with torch.no_grad():
+        model.blocks[0].attn.w_o.weight[:, : model.head_dim] = 0.0  # layer 0, head 0: dead on every prompt
+    prompts, _ = hr.parse_prompts("The cat sat on the mat.\n\nA dog ran far away today.\nx\n")
+    stability = hr.role_stability(model, prompts, 64, with_outputs=True)
+    assert (stability["n_prompts"] == 2).all()  # "x" has one token
+    first = stability.iloc[0]
+    assert (first["layer"], first["head"], first["role"], first["share"]) == (0, 0, "dead", 1.0)
+    assert (stability.iloc[1:]["role"] != "dead").all()
+
+
+def test_role_stability_cuts_each_prompt():
+    seen = []
+
+    class Counting(EmbeddedModel):
+        def run(self, text, max_tokens, *, keep_qk=True):
+            seen.append(max_tokens)
+            return super().run(text, max_tokens, keep_qk=keep_qk)
+
+    model = Counting(EmbeddedConfig(n_head=2, n_layer=1))
+    hr.role_stability(model, ["The cat sat on the mat."], 8192)
+    assert seen == [hr.STABILITY_TOKENS]
+
+
+# --- what the sink against length costs ---
+
+
+def test_sink_cost_bounds():
+    smollm2_like = type("S", (), {"n_layer": 30, "n_head": 9, "max_positions": 8192})()
+    assert hr.sink_lengths(smollm2_like, (512, 64, 99999)) == (64, 512, 8192)
+    assert hr.sink_cells(smollm2_like, (64,)) == 30 * 9 * 64 * 64
+    assert hr.sink_seconds(smollm2_like, (8192,)) == pytest.approx(hr.SINK_8192_SECONDS + hr.SINK_SECONDS_PER_LENGTH)
+    assert (
+        hr.sink_seconds(smollm2_like, hr.SINK_LENGTHS)
+        < hr.SINK_CONFIRM_SECONDS
+        < hr.sink_seconds(smollm2_like, (8192,))
+    )
+    hr.check_sink_cost(smollm2_like, hr.SINK_CHOICES)  # every length the page offers, on SmolLM2: allowed
+    wide = type("W", (), {"n_layer": 12, "n_head": 64, "max_positions": 8192})()  # the embedded model's largest
+    hr.check_sink_cost(wide, (512, 2048))
+    with pytest.raises(ValueError, match="attention cells"):
+        hr.check_sink_cost(wide, (8192,))
+    with pytest.raises(ValueError, match="attention cells"):
+        hr.sink_vs_length(wide, "text", (8192,))  # refused before anything runs
+
+
+def test_the_roles_legend_sits_above_the_grid(record):
+    fig = make_head_roles_figure(hr.head_roles(record))
+    legend, margin = fig.layout.legend, fig.layout.margin
+    assert legend.orientation == "h" and legend.y >= 1.0 and legend.yanchor == "bottom"
+    assert margin.t >= 100  # room for the title and a row of legend entries above the plot
+    assert fig.layout.xaxis.side in (None, "bottom")  # the head labels stay below, away from the legend
+
+
+def test_the_roles_map_shows_dead_heads():
+    roles = pd.DataFrame(
+        {"layer": [0, 0], "head": [0, 1], "role": ["dead", "sink"], "score": [0.0, 1.0], "entropy_without_sink": [1, 1]}
+    )
+    fig = make_head_roles_figure(roles)
+    assert [t.name for t in fig.data[1:]] == ["sink (1)", "dead (1)"]
+    assert np.asarray(fig.data[0].z).tolist() == [[hr.ROLES.index("dead"), hr.ROLES.index("sink")]]
+
+
+def test_finding_dead_heads_is_automatic_only_where_it_is_cheap():
+    embedded = EmbeddedModel(EmbeddedConfig())  # the sidebar's default: 2 layers of 64
+    largest_embedded = type("E", (), {"n_layer": 12, "d_model": 1024})()
+    smollm2_like = type("S", (), {"n_layer": 30, "d_model": 576})()
+    llama_7b_like = type("L", (), {"n_layer": 32, "d_model": 4096})()  # a local folder: the user is asked first
+    assert hr.output_cost_macs(embedded, 8192) == 2 * 2 * hr.OUTPUT_TOKENS * 12 * 64 * 64  # tokens capped at 128
+    assert hr.output_cost_macs(largest_embedded, 8192) <= hr.OUTPUT_AUTO_MACS
+    assert hr.output_cost_macs(smollm2_like, 8192) <= hr.OUTPUT_AUTO_MACS < hr.output_cost_macs(llama_7b_like, 8192)
+    assert hr.output_seconds(smollm2_like, 128) == pytest.approx(0.45)
+    assert hr.output_seconds(smollm2_like, 16) == pytest.approx(0.45 / 8)
