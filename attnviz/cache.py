@@ -68,8 +68,9 @@ class BoundedCache:
                 value = compute()
                 self._store(key, value)
             finally:
-                with self._lock:
-                    self._computing.pop(key, None)
+                with self._lock:  # only this key's own lock: a newer waiter's lock stays for the others
+                    if self._computing.get(key) is key_lock:
+                        del self._computing[key]
         return value
 
     def _store(self, key: Hashable, value: Any) -> None:

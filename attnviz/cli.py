@@ -8,6 +8,7 @@ stderr, never a traceback.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import sys
@@ -37,13 +38,85 @@ class CheckFailedError(Exception):
     """A check the user asked for (--parity) ran and failed: exit 1 after the output, one line on stderr."""
 
 
+def stdout_is_unicode() -> bool:
+    """Whether stdout can write any character (UTF-8/16/32); ``PYTHONIOENCODING=ascii`` or a latin-1 pipe cannot."""
+    encoding = (getattr(sys.stdout, "encoding", None) or "").lower().replace("-", "").replace("_", "")
+    return encoding.startswith("utf")
+
+
+class Output:
+    """Everything a command prints, so that it survives any stdout encoding.
+
+    JSON is written with ``ensure_ascii`` when stdout is not Unicode: ``\u732b`` escapes are the same JSON,
+    so nothing is lost. Text that stdout cannot encode is written with backslash escapes (``\u732b``), and
+    :meth:`notice` says so once on stderr.
+    """
+
+    def __init__(self) -> None:
+        self.escaped = False
+
+    def line(self, text: str = "") -> None:
+        encoding = getattr(sys.stdout, "encoding", None) or "utf-8"
+        try:
+            text.encode(encoding)
+        except UnicodeEncodeError:
+            text = text.encode(encoding, errors="backslashreplace").decode(encoding)
+            self.escaped = True
+        print(text)
+
+    def json(self, value, **kwargs) -> None:
+        self.line(json.dumps(value, ensure_ascii=not stdout_is_unicode(), **kwargs))
+
+    def notice(self, command: str) -> None:
+        if self.escaped:
+            encoding = getattr(sys.stdout, "encoding", None)
+            print(
+                f"attnviz {command}: note: stdout's encoding ({encoding}) cannot show every character; "
+                "those were written as \\uXXXX escapes (set PYTHONIOENCODING=utf-8 to see them)",
+                file=sys.stderr,
+            )
+
+
+out = Output()
+
+
+def check_text(text: str, what: str = "the text") -> str:
+    """``text`` as typed; CommandError when the command line held bytes that are not UTF-8.
+
+    Python hands such bytes over as lone surrogates (U+DC80-U+DCFF, PEP 383); a tokenizer cannot read
+    them, and guessing their encoding would analyse text the user did not type.
+    """
+    for index, ch in enumerate(text):
+        if 0xD800 <= ord(ch) <= 0xDFFF:
+            byte = f"byte 0x{ord(ch) - 0xDC00:02X}" if 0xDC80 <= ord(ch) <= 0xDCFF else f"U+{ord(ch):04X}"
+            raise CommandError(
+                f"{what} is not valid UTF-8 ({byte} at character {index + 1}); pass UTF-8 text "
+                "(check the terminal's encoding, e.g. LANG=C.UTF-8)"
+            )
+    return text
+
+
 def _finite(value: float) -> float | None:
     return None if math.isnan(value) else round(float(value), 6)
+
+
+def quiet_libraries(progress_bars: bool) -> None:
+    """transformers' and huggingface_hub's warnings off (attnviz reports problems itself, in one line), and
+    their progress bars too unless ``progress_bars``: ``--quiet`` means nothing on stderr but an error."""
+    import transformers
+    from huggingface_hub.utils import disable_progress_bars
+
+    transformers.logging.set_verbosity_error()
+    if not progress_bars:
+        transformers.logging.disable_progress_bar()
+        disable_progress_bars()
 
 
 def load_cli_source(args: argparse.Namespace) -> AttentionSource:
     """The model named by --model: "default" (embedded, sized by the flags), "minilm", "smollm2" or a path."""
     device = resolve_device(args.device)
+    if args.model != EMBEDDED:
+        quiet_libraries(progress_bars=not args.quiet)
     config = None
     if args.model == EMBEDDED:
         config = EmbeddedConfig(
@@ -61,13 +134,40 @@ def load_cli_source(args: argparse.Namespace) -> AttentionSource:
     return open_source(spec, progress=progress)
 
 
+# every numeric option, by its argparse dest, and the range a user may give (None: the option may be left out)
+TEXT_BOUNDS = {
+    "max_tokens": dataclasses.replace(settings.MAX_TOKENS, name="--max-tokens"),
+    "d_model": settings.D_MODEL,
+    "n_head": settings.N_HEAD,
+    "n_kv_head": settings.N_KV_HEAD,
+    "n_layer": settings.N_LAYER,
+    "seed": settings.SEED,
+}
+BENCH_THREADS_MAX = 256
+BENCH_BOUNDS = {
+    "sdpa_tokens": settings.Bound("--sdpa-tokens", 512, 1, settings.MAX_TOKENS.high),
+    "capture_tokens": settings.Bound("--capture-tokens", 2048, 1, settings.MAX_TOKENS.high),
+    "threads": settings.Bound("--threads", 1, 1, BENCH_THREADS_MAX),
+}
+
+
+def check_bounds(args: argparse.Namespace, bounds: dict[str, settings.Bound]) -> None:
+    """CommandError naming the setting and its range for the first value out of it (a list: every value checked).
+
+    The messages are the library's own ("n_layer (0) must be from 1 to 12"), which scripts already read."""
+    for dest, bound in bounds.items():
+        value = getattr(args, dest, None)
+        for item in value if isinstance(value, list) else [value]:
+            if item is not None and not bound.low <= item <= bound.high:
+                raise CommandError(f"{bound.name} ({item}) must be from {bound.low} to {bound.high}")
+
+
 def capture_for(args: argparse.Namespace, keep_qk: bool) -> tuple[AttentionSource, AttentionRecord]:
     """The source --model names and its capture of the text; CommandError for any bad input."""
+    check_text(args.text)
     if not args.text.strip():
         raise CommandError("the text is empty; give some words to analyse")
-    bound = settings.MAX_TOKENS
-    if not bound.low <= args.max_tokens <= bound.high:
-        raise CommandError(f"--max-tokens ({args.max_tokens}) must be from {bound.low} to {bound.high}")
+    check_bounds(args, TEXT_BOUNDS)
     try:
         source = load_cli_source(args)
         return source, source.run(args.text, args.max_tokens, keep_qk=keep_qk)
@@ -85,13 +185,13 @@ def scaling_command(args: argparse.Namespace) -> int:
         raise CommandError(str(err)) from err
     result = scaling_json(rows, args.threshold)
     if args.json:
-        print(json.dumps(result, ensure_ascii=False, indent=2))
+        out.json(result, indent=2)
         return 0
     table = rows.table(args.threshold)
-    print(f"{record.model_name}: {record.q_len} tokens, d_k {source.head_dim}, d_model {source.d_model}")
-    print("scales: " + ", ".join(f"{kind} = {factor:.4g}" for kind, factor in rows.factors.items()))
+    out.line(f"{record.model_name}: {record.q_len} tokens, d_k {source.head_dim}, d_model {source.d_model}")
+    out.line("scales: " + ", ".join(f"{kind} = {factor:.4g}" for kind, factor in rows.factors.items()))
     columns = ["layer", "head", *(f"{stat}_{kind}" for stat in ("entropy", "saturated_share") for kind in rows.factors)]
-    print(table[columns].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    out.line(table[columns].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     return 0
 
 
@@ -102,9 +202,9 @@ def train_scale_command(args: argparse.Namespace) -> int:
     except ValueError as err:
         raise CommandError(str(err)) from err
     if args.json:
-        print(json.dumps(runs_as_json(results), indent=2))
+        out.json(runs_as_json(results), indent=2)
         return 0
-    print(results_table(results).to_string(index=False, float_format=lambda v: f"{v:.4f}"))
+    out.line(results_table(results).to_string(index=False, float_format=lambda v: f"{v:.4f}"))
     return 0
 
 
@@ -146,14 +246,14 @@ def heads_command(args: argparse.Namespace) -> int:
             if not parity.matches:
                 failed = f"parity: max |ours - model| = {parity.worst:.3e} exceeds the tolerance {PARITY_TOLERANCE:g}"
     if args.json:
-        print(json.dumps(result, ensure_ascii=False, indent=2))
+        out.json(result, indent=2)
     else:
-        print(f"{record.model_name}: {len(record.tokens)} tokens, {record.n_layer} layers x {record.n_head} heads")
+        out.line(f"{record.model_name}: {len(record.tokens)} tokens, {record.n_layer} layers x {record.n_head} heads")
         if record.truncated:
-            print(f"(truncated from {record.n_input_tokens} tokens)")
+            out.line(f"(truncated from {record.n_input_tokens} tokens)")
         if result.get("parity_max_abs_diff") is not None:
-            print(f"parity: max |ours - model| = {result['parity_max_abs_diff']:.3e}")
-        print(stats.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+            out.line(f"parity: max |ours - model| = {result['parity_max_abs_diff']:.3e}")
+        out.line(stats.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     if failed:
         raise CheckFailedError(failed)
     return 0
@@ -202,14 +302,14 @@ def mask_doctor_command(args: argparse.Namespace) -> int:
     except ValueError as err:
         raise CommandError(str(err)) from err
     if args.json:
-        print(json.dumps(diagnosis.to_json(), indent=2))
+        out.json(diagnosis.to_json(), indent=2)
     else:
         line = diagnosis.convention_reason
         if not floating and args.convention is None:
             line = (
                 "keep, the default for a bool mask: True = may attend (--convention block if True marks blocked keys)"
             )
-        print(mask_report(loaded, diagnosis, line, args.expect and str(expect)))
+        out.line(mask_report(loaded, diagnosis, line, args.expect and str(expect)))
     if not diagnosis.ok:
         raise CheckFailedError("problems found: " + ", ".join(p.kind for p in diagnosis.problems))
     return 0
@@ -232,39 +332,37 @@ def kv_cache_command(args: argparse.Namespace) -> int:
     except (ConfigError, ValueError) as err:
         raise CommandError(str(err)) from err
     if args.json:
-        print(
-            json.dumps(
-                {
-                    "attention": cfg.attention,
-                    "layers": cfg.n_layer,
-                    "kv_heads": cfg.n_kv_head,
-                    "head_dim": cfg.head_dim,
-                    "bytes_per_token": result.bytes_per_token,
-                    "total_bytes": result.total_bytes,
-                    "per_layer": result.per_layer,
-                    "window": cfg.window,
-                }
-            )
+        out.json(
+            {
+                "attention": cfg.attention,
+                "layers": cfg.n_layer,
+                "kv_heads": cfg.n_kv_head,
+                "head_dim": cfg.head_dim,
+                "bytes_per_token": result.bytes_per_token,
+                "total_bytes": result.total_bytes,
+                "per_layer": result.per_layer,
+                "window": cfg.window,
+            }
         )
         return 0
     kinds = ", ".join(f"{count} {kind}" for kind, count in kind_counts(cfg).items())
     block = f", blocks of {args.block_size}" if args.block_size else ""
-    print(f"{cfg.name}: {cfg.attention.upper()}, {cfg.n_layer} layers ({kinds}), {cfg.n_head} query heads")
+    out.line(f"{cfg.name}: {cfg.attention.upper()}, {cfg.n_layer} layers ({kinds}), {cfg.n_head} query heads")
     if cfg.attention == "mla":
-        print(f"latent per token and layer: {cfg.kv_lora_rank} + rope {cfg.qk_rope_head_dim}")
+        out.line(f"latent per token and layer: {cfg.kv_lora_rank} + rope {cfg.qk_rope_head_dim}")
     else:
-        print(f"kv heads {cfg.n_kv_head} x head_dim {cfg.head_dim}, window {cfg.window or 'none'}")
-    print(f"batch {args.batch} x seq_len {seq_len:,}, cache dtype {args.dtype}{block}")
-    print(f"bytes per token (all layers, no window): {result.bytes_per_token:,}")
-    print(f"minimum cache: {_size(result.total_bytes)}")
+        out.line(f"kv heads {cfg.n_kv_head} x head_dim {cfg.head_dim}, window {cfg.window or 'none'}")
+    out.line(f"batch {args.batch} x seq_len {seq_len:,}, cache dtype {args.dtype}{block}")
+    out.line(f"bytes per token (all layers, no window): {result.bytes_per_token:,}")
+    out.line(f"minimum cache: {_size(result.total_bytes)}")
     for kind, size in result.per_kind.items():
-        print(f"  {kind:8s} {_size(size)}")
-    print("what engines allocate:")
+        out.line(f"  {kind:8s} {_size(size)}")
+    out.line("what engines allocate:")
     for figure in engines:
-        print(f"  {figure.engine:26s} {_size(figure.total_bytes)}")
-        print(f"    {figure.rule} ({figure.source})")
+        out.line(f"  {figure.engine:26s} {_size(figure.total_bytes)}")
+        out.line(f"    {figure.rule} ({figure.source})")
     for note in cfg.notes:
-        print(f"note: {note}")
+        out.line(f"note: {note}")
     return 0
 
 
@@ -273,16 +371,17 @@ def bench_command(args: argparse.Namespace) -> int:
     from attnviz.bench import capture_benchmark
     from attnviz.bench_sdpa import describe_setup, run_benchmark
 
+    check_bounds(args, BENCH_BOUNDS)
     rows = []
     if "sdpa" in args.suite:
         rows += [{"suite": "sdpa", **row} for row in run_benchmark(tokens=args.sdpa_tokens, memory=not args.no_memory)]
     if "capture" in args.suite:
         rows += [{"suite": "capture", **row} for row in capture_benchmark(args.capture_tokens, threads=args.threads)]
     if args.json:
-        print(json.dumps({"setup": describe_setup(), "rows": rows}, indent=2))
+        out.json({"setup": describe_setup(), "rows": rows}, indent=2)
     else:
         for row in rows:
-            print(json.dumps(row))
+            out.json(row)
     return 0
 
 
@@ -313,7 +412,8 @@ def one_line_errors(parser: argparse.ArgumentParser, command: str) -> None:
     """Bad arguments to ``command`` as one line on stderr and exit 2, like every other error it reports."""
 
     def error(message: str) -> NoReturn:
-        parser.exit(2, f"attnviz {command}: error: {message}\n")
+        prefix = f"attnviz {command}" if command else "attnviz"
+        parser.exit(2, f"{prefix}: error: {message}\n")
 
     parser.error = error
 
@@ -328,18 +428,18 @@ def build_parser() -> argparse.ArgumentParser:
     heads = sub.add_parser("heads", help="per-head attention statistics for a text")
     add_text_and_model_arguments(heads)
     heads.add_argument("--parity", action="store_true", help="also run our attention on the model's layers and compare")
-    heads.set_defaults(func=heads_command)
+    heads.set_defaults(func=heads_command, parser=heads)
 
     scaling = sub.add_parser("scaling", help="every head's softmax entropy under 1/√d_k, no scale and 1/√d_model")
     add_text_and_model_arguments(scaling)
     scaling.add_argument("--threshold", type=float, default=SATURATED, help="a row is saturated at this max weight")
-    scaling.set_defaults(func=scaling_command)
+    scaling.set_defaults(func=scaling_command, parser=scaling)
 
     train = sub.add_parser("train-scale", help="train a small attention model under 1/√d_k, no scale and 1/√d_model")
     train.add_argument("--steps", type=int, default=None, help=f"steps per run (default {TrainingConfig().steps})")
     train.add_argument("--seed", type=int, default=None, help="seed of the weights and the data (default 0)")
     train.add_argument("--json", action="store_true", help="print a JSON object")
-    train.set_defaults(func=train_scale_command)
+    train.set_defaults(func=train_scale_command, parser=train)
 
     doctor = sub.add_parser("mask-doctor", help="check an attention mask file (.npy, .pt, .safetensors, .csv)")
     doctor.add_argument("file", help="the mask: (T, T), or (B, T, T) for a batch; read without running any code in it")
@@ -353,7 +453,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     doctor.add_argument("--json", action="store_true", help="print one JSON object")
     doctor.set_defaults(func=mask_doctor_command, parser=doctor)
-    one_line_errors(doctor, "mask-doctor")  # other programs read its stderr
 
     kv = sub.add_parser("kv-cache", help="the KV cache a model config needs, exactly, and what engines allocate")
     kv.add_argument("config", metavar="CONFIG_OR_DIR", help="a config.json, a model folder, minilm or smollm2")
@@ -368,7 +467,6 @@ def build_parser() -> argparse.ArgumentParser:
     kv.add_argument("--block-size", type=int, default=None, help="round each sequence up to blocks of K tokens")
     kv.add_argument("--json", action="store_true", help="print one JSON object")
     kv.set_defaults(func=kv_cache_command, parser=kv)
-    one_line_errors(kv, "kv-cache")  # other programs read its stderr
 
     bench = sub.add_parser("bench", help="benchmarks: attention paths, and the capture against a plain forward")
     bench.add_argument("--json", action="store_true", help="print one JSON object")
@@ -377,12 +475,18 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--capture-tokens", type=int, nargs="+", default=[2048, 8192])
     bench.add_argument("--threads", type=int, default=1, help="intra-op threads for the capture suite")
     bench.add_argument("--no-memory", action="store_true", help="skip the sdpa suite's memory runs")
-    bench.set_defaults(func=bench_command)
+    bench.set_defaults(func=bench_command, parser=bench)
+    one_line_errors(parser, "")
+    for name, command in sub.choices.items():
+        one_line_errors(command, name)  # every error one line on stderr, as other programs read it
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
+    out.escaped = False
+    if not stdout_is_unicode() and hasattr(sys.stdout, "reconfigure"):
+        sys.stdout.reconfigure(errors="backslashreplace")  # --help's √ and anything else printed outside Output
     args, unknown = parser.parse_known_args(argv)
     if unknown:  # as parse_args does, but from the subcommand's parser when it has its own error format
         getattr(args, "parser", parser).error(f"unrecognized arguments: {' '.join(unknown)}")
@@ -390,7 +494,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     try:
-        return args.func(args)
+        code = args.func(args)
+        out.notice(args.command)
+        return code
     except BrokenPipeError:  # `... | head` closed the pipe: not an error
         sys.stderr.close()
         return 0
@@ -398,5 +504,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"attnviz {args.command}: error: {err}", file=sys.stderr)
         return 2
     except CheckFailedError as err:
+        out.notice(args.command)
         print(f"attnviz {args.command}: {err}", file=sys.stderr)
         return 1

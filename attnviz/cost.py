@@ -30,6 +30,7 @@ from torch import Tensor
 from attnviz import settings
 from attnviz.attention import naive_attention
 from attnviz.capture import capture_attention, pool_bin
+from attnviz.i18n import t
 from attnviz.masks import KeyRanges
 from attnviz.peak_memory import reset_peak_rss, run_child, status_bytes
 
@@ -39,6 +40,17 @@ PATH_TITLES = {
     "fused": "torch fused SDPA (tiled kernel)",
     "chunked": "attnviz chunked capture (every statistic + pooled maps)",
 }
+
+
+def path_titles() -> dict[str, str]:
+    """:data:`PATH_TITLES` in the session's language (the legend of the Cost page's charts)."""
+    return {
+        "naive": t("cost.path_naive"),
+        "fused": t("cost.path_fused"),
+        "chunked": t("cost.path_chunked"),
+    }
+
+
 SIZES = (256, 512, 1024, 2048, 4096, 8192)
 NAIVE_MAX_TOKENS = 2048  # the naive path is run up to here (about 0.3 GB); beyond, it is predicted
 MAX_TOKENS = settings.MAX_TOKENS.high
@@ -142,7 +154,7 @@ def measure_in_child(sizes: Sequence[int] = SIZES, timeout_s: float = 600.0) -> 
     proc = run_child(["-m", "attnviz.cost", "--sizes", *map(str, sizes)], timeout_s)
     if proc.returncode != 0:
         lines = proc.stderr.strip().splitlines()
-        raise RuntimeError(f"the measurement failed: {lines[-1] if lines else proc.returncode}")
+        raise RuntimeError(t("cost.failed", why=lines[-1] if lines else proc.returncode))
     return json.loads(proc.stdout)
 
 

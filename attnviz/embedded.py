@@ -14,7 +14,7 @@ import hashlib
 import math
 import threading
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import torch
 from torch import Tensor, nn
@@ -32,6 +32,7 @@ from attnviz.source import (
     check_layer,
     check_square_mask,
 )
+from attnviz.token_display import visible_text
 from attnviz.tokenizer import Token, tokenize
 
 QK_GAIN = 1.4
@@ -73,6 +74,17 @@ class EmbeddedConfig:
     def kv_heads(self) -> int:
         """K/V heads: ``n_kv_head``, or n_head (MHA) when it is None or 0, as the sidebar and the CLI offer."""
         return self.n_kv_head or self.n_head
+
+
+def shown(token: Token) -> Token:
+    """The token with invisible characters made visible in its text (``⟨U+202E⟩``); its own text kept as ``raw``."""
+    text = visible_text(token.text)
+    return token if text == token.text else replace(token, text=text, raw=token.text)
+
+
+def source_text(token: Token) -> str:
+    """What the model embeds: the token's own text, not its display form."""
+    return token.raw or token.text
 
 
 def token_embedding(text: str, d_model: int, seed: int) -> Tensor:
@@ -182,7 +194,7 @@ class EmbeddedModel(nn.Module):
         """Tokenise with :func:`attnviz.tokenizer.tokenize` and keep the first (or last) ``max_tokens``."""
         if max_tokens < 1:
             raise ValueError(f"max_tokens ({max_tokens}) must be at least 1")
-        tokens = tokenize(text)
+        tokens = [shown(t) for t in tokenize(text)]
         kept = tokens[:max_tokens] if keep == "start" else tokens[max(0, len(tokens) - max_tokens) :]
         return Encoding(ids=None, tokens=kept, n_input=len(tokens))
 
@@ -222,7 +234,7 @@ class EmbeddedModel(nn.Module):
         """Tokenise, truncate to ``max_tokens`` and capture every layer's attention."""
         encoding = self.encode(text, max_tokens)
         T = len(encoding.tokens)
-        x = self.embed([[t.text for t in encoding.tokens]], torch.arange(T)[None])  # (1, T, d_model)
+        x = self.embed([[source_text(t) for t in encoding.tokens]], torch.arange(T)[None])  # (1, T, d_model)
         session, x = self._capture(x, [self._keys(T)], keep_qk)
         return AttentionRecord(
             model_name=self.name,
@@ -241,7 +253,7 @@ class EmbeddedModel(nn.Module):
         """Every weight from the inspectable path (no capture): (n_layer, n_head, T, T). Short inputs only."""
         tokens = self.encode(text, min(max_tokens, settings.PARITY_TOKENS)).tokens
         T = len(tokens)
-        x = self.embed([[t.text for t in tokens]], torch.arange(T)[None])
+        x = self.embed([[source_text(t) for t in tokens]], torch.arange(T)[None])
         mask = self._keys(T).dense().to(self.device)
         layers = []
         for block in self.blocks:
@@ -259,7 +271,7 @@ class EmbeddedModel(nn.Module):
         key_mask = padding_mask(lengths, T, side=side)[:, 0, 0]  # (batch, T)
         pad = Token(PAD, 0, 0, special=True, pad=True, raw=PAD)
         token_rows = [pad_row(r, T, pad, side) for r in rows]
-        x = self.embed([[t.text for t in r] for r in token_rows], positions_from_mask(key_mask))
+        x = self.embed([[source_text(t) for t in r] for r in token_rows], positions_from_mask(key_mask))
         spans = [(0, n) if side == "right" else (T - n, T) for n in lengths]
         session, x = self._capture(x, [self._keys(T, start, end) for start, end in spans], keep_qk=True)
         records = [
@@ -295,7 +307,7 @@ class EmbeddedModel(nn.Module):
     def states_under_mask(
         self, text: str, max_tokens: int, mask: Tensor, perturb_from: int | None = None, seed: int = 0
     ) -> Tensor:
-        tokens = [t.text for t in self.encode(text, min(max_tokens, settings.MASK_TOKENS)).tokens]
+        tokens = [source_text(t) for t in self.encode(text, min(max_tokens, settings.MASK_TOKENS)).tokens]
         T = len(tokens)
         check_square_mask(mask, T)
         if perturb_from is not None:  # any other string embeds as another random vector
@@ -320,7 +332,7 @@ class EmbeddedModel(nn.Module):
             check_layer(layer, self.n_layer)
         encoding = self.encode(text, min(max_tokens, settings.PARITY_TOKENS))
         T = len(encoding.tokens)
-        x = self.embed([[t.text for t in encoding.tokens]], torch.arange(T)[None])  # (1, T, d_model)
+        x = self.embed([[source_text(t) for t in encoding.tokens]], torch.arange(T)[None])  # (1, T, d_model)
         mask = self._keys(T).dense().to(self.device)  # (T, T): what every block applies
         inputs: dict[int, Tensor] = {}
         for index, block in enumerate(self.blocks[: max(layers, default=-1) + 1]):

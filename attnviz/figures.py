@@ -26,6 +26,7 @@ import torch.nn.functional as F
 from plotly.colors import sample_colorscale
 from torch import Tensor
 
+from attnviz.i18n import t
 from attnviz.parity import PARITY_TOLERANCE
 from attnviz.record import Head, head_label
 from attnviz.token_display import hover_text, plain_text
@@ -33,7 +34,11 @@ from attnviz.token_display import hover_text, plain_text
 BASE_SCALE = "Viridis"
 MASKED_COLOR = "#d4d4d4"
 N_STOPS = 33
-HOVER = "query %{y}<br>key %{x}<br>weight %{z:.5f}<extra></extra>"
+
+
+def cell_hover(query: str = "%{y}", key: str = "%{x}") -> str:
+    """A weight cell's hovertemplate in the session's language: its query, its key and the weight."""
+    return t("figures.hover_cell", query=query, key=key)
 
 
 def _as_tensor(x: Tensor | np.ndarray) -> Tensor:
@@ -53,7 +58,12 @@ def weight_colorbar(gamma: float = 1.0) -> dict:
     """A colour bar labelled in weights, for any gamma."""
     # under √ the low ticks crowd together at the bottom: keep ones at least ~0.1 apart once drawn
     ticks = [0.0, 0.01, 0.05, 0.25, 0.5, 1.0] if gamma < 1 else [0.0, 0.25, 0.5, 0.75, 1.0]
-    return {"title": {"text": "weight"}, "tickvals": ticks, "ticktext": [f"{t:g}" for t in ticks], "thickness": 14}
+    return {
+        "title": {"text": t("figures.weight")},
+        "tickvals": ticks,
+        "ticktext": [f"{tick:g}" for tick in ticks],
+        "thickness": 14,
+    }
 
 
 def _axis_height(n: int) -> int:
@@ -94,7 +104,7 @@ def make_head_heatmap_figure(
     q_ticks, k_ticks = [plain_text(x) for x in q_labels], [plain_text(x) for x in k_labels]
     cells = {"zmin": 0.0, "zmax": 1.0, "colorscale": weight_colorscale(gamma), "hoverongaps": False}
     fig = go.Figure(
-        go.Heatmap(z=z, x=k_ticks, y=q_ticks, colorbar=weight_colorbar(gamma), hovertemplate=HOVER, **cells)
+        go.Heatmap(z=z, x=k_ticks, y=q_ticks, colorbar=weight_colorbar(gamma), hovertemplate=cell_hover(), **cells)
     )
     for axis, (cut, whole) in enumerate(((q_labels, q_hover), (k_labels, k_hover))):
         if whole is None or len(cut) < 2:
@@ -106,19 +116,19 @@ def make_head_heatmap_figure(
             if axis == 0:
                 part[0] = z[i]
                 where = {"x": k_ticks, "y": [q_ticks[p] for p in pair]}
-                template = f"query {hover_text(whole[i])}<br>key %{{x}}<br>weight %{{z:.5f}}<extra></extra>"
+                template = cell_hover(query=hover_text(whole[i]))
             else:
                 part[:, 0] = z[:, i]
                 where = {"x": [k_ticks[p] for p in pair], "y": q_ticks}
-                template = f"query %{{y}}<br>key {hover_text(whole[i])}<br>weight %{{z:.5f}}<extra></extra>"
+                template = cell_hover(key=hover_text(whole[i]))
             fig.add_trace(go.Heatmap(z=part, **where, hovertemplate=template, showscale=False, **cells))
     fig.update_layout(
         title={"text": title, "y": 0.99, "yanchor": "top"},
         height=_axis_height(len(q_labels)) + 60,
         plot_bgcolor=MASKED_COLOR,
         margin={"l": 10, "r": 10, "t": 130, "b": 10},
-        xaxis={"title": {"text": "key (attended to)"}, "type": "category", "tickangle": -60, "side": "top"},
-        yaxis={"title": {"text": "query (attending)"}, "type": "category", "autorange": "reversed"},
+        xaxis={"title": {"text": t("figures.key_axis")}, "type": "category", "tickangle": -60, "side": "top"},
+        yaxis={"title": {"text": t("figures.query_axis")}, "type": "category", "autorange": "reversed"},
     )
     return fig
 
@@ -179,6 +189,22 @@ def grid_show_options(stat_columns: list[str] | tuple[str, ...]) -> list[str]:
         *(f"only heads flagged {flag}" for flag in GRID_FLAGS),
         *(f"sorted by {s}" for s in stat_columns),
     ]
+
+
+def grid_show_labels(options: list[str] | tuple[str, ...]) -> dict[str, str]:
+    """Each of :func:`grid_show_options` in the session's language, for a selectbox's ``format_func``
+    (``labels.get``: the option values stay the English ones that links and session state keep)."""
+    labels = {}
+    for option in options:
+        if option == GRID_SHOW_ALL:
+            labels[option] = t("figures.show_all")
+        elif option.startswith("only heads flagged "):
+            labels[option] = t("figures.show_flagged", flag=option.removeprefix("only heads flagged "))
+        elif option.startswith("sorted by "):
+            labels[option] = t("figures.show_sorted", stat=option.removeprefix("sorted by "))
+        else:
+            labels[option] = option
+    return labels
 
 
 def grid_view(stats: pd.DataFrame, n_layer: int, n_head: int, show: str = GRID_SHOW_ALL) -> dict:
@@ -270,12 +296,14 @@ def make_head_grid_figure(
     col_names = [f"#{c + 1}" if sorted_ else head_label(c) for c in range(n_head)]
     col_names += [head_label("mean", short=True)] if with_mean else []
 
+    dimmed = t("figures.dimmed")
+
     def hover(layer: int, head: Head) -> str:
         text = f"L{layer} {head_label(head)}"
         if head != "mean" and flags is not None and flags[layer][head]:
             text += f"<br>{flags[layer][head]}"
         if head != "mean" and shown is not None and not shown[layer][head]:
-            text += "<br>(dimmed by the filter)"
+            text += "<br>" + dimmed
         return text
 
     col_x = [c * tw + (tw - 1) / 2 for c in range(n_col)]
@@ -375,14 +403,14 @@ def make_padding_mask_figure(key_mask: Tensor, token_rows: list[list[str]]) -> g
             showscale=False,
             xgap=2,
             ygap=2,
-            hovertemplate="sentence %{y}, position %{x}: %{text}<extra></extra>",
+            hovertemplate=t("figures.padding_hover"),
         )
     )
     fig.update_layout(
         height=int(min(600, 80 + 44 * len(token_rows))),
         margin={"l": 10, "r": 10, "t": 10, "b": 10},
-        xaxis={"title": {"text": "position"}, "dtick": 1},
-        yaxis={"autorange": "reversed", "dtick": 1, "title": {"text": "sentence"}},
+        xaxis={"title": {"text": t("figures.position")}, "dtick": 1},
+        yaxis={"autorange": "reversed", "dtick": 1, "title": {"text": t("figures.sentence")}},
     )
     return fig
 
@@ -411,8 +439,8 @@ def make_parity_figure(max_abs_diff: Tensor, tolerance: float = PARITY_TOLERANCE
             zmin=zmin,
             zmax=zmax,
             colorscale=parity_colorscale(zmin, zmax, tolerance),
-            colorbar={"title": {"text": "log10 diff"}, "thickness": 14},
-            hovertemplate="%{y} %{x}<br>max |ours − model| %{customdata:.2e}<extra></extra>",
+            colorbar={"title": {"text": t("figures.log10_diff")}, "thickness": 14},
+            hovertemplate=t("figures.parity_hover"),
         )
     )
     fig.update_layout(
@@ -448,6 +476,10 @@ def make_pooled_head_figure(
     indices, so a box selection reads directly as a range of queries and keys.
     """
     z = pooled.float().cpu().numpy().astype(np.float32)  # (P, Pk)
+    if kind == "max":
+        hover = t("figures.pooled_hover_max", b=bin_size)
+    else:
+        hover = t("figures.pooled_hover_mean", b=bin_size)
     fig = go.Figure(
         go.Heatmap(
             z=z,
@@ -457,8 +489,7 @@ def make_pooled_head_figure(
             zmax=1.0,
             colorscale=weight_colorscale(gamma),
             colorbar=weight_colorbar(gamma),
-            hovertemplate=f"queries ≈ %{{y:.0f}}<br>keys ≈ %{{x:.0f}}<br>{kind} weight over {bin_size}×{bin_size} "
-            "tokens %{z:.5f}<extra></extra>",
+            hovertemplate=hover,
             hoverongaps=False,
         )
     )
@@ -468,9 +499,14 @@ def make_pooled_head_figure(
         plot_bgcolor=MASKED_COLOR,
         dragmode="select",
         margin={"l": 10, "r": 10, "t": 60, "b": 10},
-        xaxis={"title": {"text": "key position"}, "side": "top", "range": [-0.5, k_len - 0.5], "constrain": "domain"},
+        xaxis={
+            "title": {"text": t("figures.key_position")},
+            "side": "top",
+            "range": [-0.5, k_len - 0.5],
+            "constrain": "domain",
+        },
         yaxis={
-            "title": {"text": "query position"},
+            "title": {"text": t("figures.query_position")},
             "range": [q_len - 0.5, -0.5],
             "scaleanchor": "x",
             "constrain": "domain",
@@ -492,15 +528,15 @@ def make_row_figure(weights: Tensor, labels: list[str], *, visible: Tensor | Non
             mode="lines",
             line={"width": 1},
             fill="tozeroy",
-            hovertemplate="key %{text}<br>weight %{y:.5f}<extra></extra>",
+            hovertemplate=t("figures.row_hover"),
         )
     )
     fig.update_layout(
         title={"text": title},
         height=320,
         margin={"l": 10, "r": 10, "t": 40, "b": 10},
-        xaxis={"title": {"text": "key position"}},
-        yaxis={"title": {"text": "weight"}, "rangemode": "tozero"},
+        xaxis={"title": {"text": t("figures.key_position")}},
+        yaxis={"title": {"text": t("figures.weight")}, "rangemode": "tozero"},
     )
     return fig
 
@@ -539,7 +575,7 @@ def make_cost_figure(
             go.Scatter(
                 x=[n for n, _ in predicted],
                 y=[mb for _, mb in predicted],
-                name="naive, predicted (2 · n_head · n² floats)",
+                name=t("figures.cost_predicted"),
                 mode="lines",
                 line={"color": COST_COLORS["naive"], "dash": "dot"},
             )
@@ -550,7 +586,7 @@ def make_cost_figure(
             x=math.log10(limit),
             y=0.02,
             yref="paper",
-            text=f"naive stops fitting: n ≈ {limit:,} ",
+            text=t("figures.cost_limit", limit=limit),
             showarrow=False,
             xanchor="right",
             yanchor="bottom",
@@ -559,8 +595,17 @@ def make_cost_figure(
     fig.update_layout(
         height=420,
         margin={"l": 10, "r": 10, "t": 30, "b": 10},
-        xaxis={"type": "log", "title": {"text": "tokens n"}, "tickvals": sizes, "ticktext": [f"{n:,}" for n in sizes]},
-        yaxis={"type": "log", "dtick": 1, "title": {"text": "seconds" if metric == "seconds" else "peak memory (MB)"}},
+        xaxis={
+            "type": "log",
+            "title": {"text": t("figures.cost_tokens")},
+            "tickvals": sizes,
+            "ticktext": [f"{n:,}" for n in sizes],
+        },
+        yaxis={
+            "type": "log",
+            "dtick": 1,
+            "title": {"text": t("figures.cost_seconds") if metric == "seconds" else t("figures.cost_memory")},
+        },
         legend={"orientation": "h", "y": -0.2},
     )
     return fig
@@ -579,7 +624,7 @@ def make_tiling_figure(steps: list, exact: Tensor) -> go.Figure:
         cols=1,
         shared_xaxes=True,
         vertical_spacing=0.08,
-        subplot_titles=("scores, one key block at a time", "weights: tiled (bars) and exact (line)"),
+        subplot_titles=(t("figures.tiling_scores"), t("figures.tiling_weights")),
     )
     m_final, l_final = steps[-1].m, steps[-1].l
     for i, step in enumerate(steps):
@@ -588,8 +633,8 @@ def make_tiling_figure(steps: list, exact: Tensor) -> go.Figure:
             go.Bar(
                 x=keys,
                 y=step.scores.numpy().astype(np.float32),
-                name=f"block {i}: m={step.m:.2f}, l={step.l:.2f}",
-                hovertemplate="key %{x}: score %{y:.3f}<extra></extra>",
+                name=t("figures.tiling_block", i=i, m=step.m, l=step.l),
+                hovertemplate=t("figures.tiling_score_hover"),
             ),
             row=1,
             col=1,
@@ -600,7 +645,7 @@ def make_tiling_figure(steps: list, exact: Tensor) -> go.Figure:
                 x=keys,
                 y=tiled.numpy().astype(np.float32),
                 showlegend=False,
-                hovertemplate="key %{x}: weight %{y:.5f}<extra></extra>",
+                hovertemplate=t("figures.tiling_weight_hover"),
             ),
             row=2,
             col=1,
@@ -610,7 +655,7 @@ def make_tiling_figure(steps: list, exact: Tensor) -> go.Figure:
             x=list(range(len(exact))),
             y=exact.numpy().astype(np.float32),
             mode="lines+markers",
-            name="plain softmax",
+            name=t("figures.plain_softmax"),
             line={"color": "black"},
         ),
         row=2,
@@ -670,7 +715,7 @@ def make_variance_figure(random: pd.DataFrame) -> go.Figure:
         go.Scatter(
             x=random["d_k"],
             y=random["var_unscaled"],
-            name="Var(q·k), no scale",
+            name=t("scaling_fig.var_unscaled"),
             mode="lines+markers",
             line={"color": SCALE_COLORS["none"]},
         )
@@ -690,7 +735,7 @@ def make_variance_figure(random: pd.DataFrame) -> go.Figure:
         height=360,
         margin={"l": 10, "r": 10, "t": 30, "b": 10},
         xaxis={"type": "log", "title": {"text": "d_k"}, "tickvals": list(random["d_k"])},
-        yaxis={"type": "log", "dtick": 1, "title": {"text": "variance"}},
+        yaxis={"type": "log", "dtick": 1, "title": {"text": t("scaling_fig.variance")}},
         legend={"orientation": "h", "y": -0.25},
     )
     return fig
@@ -712,7 +757,7 @@ def make_layer_variance_figure(layers: pd.DataFrame, head_dim: int) -> go.Figure
     fig.update_layout(
         height=320,
         margin={"l": 10, "r": 10, "t": 30, "b": 10},
-        xaxis={"title": {"text": "layer"}},
+        xaxis={"title": {"text": t("scaling_fig.layer")}},
         yaxis={"type": "log", "title": {"text": "Var(q·k) / d_k"}, "tickvals": LOG_TICKS, "showgrid": True},
         legend={"orientation": "h", "y": -0.3},
     )
@@ -725,14 +770,14 @@ def make_gradient_figure(curve, markers: dict[str, float], titles: dict[str, str
 
     fig = make_subplots(specs=[[{"secondary_y": True}]])
     x = curve.multiples
-    fig.add_trace(go.Scatter(x=x, y=curve.jacobian_norm, name="mean ‖J‖ of the softmax", mode="lines+markers"))
-    fig.add_trace(go.Scatter(x=x, y=curve.grad_scores_norm, name="gradient reaching the scores", mode="lines"))
-    fig.add_trace(go.Scatter(x=x, y=curve.grad_q_norm, name="gradient reaching q", mode="lines"))
+    fig.add_trace(go.Scatter(x=x, y=curve.jacobian_norm, name=t("scaling_fig.jacobian"), mode="lines+markers"))
+    fig.add_trace(go.Scatter(x=x, y=curve.grad_scores_norm, name=t("scaling_fig.grad_scores"), mode="lines"))
+    fig.add_trace(go.Scatter(x=x, y=curve.grad_q_norm, name=t("scaling_fig.grad_q"), mode="lines"))
     fig.add_trace(
         go.Scatter(
             x=x,
             y=curve.vanishing_share,
-            name="share of rows passing no gradient",
+            name=t("scaling_fig.vanishing"),
             mode="lines",
             line={"dash": "dash", "color": "black"},
         ),
@@ -752,10 +797,10 @@ def make_gradient_figure(curve, markers: dict[str, float], titles: dict[str, str
             font={"color": SCALE_COLORS[kind]},
         )
     fig.update_layout(height=400, margin={"l": 10, "r": 10, "t": 30, "b": 10}, legend={"orientation": "h", "y": -0.25})
-    fig.update_xaxes(type="log", title={"text": "scale, as a multiple of 1/√d_k"}, tickvals=LOG_TICKS)
-    fig.update_yaxes(title={"text": "norm"}, secondary_y=False, rangemode="tozero")
+    fig.update_xaxes(type="log", title={"text": t("scaling_fig.scale_axis")}, tickvals=LOG_TICKS)
+    fig.update_yaxes(title={"text": t("scaling_fig.norm")}, secondary_y=False, rangemode="tozero")
     fig.update_yaxes(
-        title={"text": "share of rows"},
+        title={"text": t("scaling_fig.share_of_rows")},
         secondary_y=True,
         range=[0, 1.05],
         tickvals=[0, 0.25, 0.5, 0.75, 1],

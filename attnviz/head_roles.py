@@ -32,6 +32,7 @@ from torch import Tensor
 from attnviz.attention import scaled_dot_product_attention
 from attnviz.capture import WINDOW_CELLS
 from attnviz.head_stats import PREVIOUS_TOKEN, SINK_FIRST_TOKEN, UNIFORM_ENTROPY_NORM, entropy
+from attnviz.i18n import t
 from attnviz.record import AttentionRecord
 from attnviz.source import AttentionSource, LayerInput
 
@@ -83,13 +84,22 @@ SINK_MAX_CELLS = 30 * 9 * sum(n * n for n in SINK_CHOICES)
 
 def describe_roles() -> str:
     """The role rules in words, with the thresholds this module applies."""
-    return (
-        f"sink (≥ {SINK_FIRST_TOKEN:g} on the first token), previous-token (≥ {PREVIOUS_TOKEN:g} on the previous "
-        f"token), self (≥ {SELF_TOKEN:g} on itself): the strongest of these three wins; else uniform (entropy_norm ≥ "
-        f"{UNIFORM_ENTROPY_NORM:g}); else local (≥ {LOCAL_WEIGHT:g} within ±{LOCAL_WINDOW} tokens); else content. "
-        f"Dead, whatever its pattern: its output after W_O averages under {DEAD_OUTPUT_SHARE:.0%} of its "
-        f"layer's median head (measured on the first {OUTPUT_TOKENS} tokens). Undetermined: no row sees two keys."
+    return t(
+        "head_roles_lib.describe",
+        sink=SINK_FIRST_TOKEN,
+        previous=PREVIOUS_TOKEN,
+        self_token=SELF_TOKEN,
+        uniform=UNIFORM_ENTROPY_NORM,
+        local=LOCAL_WEIGHT,
+        window=LOCAL_WINDOW,
+        dead=DEAD_OUTPUT_SHARE,
+        tokens=OUTPUT_TOKENS,
     )
+
+
+def role_name(role: str) -> str:
+    """A role's name in the session's language (the data keeps the English one: "previous-token" …)."""
+    return t(f"head_roles_lib.role_{role.replace('-', '_')}")
 
 
 def entropy_without_first(row_entropy: Tensor, first_weight: Tensor) -> Tensor:
@@ -239,7 +249,7 @@ def head_output_norms(source: AttentionSource, text: str, max_tokens: int) -> He
     """
     layers = source.attention_layers(text, min(max_tokens, OUTPUT_TOKENS))
     if layers[0].hidden.shape[1] == 0:
-        raise ValueError("the text has no tokens to measure the heads' outputs on")
+        raise ValueError(t("head_roles_lib.no_tokens_outputs"))
     norms = torch.stack([layer_output_norms(layer) for layer in layers])  # (n_layer, n_head)
     return HeadOutputs(norms.numpy(), len(layers[0].tokens), layers[0].n_input)
 
@@ -418,7 +428,7 @@ def similarity_rows(record: AttentionRecord) -> tuple[Tensor, str]:
     n = record.n_layer * record.n_head
     live = record.live_rows()[:, :tokens].all(dim=0).nonzero()[:, 0]  # (n_live,)
     if len(live) == 0:
-        raise ValueError(f"no query row of these {record.q_len} tokens sees two keys: heads cannot be compared")
+        raise ValueError(t("head_roles_lib.no_row_two_keys", q_len=record.q_len))
     pairs = max(1, n * (n - 1) // 2)
     n_rows = max(SIMILARITY_MIN_ROWS, SIMILARITY_MAX_CELLS // (pairs * tokens))
     picked = live if len(live) <= n_rows else live[torch.linspace(0, len(live) - 1, n_rows).round().long()]
@@ -429,12 +439,14 @@ def similarity_rows(record: AttentionRecord) -> tuple[Tensor, str]:
     rows = torch.cat(patterns)  # (N, R, K)
     total = rows.sum(dim=-1, keepdim=True)
     rows = rows / total.clamp_min(1e-12)
-    note = f"Compared on {len(picked):,} query rows"
-    note += f" (evenly spaced, of {len(live):,})" if len(picked) < len(live) else ""
-    note += f" over the first {tokens:,} tokens" if tokens < record.q_len else f" over all {tokens:,} tokens"
-    if tokens < record.k_len and not record.causal:
-        note += ", each row cut to those keys and renormalised"
-    return rows, note + "."
+    spaced = t("head_roles_lib.note_spaced", live=len(live)) if len(picked) < len(live) else ""
+    over = (
+        t("head_roles_lib.note_first", tokens=tokens)
+        if tokens < record.q_len
+        else t("head_roles_lib.note_all", tokens=tokens)
+    )
+    cut = t("head_roles_lib.note_cut") if tokens < record.k_len and not record.causal else ""
+    return rows, t("head_roles_lib.note", rows=len(picked), spaced=spaced, over=over, cut=cut)
 
 
 def head_similarity(record: AttentionRecord) -> HeadSimilarity:
@@ -473,7 +485,7 @@ def role_stability(
             outputs = head_output_norms(source, text, n_tokens) if with_outputs else None
             frames.append(head_roles(record, outputs)[["layer", "head", "role"]])
     if not frames:
-        raise ValueError(f"none of the {len(texts)} texts has two tokens to compare heads on")
+        raise ValueError(t("head_roles_lib.no_text_two_tokens", n=len(texts)))
     counts = pd.concat(frames).groupby(["layer", "head"])["role"].value_counts().rename("count").reset_index()
     counts["rank"] = counts["role"].map(ROLES.index)
     top = counts.sort_values(["layer", "head", "count", "rank"], ascending=[True, True, False, True])
@@ -492,7 +504,7 @@ def role_stability(
 def text_of_length(source: AttentionSource, text: str, n_tokens: int) -> str:
     """``text`` repeated until the source reads at least ``n_tokens`` tokens from it (ValueError when it is empty)."""
     if not source.encode(text, 1).tokens:
-        raise ValueError("the text has no tokens to repeat")
+        raise ValueError(t("head_roles_lib.no_tokens_repeat"))
     repeated = text
     while source.encode(repeated, n_tokens).n_input < n_tokens:
         repeated = f"{repeated} {repeated}"
@@ -540,6 +552,11 @@ def check_sink_cost(source: AttentionSource, lengths) -> None:
     cells = sink_cells(source, lengths)
     if cells > SINK_MAX_CELLS:
         raise ValueError(
-            f"these lengths need {cells:.2e} attention cells ({source.n_layer} layers x {source.n_head} heads x the "
-            f"squared lengths), over this server's bound of {SINK_MAX_CELLS:.2e}: pick fewer or shorter lengths"
+            t(
+                "head_roles_lib.sink_too_costly",
+                cells=cells,
+                n_layer=source.n_layer,
+                n_head=source.n_head,
+                max_cells=SINK_MAX_CELLS,
+            )
         )

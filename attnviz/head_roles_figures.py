@@ -10,7 +10,8 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from attnviz.head_roles import REDUNDANT_DISTANCE, ROLES, HeadSimilarity
+from attnviz.head_roles import REDUNDANT_DISTANCE, ROLES, HeadSimilarity, role_name
+from attnviz.i18n import t
 
 ROLE_COLOURS = {
     "sink": "#d62728",
@@ -40,8 +41,9 @@ def _grid(frame: pd.DataFrame, column: str, fill) -> np.ndarray:
     return grid
 
 
-def make_head_roles_figure(roles: pd.DataFrame, *, title: str = "Head roles") -> go.Figure:
+def make_head_roles_figure(roles: pd.DataFrame, *, title: str | None = None) -> go.Figure:
     """Layer (rows) x head (columns), coloured by role, with the score and entropy without the sink on hover."""
+    title = t("head_roles_fig.roles_title") if title is None else title
     role = _grid(roles, "role", "undetermined")
     z = np.vectorize(ROLES.index)(role).astype(float)  # (n_layer, n_head)
     score, rest = _grid(roles, "score", np.nan), _grid(roles, "entropy_without_sink", np.nan)
@@ -54,9 +56,8 @@ def make_head_roles_figure(roles: pd.DataFrame, *, title: str = "Head roles") ->
             zmin=0,
             zmax=len(ROLES),
             colorscale=_role_colorscale(),
-            customdata=np.stack([role, np.round(score, 3), np.round(rest, 3)], axis=-1),
-            hovertemplate="%{y} %{x}: %{customdata[0]}<br>score %{customdata[1]}"
-            "<br>entropy without the sink %{customdata[2]} nats<extra></extra>",
+            customdata=np.stack([np.vectorize(role_name)(role), np.round(score, 3), np.round(rest, 3)], axis=-1),
+            hovertemplate=t("head_roles_fig.roles_hover"),
             xgap=1,
             ygap=1,
             showscale=False,  # a legend of the roles present: a stepped colour bar crowds its labels on short grids
@@ -70,7 +71,7 @@ def make_head_roles_figure(roles: pd.DataFrame, *, title: str = "Head roles") ->
                     y=[None],
                     mode="markers",
                     marker={"symbol": "square", "size": 12, "color": ROLE_COLOURS[name]},
-                    name=f"{name} ({int((role == name).sum())})",
+                    name=f"{role_name(name)} ({int((role == name).sum())})",
                 )
             )
     fig.update_yaxes(autorange="reversed")
@@ -92,9 +93,10 @@ def make_head_roles_figure(roles: pd.DataFrame, *, title: str = "Head roles") ->
 
 
 def make_head_similarity_figure(
-    similarity: HeadSimilarity, *, threshold: float = REDUNDANT_DISTANCE, title: str = "Head similarity"
+    similarity: HeadSimilarity, *, threshold: float = REDUNDANT_DISTANCE, title: str | None = None
 ) -> go.Figure:
     """The JS distance matrix in dendrogram order, with a box round each redundant group (distance ≤ ``threshold``)."""
+    title = t("head_roles_fig.similarity_title") if title is None else title
     order = similarity.order
     labels = [similarity.label(i) for i in order]
     distance = similarity.distance[np.ix_(order, order)]  # (N, N)
@@ -106,7 +108,7 @@ def make_head_similarity_figure(
             zmin=0,
             zmax=1,
             colorscale="Viridis_r",
-            colorbar={"title": "JS distance"},
+            colorbar={"title": t("head_roles_fig.js_distance")},
             hovertemplate="%{y} vs %{x}: %{z:.3f}<extra></extra>",
         )
     )
@@ -120,9 +122,11 @@ def make_head_similarity_figure(
     return fig
 
 
-def make_role_stability_figure(stability: pd.DataFrame, *, title: str = "Role stability") -> go.Figure:
+def make_role_stability_figure(stability: pd.DataFrame, *, title: str | None = None) -> go.Figure:
     """Layer x head: the share of prompts with the head's most common role (the role written in each cell)."""
+    title = t("head_roles_fig.stability_title") if title is None else title
     share, role = _grid(stability, "share", np.nan), _grid(stability, "role", "")
+    role = np.vectorize(lambda name: role_name(name) if name else "", otypes=[object])(role)
     n_layer, n_head = share.shape
     text = role if n_head <= 16 else None
     fig = go.Figure(
@@ -136,8 +140,8 @@ def make_role_stability_figure(stability: pd.DataFrame, *, title: str = "Role st
             text=text,
             texttemplate="%{text}" if text is not None else None,
             customdata=role,
-            hovertemplate="%{y} %{x}: %{customdata} in %{z:.0%} of prompts<extra></extra>",
-            colorbar={"title": "share"},
+            hovertemplate=t("head_roles_fig.stability_hover"),
+            colorbar={"title": t("head_roles_fig.share")},
             xgap=1,
             ygap=1,
         )
@@ -147,10 +151,9 @@ def make_role_stability_figure(stability: pd.DataFrame, *, title: str = "Role st
     return fig
 
 
-def make_sink_vs_length_figure(
-    sinks: pd.DataFrame, *, top: int = 3, title: str = "Weight on the first token against length"
-) -> go.Figure:
+def make_sink_vs_length_figure(sinks: pd.DataFrame, *, top: int = 3, title: str | None = None) -> go.Figure:
     """One line per layer (mean over its heads), and a dashed line for each of the ``top`` strongest sink heads."""
+    title = t("head_roles_fig.sink_title") if title is None else title
     fig = go.Figure()
     per_layer = sinks.groupby(["layer", "length"])["first_token_weight"].mean().reset_index()
     for layer, part in per_layer.groupby("layer"):
@@ -159,8 +162,8 @@ def make_sink_vs_length_figure(
                 x=part["length"],
                 y=part["first_token_weight"],
                 mode="lines+markers",
-                name=f"L{layer} mean",
-                hovertemplate=f"L{layer}, mean over heads<br>%{{x}} tokens: %{{y:.3f}}<extra></extra>",
+                name=t("head_roles_fig.layer_mean", layer=layer),
+                hovertemplate=t("head_roles_fig.layer_mean_hover", layer=layer),
             )
         )
     strongest = sinks.groupby(["layer", "head"])["first_token_weight"].mean().nlargest(top).index
@@ -173,10 +176,10 @@ def make_sink_vs_length_figure(
                 mode="lines+markers",
                 line={"dash": "dash"},
                 name=f"L{layer} H{head}",
-                hovertemplate=f"L{layer} H{head}<br>%{{x}} tokens: %{{y:.3f}}<extra></extra>",
+                hovertemplate=t("head_roles_fig.head_hover", layer=layer, head=head),
             )
         )
-    fig.update_xaxes(type="log", title="tokens")
-    fig.update_yaxes(title="mean weight on the first token", rangemode="tozero")
+    fig.update_xaxes(type="log", title=t("head_roles_fig.tokens"))
+    fig.update_yaxes(title=t("head_roles_fig.first_token_weight"), rangemode="tozero")
     fig.update_layout(title=title, height=380)
     return fig

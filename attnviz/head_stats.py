@@ -17,6 +17,7 @@ import pandas as pd
 import torch
 from torch import Tensor
 
+from attnviz.i18n import t
 from attnviz.masks import check_mask, visible_keys
 
 STAT_COLUMNS = (
@@ -128,9 +129,12 @@ def summarize_rows(rows: dict[str, Tensor]) -> pd.DataFrame:
 
 def describe_flags() -> str:
     """The flag rules in words, with the thresholds this module applies."""
-    return (
-        f"uniform (entropy_norm ≥ {UNIFORM_ENTROPY_NORM:g}), saturated (max weight ≥ {SATURATED_MAX_WEIGHT:g}), "
-        f"sink (≥ {SINK_FIRST_TOKEN:g} on the first token), previous-token (≥ {PREVIOUS_TOKEN:g} on the previous token)"
+    return t(
+        "head_stats.flags",
+        uniform=UNIFORM_ENTROPY_NORM,
+        saturated=SATURATED_MAX_WEIGHT,
+        sink=SINK_FIRST_TOKEN,
+        previous=PREVIOUS_TOKEN,
     )
 
 

@@ -13,6 +13,7 @@ name a base class such as ``LlamaModel``, or be missing).
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 from collections.abc import Iterator, Sequence
@@ -39,9 +40,11 @@ from attnviz.source import (
     ParityUnsupportedError,
     check_layer,
     check_square_mask,
+    first_line,
     perturbed_ids,
+    running,
 )
-from attnviz.token_display import display_tokens, shown_text
+from attnviz.token_display import display_tokens, generated_tokens
 from attnviz.tokenizer import Token
 
 LM_SUFFIXES = ("ForCausalLM", "LMHeadModel")
@@ -155,7 +158,8 @@ class HFSource:
             kwargs["position_ids"] = position_ids
         if self.can_generate:
             kwargs["logits_to_keep"] = 1
-        return self.model(input_ids=input_ids, **kwargs)
+        with running(self.name):
+            return self.model(input_ids=input_ids, **kwargs)
 
     @contextmanager
     def _last_hidden(self) -> Iterator[list[Tensor]]:
@@ -262,25 +266,18 @@ class HFSource:
             raise ValueError(f"the number of new tokens ({n_new}) must be at least 1")
         encoding = self.encode(prompt, max(1, max_tokens - n_new), keep="end")
         ids = list(encoding.ids)
-        out = self.model(input_ids=torch.tensor([ids], device=self.device), use_cache=True, logits_to_keep=1)
         generated: list[int] = []
         eos = self.tokenizer.eos_token_id
-        for step in range(n_new):
-            next_id = int(out.logits[0, -1].argmax())
-            generated.append(next_id)
-            if next_id == eos or step == n_new - 1:
-                break
-            out = self.model(input_ids=torch.tensor([[next_id]], device=self.device), cache=out.cache, use_cache=True)
-        new_tokens = [
-            Token(
-                shown_text(self.tokenizer.decode([g])),
-                -1,
-                -1,
-                special=bool(g in self.tokenizer.all_special_ids),
-                raw=self.tokenizer.convert_ids_to_tokens(g),
-            )
-            for g in generated
-        ]
+        with running(self.name):
+            out = self.model(input_ids=torch.tensor([ids], device=self.device), use_cache=True, logits_to_keep=1)
+            for step in range(n_new):
+                next_id = int(out.logits[0, -1].argmax())
+                generated.append(next_id)
+                if next_id == eos or step == n_new - 1:
+                    break
+                next_ids = torch.tensor([[next_id]], device=self.device)
+                out = self.model(input_ids=next_ids, cache=out.cache, use_cache=True)
+        new_tokens = generated_tokens(self.tokenizer, generated, set(self.tokenizer.all_special_ids))
         everything = Encoding(
             ids=ids + generated, tokens=encoding.tokens + new_tokens, n_input=len(ids) + len(generated)
         )
@@ -399,10 +396,137 @@ def _has_lm_head(config, where: str) -> bool:
     return False
 
 
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer.model",
+    "vocab.txt",
+    "vocab.json",
+    "spiece.model",
+    "sentencepiece.bpe.model",
+)
+
+
+def check_config(config, name: str) -> None:
+    """ModelUnavailableError, naming the field and its value, for a config no model can run with.
+
+    Checked before any weight is read: 0 layers, a negative head count or a width the heads do not
+    divide would otherwise fail (or, worse, run on nothing) deep inside the first forward pass.
+    """
+
+    def field(attr: str):
+        return getattr(config, attr, None)
+
+    def positive(attr: str, value) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ModelUnavailableError(f"{name}'s config has {attr} = {value!r}; it must be a whole number >= 1")
+        return value
+
+    positive("num_hidden_layers", field("num_hidden_layers"))
+    n_head = positive("num_attention_heads", field("num_attention_heads"))
+    d_model = positive("hidden_size", field("hidden_size"))
+    positive("vocab_size", field("vocab_size"))
+    n_kv_head = field("num_key_value_heads")
+    if n_kv_head is not None:
+        positive("num_key_value_heads", n_kv_head)
+        if n_head % n_kv_head:
+            raise ModelUnavailableError(
+                f"{name}'s config has {n_head} attention heads and {n_kv_head} key/value heads; "
+                f"num_attention_heads must be a multiple of num_key_value_heads ({n_head} % {n_kv_head} = "
+                f"{n_head % n_kv_head})"
+            )
+    head_dim = field("head_dim")
+    if head_dim is not None:
+        positive("head_dim", head_dim)
+    elif d_model % n_head:
+        raise ModelUnavailableError(
+            f"{name}'s config has hidden_size {d_model} and {n_head} attention heads; hidden_size must be divisible "
+            f"by num_attention_heads ({d_model} % {n_head} = {d_model % n_head})"
+        )
+    positions = field("max_position_embeddings")
+    if positions is not None:
+        positive("max_position_embeddings", positions)
+
+
+def check_tokenizer_files(where: str, name: str) -> None:
+    """A local folder must hold a tokenizer: without one, every token would be [UNK]."""
+    folder = Path(where)
+    if folder.is_dir() and not any((folder / file).is_file() for file in TOKENIZER_FILES):
+        raise ModelUnavailableError(
+            f"{name} has no tokenizer files ({', '.join(TOKENIZER_FILES[:4])} …): save the tokenizer beside the "
+            "model (tokenizer.save_pretrained(folder))"
+        )
+
+
+def check_tokenizer(tokenizer, model: torch.nn.Module, name: str) -> None:
+    """A tokenizer with no vocabulary, or ids past the model's embedding, gives meaningless attention: refuse it."""
+    special = set(getattr(tokenizer, "all_special_ids", ()) or ())
+    size = len(tokenizer)
+    if size - len(special) < 1:
+        raise ModelUnavailableError(
+            f"{name}'s tokenizer has an empty vocabulary ({size} tokens, all special): every token would be "
+            "[UNK]; save the model's real tokenizer beside it"
+        )
+    embedding = model.get_input_embeddings()
+    rows = getattr(embedding, "num_embeddings", None)
+    if isinstance(rows, int) and size > rows:
+        raise ModelUnavailableError(
+            f"{name}'s tokenizer has {size:,} tokens but its embedding has {rows:,} rows: ids from {rows:,} on "
+            "have no embedding (vocab_size in config.json is too small for this tokenizer)"
+        )
+
+
+class _QuietLoadReport(logging.Filter):
+    """Drop transformers' multi-line LOAD REPORT for loads in this thread: the loader reports problems itself."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.local = threading.local()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (getattr(self.local, "loading", False) and "LOAD REPORT" in record.getMessage())
+
+
+_QUIET_REPORT = _QuietLoadReport()
+
+
+@contextmanager
+def _quiet_load_report() -> Iterator[None]:
+    report_logger = logging.getLogger("transformers.modeling_utils")
+    if _QUIET_REPORT not in report_logger.filters:
+        report_logger.addFilter(_QUIET_REPORT)
+    _QUIET_REPORT.local.loading = True
+    try:
+        yield
+    finally:
+        _QUIET_REPORT.local.loading = False
+
+
+def check_loading(info: dict, name: str) -> None:
+    """Refuse weights that do not fit the model: a mismatched or missing tensor would run with random values."""
+    mismatched = sorted(info.get("mismatched_keys") or ())
+    if mismatched:
+        key, stored, expected = mismatched[0]
+        more = f" (and {len(mismatched) - 1} more)" if len(mismatched) > 1 else ""
+        raise ModelUnavailableError(
+            f"{name}'s checkpoint does not fit its config: {key} is {tuple(stored)} in the file but the config "
+            f"makes it {tuple(expected)}{more}"
+        )
+    missing = sorted(info.get("missing_keys") or ())
+    if missing:
+        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+        raise ModelUnavailableError(
+            f"{name}'s checkpoint lacks {missing[0]}{more}: the model would run with random weights there"
+        )
+
+
 def load_hf_source(
     source: str, device: str = "cpu", allow_pickle: bool = False, progress: Progress | None = None
 ) -> HFSource:
-    """Load a bundled model ("minilm", "smollm2"), a local folder or a hub id, read-only, through attnviz's attention."""
+    """Load a bundled model ("minilm", "smollm2"), a local folder or a hub id, read-only, through attnviz's attention.
+
+    Everything a user's folder can get wrong is refused here, in one line (ModelUnavailableError): an unusable
+    config, no tokenizer, weights whose shapes do not fit.
+    """
     from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoTokenizer
 
     register()
@@ -413,21 +537,27 @@ def load_hf_source(
         config = AutoConfig.from_pretrained(where, trust_remote_code=False)
         if getattr(config, "is_encoder_decoder", False):
             raise ModelUnavailableError(f"{name} is an encoder-decoder model; attnviz shows encoders and decoders")
+        check_config(config, name)
+        check_tokenizer_files(where, name)
         with_lm_head = _has_lm_head(config, where)
         cls = AutoModelForCausalLM if with_lm_head else AutoModel
-        model = cls.from_pretrained(
-            where,
-            attn_implementation=IMPLEMENTATION,
-            dtype=torch.float32,
-            trust_remote_code=False,
-            use_safetensors=safetensors,
-        )
+        with _quiet_load_report():
+            model, info = cls.from_pretrained(
+                where,
+                attn_implementation=IMPLEMENTATION,
+                dtype=torch.float32,
+                trust_remote_code=False,
+                use_safetensors=safetensors,
+                ignore_mismatched_sizes=True,  # so that the mismatch is ours to report, in one line
+                output_loading_info=True,
+            )
+        check_loading(info, name)
         tokenizer = AutoTokenizer.from_pretrained(where, trust_remote_code=False)
+        check_tokenizer(tokenizer, model, name)
     except ModelUnavailableError:
         raise
     except Exception as err:  # corrupt files, unknown architectures, missing deps: all user-fixable
-        first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise ModelUnavailableError(f"could not load {source!r}: {first_line}") from err
+        raise ModelUnavailableError(f"could not load {source!r}: {first_line(err)}") from err
     if not type(model)._supports_attention_backend:
         raise ModelUnavailableError(
             f"{name} ({type(model).__name__}) does not route attention through transformers' AttentionInterface, "

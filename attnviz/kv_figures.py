@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from attnviz.i18n import t
 from attnviz.kv_memory import human_bytes
 
 GIB = 2**30
@@ -21,11 +22,12 @@ def make_kv_length_figure(
     fig = go.Figure()
     ticks = sorted({n for lengths, _ in curves.values() for n in lengths})
     for name, (lengths, sizes) in curves.items():
+        shown = t("kv_figures.as_configured") if name == "as configured" else name
         fig.add_trace(
             go.Scatter(
                 x=list(lengths),
                 y=[s / GIB for s in sizes],
-                name=name,
+                name=shown,
                 mode="lines",
                 line={
                     "color": VARIANT_COLORS.get(name.split(" ")[0] if name != "as configured" else name),
@@ -33,7 +35,7 @@ def make_kv_length_figure(
                     "dash": "solid" if name == "as configured" else "dash",
                 },
                 customdata=[human_bytes(s) for s in sizes],
-                hovertemplate=f"{name}<br>%{{x:,}} tokens: %{{customdata}}<extra></extra>",
+                hovertemplate=t("kv_figures.length_hover", name=shown),
             )
         )
     if gpu_bytes:  # a trace, not add_hline: on a log axis an hline's annotation is placed at 10**y
@@ -45,7 +47,7 @@ def make_kv_length_figure(
             go.Scatter(
                 x=ends,
                 y=[gpu_bytes / GIB] * 2,
-                name=f"GPU memory left ({human_bytes(gpu_bytes)})",
+                name=t("kv_figures.gpu_left", size=human_bytes(gpu_bytes)),
                 mode="lines",
                 line={"dash": "dot", "color": "grey"},
                 hoverinfo="skip",
@@ -56,11 +58,11 @@ def make_kv_length_figure(
         margin={"l": 10, "r": 10, "t": 30, "b": 10},
         xaxis={
             "type": "log",
-            "title": {"text": "sequence length (tokens)"},
+            "title": {"text": t("kv_figures.seq_len_axis")},
             "tickvals": ticks,
             "ticktext": [_tokens_label(n) for n in ticks],
         },
-        yaxis={"type": "log", "title": {"text": "KV cache (GiB)"}, "dtick": 1, "exponentformat": "power"},
+        yaxis={"type": "log", "title": {"text": t("kv_figures.gib_axis")}, "dtick": 1, "exponentformat": "power"},
         legend={"orientation": "h", "y": -0.2},
     )
     return fig
@@ -76,7 +78,7 @@ def _tokens_label(n: int) -> str:
 
 def make_engine_figure(minimum: int, engines: Sequence[tuple[str, int]]) -> go.Figure:
     """The theoretical minimum beside what each serving engine allocates for the same load (bars, GiB)."""
-    names = ["theoretical minimum", *(name for name, _ in engines)]
+    names = [t("kv_figures.minimum"), *(name for name, _ in engines)]
     sizes = [minimum, *(size for _, size in engines)]
     fig = go.Figure(
         go.Bar(
@@ -94,7 +96,7 @@ def make_engine_figure(minimum: int, engines: Sequence[tuple[str, int]]) -> go.F
     fig.update_layout(
         height=360,
         margin={"l": 10, "r": 10, "t": 30, "b": 10},
-        yaxis={"title": {"text": "KV cache (GiB)"}, "rangemode": "tozero"},
+        yaxis={"title": {"text": t("kv_figures.gib_axis")}, "rangemode": "tozero"},
         showlegend=False,
     )
     return fig
@@ -123,8 +125,8 @@ def make_head_grouping_figure(n_head: int, n_kv_head: int, *, max_drawn: int = 6
             y=np.ones(shown_q),
             mode="markers",
             marker={"size": 12 if shown_q <= 32 else 7, "color": "#1f77b4", "symbol": "square"},
-            name="query heads",
-            text=[f"query head {h} reads KV head {h // group}" for h in range(shown_q)],
+            name=t("kv_figures.query_heads"),
+            text=[t("kv_figures.query_head_reads", h=h, g=h // group) for h in range(shown_q)],
             hovertemplate="%{text}<extra></extra>",
         )
     )
@@ -134,16 +136,21 @@ def make_head_grouping_figure(n_head: int, n_kv_head: int, *, max_drawn: int = 6
             y=np.zeros(shown_kv),
             mode="markers",
             marker={"size": 16, "color": "#d62728", "symbol": "square"},
-            name="KV heads (cached)",
-            text=[f"KV head {g}: serves query heads {g * group}–{(g + 1) * group - 1}" for g in range(shown_kv)],
+            name=t("kv_figures.kv_heads"),
+            text=[
+                t("kv_figures.kv_head_serves", g=g, first=g * group, last=(g + 1) * group - 1) for g in range(shown_kv)
+            ],
             hovertemplate="%{text}<extra></extra>",
         )
     )
-    more = f" (the first {shown_q} of {n_head} drawn)" if shown_q < n_head else ""
+    more = t("kv_figures.first_drawn", shown=shown_q, n_head=n_head) if shown_q < n_head else ""
     fig.update_layout(
         height=220,
         margin={"l": 10, "r": 10, "t": 40, "b": 10},
-        title={"text": f"{n_head} query heads → {n_kv_head} KV heads: {group} per group{more}", "font": {"size": 14}},
+        title={
+            "text": t("kv_figures.grouping_title", n_head=n_head, n_kv_head=n_kv_head, group=group, more=more),
+            "font": {"size": 14},
+        },
         xaxis={"visible": False},
         yaxis={"visible": False, "range": [-0.4, 1.4]},
         legend={"orientation": "h", "y": -0.05},
@@ -161,14 +168,14 @@ def make_decode_figure(per_token: dict[str, Sequence[float]]) -> go.Figure:
                 y=[s * 1000 for s in seconds],
                 name=name,
                 mode="lines",
-                hovertemplate=f"{name}<br>token %{{x}}: %{{y:.2f}} ms<extra></extra>",
+                hovertemplate=t("kv_figures.decode_hover", name=name),
             )
         )
     fig.update_layout(
         height=360,
         margin={"l": 10, "r": 10, "t": 30, "b": 10},
-        xaxis={"title": {"text": "generated token"}},
-        yaxis={"type": "log", "title": {"text": "ms per token"}},
+        xaxis={"title": {"text": t("kv_figures.generated_token")}},
+        yaxis={"type": "log", "title": {"text": t("kv_figures.ms_per_token")}},
         legend={"orientation": "h", "y": -0.2},
     )
     return fig
@@ -181,20 +188,20 @@ def make_whatif_figure(table: pd.DataFrame) -> go.Figure:
         go.Scatter(
             x=table["kv_share"],
             y=table["js_mean"],
-            name="mean JS divergence of the attention",
+            name=t("kv_figures.js_mean"),
             mode="lines+markers",
             text=table["label"],
-            hovertemplate="%{text}<br>JS %{y:.4f}<extra></extra>",
+            hovertemplate=t("kv_figures.js_hover"),
         )
     )
     fig.add_trace(
         go.Scatter(
             x=table["kv_share"],
             y=table["output_change"],
-            name="relative change of the layer's output",
+            name=t("kv_figures.output_change"),
             mode="lines+markers",
             text=table["label"],
-            hovertemplate="%{text}<br>output change %{y:.3f}<extra></extra>",
+            hovertemplate=t("kv_figures.output_hover"),
         )
     )
     fig.update_layout(
@@ -202,11 +209,11 @@ def make_whatif_figure(table: pd.DataFrame) -> go.Figure:
         margin={"l": 10, "r": 10, "t": 30, "b": 10},
         xaxis={
             "type": "log",
-            "title": {"text": "KV cache kept (share of MHA's)"},
+            "title": {"text": t("kv_figures.kept_axis")},
             "tickformat": ".0%",
             "autorange": "reversed",
         },
-        yaxis={"title": {"text": "divergence / change"}, "rangemode": "tozero"},
+        yaxis={"title": {"text": t("kv_figures.divergence_axis")}, "rangemode": "tozero"},
         legend={"orientation": "h", "y": -0.25},
     )
     return fig

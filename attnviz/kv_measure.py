@@ -30,6 +30,7 @@ from torch import Tensor
 
 from attnviz.attention import KVCache
 from attnviz.embedded import EmbeddedModel, sinusoidal_positions, token_embedding
+from attnviz.i18n import t
 
 if TYPE_CHECKING:
     from attnviz.hf_source import HFSource
@@ -142,7 +143,7 @@ def _tiled(items: list, n: int) -> list:
     if n < 1:
         raise ValueError(f"n_tokens ({n}) must be at least 1")
     if not items:
-        raise ValueError("the text has no tokens")
+        raise ValueError(t("kv_measure.no_tokens"))
     return (items * (n // len(items) + 1))[:n]
 
 
@@ -333,11 +334,11 @@ def readout_table(model: EmbeddedModel, vocab: int = READOUT_VOCAB) -> Tensor:
 @torch.no_grad()
 def _decode_embedded(model: EmbeddedModel, prompt: str, n_new: int, mode: str, vocab: int) -> DecodeTiming:
     if not model.causal:
-        raise ValueError("decoding needs a causal model; build the embedded model with causal=True")
+        raise ValueError(t("kv_measure.needs_causal"))
     prompt_tokens = [t.text for t in model.encode(prompt, model.max_positions).tokens]
     n_prompt = len(prompt_tokens)
     if n_prompt < 1:
-        raise ValueError("the prompt has no tokens")
+        raise ValueError(t("kv_measure.empty_prompt"))
     table = readout_table(model, vocab)  # (vocab, d_model)
     positions = sinusoidal_positions(n_prompt + n_new, model.d_model).to(model.device)  # (P + n_new, d_model)
     x = model.embed([prompt_tokens], torch.arange(n_prompt)[None])  # (1, P, d_model)
@@ -357,7 +358,7 @@ def _decode_embedded(model: EmbeddedModel, prompt: str, n_new: int, mode: str, v
 @torch.no_grad()
 def _decode_hf(source: HFSource, prompt: str, n_new: int, mode: str) -> DecodeTiming:
     if not source.can_generate:
-        raise ValueError(f"{source.name} has no language-model head; decoding needs a decoder (causal LM)")
+        raise ValueError(t("kv_measure.no_lm_head", name=source.name))
     ids = torch.tensor([source.encode(prompt, source.max_positions).ids], device=source.device)  # (1, P)
     n_prompt = ids.shape[1]
     seconds, generated = [], []

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from attnviz import settings
+from attnviz.i18n import t
 
 KV_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4")
 LAYER_KINDS = ("full", "sliding", "linear", "mla")
@@ -108,14 +109,14 @@ class KVConfig:
         for name in ("n_layer", "n_head", "n_kv_head", "head_dim", "hidden_size"):
             _check_positive(getattr(self, name), name)
         if self.n_layer > settings.KV_MAX_LAYERS:
-            raise ConfigError(f"n_layer ({self.n_layer}) is over {settings.KV_MAX_LAYERS}")
+            raise ConfigError(t("kv_memory.n_layer_over", n_layer=self.n_layer, most=settings.KV_MAX_LAYERS))
         if len(self.layer_kinds) != self.n_layer:
-            raise ConfigError(f"{len(self.layer_kinds)} layer kinds for n_layer {self.n_layer}")
+            raise ConfigError(t("kv_memory.kinds_count", n=len(self.layer_kinds), n_layer=self.n_layer))
         bad = sorted(set(self.layer_kinds) - set(LAYER_KINDS))
         if bad:
-            raise ConfigError(f"unknown layer kind {bad[0]!r}; expected one of {', '.join(LAYER_KINDS)}")
+            raise ConfigError(t("kv_memory.unknown_kind", kind=repr(bad[0]), kinds=", ".join(LAYER_KINDS)))
         if "mla" not in self.layer_kinds and self.n_head % self.n_kv_head:
-            raise ConfigError(f"n_head ({self.n_head}) is not a multiple of n_kv_head ({self.n_kv_head})")
+            raise ConfigError(t("kv_memory.n_head_multiple", n_head=self.n_head, n_kv_head=self.n_kv_head))
         if "sliding" in self.layer_kinds:
             _check_positive(self.window, "window (sliding_window)")
         if "mla" in self.layer_kinds:
@@ -159,11 +160,11 @@ class EngineFigure:
 
 def _check_positive(value: Any, name: str) -> int:
     if value is None:
-        raise ConfigError(f"config has no {name}")
+        raise ConfigError(t("kv_memory.no_field", name=name))
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(f"{name} must be a whole number, got {value!r}")
+        raise ConfigError(t("kv_memory.not_whole", name=name, value=repr(value)))
     if value <= 0:
-        raise ConfigError(f"{name} must be positive, got {value}")
+        raise ConfigError(t("kv_memory.not_positive", name=name, value=value))
     return value
 
 
@@ -302,17 +303,10 @@ def _vllm(cfg: KVConfig, batch: int, seq_len: int, dtype: str, block: int, batch
 
     total = _sum_layers(cfg, tokens, bytes_of)
     if total is None:
-        rule = f"vLLM has no {dtype} KV cache (kv_cache_dtype is auto, fp8, fp8_e4m3 or fp8_e5m2)."
+        rule = t("kv_memory.vllm_no_dtype", dtype=dtype)
     else:
-        sliding = (
-            f"sliding layers hold (ceil(min(window - 1 + {batched}, seq_len) / {block}) + 1) blocks"
-            if hybrid
-            else "sliding layers as full ones (hybrid KV cache manager off)"
-        )
-        rule = (
-            f"Per sequence, full layers hold ceil(seq_len / {block}) blocks of {block} tokens, {sliding}, "
-            "MLA layers one latent row per token, linear/Mamba layers no KV."
-        )
+        sliding = t("kv_memory.vllm_sliding", batched=batched, block=block) if hybrid else t("kv_memory.vllm_no_hybrid")
+        rule = t("kv_memory.vllm_rule", block=block, sliding=sliding)
     return EngineFigure("vLLM", None if total is None else batch * total, rule, VLLM_SOURCE)
 
 
@@ -339,25 +333,20 @@ def _llamacpp(cfg: KVConfig, batch: int, seq_len: int, dtype: str, n_ubatch: int
     streams = max(n_seq, batch)
     if total is None:
         rule = (
-            f"llama.cpp has no {dtype} cache type (f32, f16, bf16, q8_0, q4_0, q4_1, ...)"
+            t("kv_memory.llamacpp_no_dtype", dtype=dtype)
             if block is None
-            else f"llama.cpp's {_GGML_NAMES[dtype]} blocks of {block[1]} do not divide the row length."
+            else t("kv_memory.llamacpp_blocks", name=_GGML_NAMES[dtype], size=block[1])
         )
     else:
-        rule = (
-            f"One stream per sequence ({streams}): full layers hold PAD(seq_len, {LLAMACPP_PAD}) cells, sliding "
-            f"layers PAD(min(that, n_swa + n_ubatch {n_ubatch}), {LLAMACPP_PAD}), in {_GGML_NAMES[dtype]}; "
-            "MLA caches K as latent + rope and V as latent (GGUF key_length 576, value_length 512)."
+        rule = t(
+            "kv_memory.llamacpp_rule", streams=streams, pad=LLAMACPP_PAD, n_ubatch=n_ubatch, name=_GGML_NAMES[dtype]
         )
     return EngineFigure("llama.cpp", None if total is None else streams * total, rule, LLAMACPP_SOURCE)
 
 
 def _hf(cfg: KVConfig, batch: int, seq_len: int, dtype: str):
     if dtype not in ("fp32", "bf16", "fp16"):
-        rule = (
-            f"DynamicCache stores the model's dtype; {dtype} needs QuantizedCache, which keeps recent tokens "
-            "unquantised (not modelled)."
-        )
+        rule = t("kv_memory.hf_no_dtype", dtype=dtype)
         return EngineFigure("transformers DynamicCache", None, rule, HF_SOURCE)
 
     def tokens(kind: str) -> int:
@@ -366,11 +355,7 @@ def _hf(cfg: KVConfig, batch: int, seq_len: int, dtype: str):
         return min(seq_len, cfg.window - 1) if kind == "sliding" else seq_len
 
     total = _sum_layers(cfg, tokens, lambda kind: layer_token_bytes(cfg, kind, dtype))
-    rule = (
-        "DynamicCache(config=...) keeps every token of full layers and the last window - 1 tokens of sliding "
-        "layers (DynamicSlidingWindowLayer; the whole chunk exists while a step runs); DeepSeek-V3 keeps the "
-        "latent and rope rows (transformers 5.x); linear layers keep a fixed state, not counted."
-    )
+    rule = t("kv_memory.hf_rule")
     return EngineFigure("transformers DynamicCache", batch * total, rule, HF_SOURCE)
 
 
@@ -511,8 +496,8 @@ def _first(raw: dict, names: tuple[str, ...]) -> tuple[str | None, Any]:
 def _required(raw: dict, names: tuple[str, ...]) -> int:
     key, value = _first(raw, names)
     if key is None:
-        others = f" (or {', '.join(names[1:])})" if len(names) > 1 else ""
-        raise ConfigError(f"config.json has no {names[0]}{others}")
+        others = t("kv_memory.or_names", names=", ".join(names[1:])) if len(names) > 1 else ""
+        raise ConfigError(t("kv_memory.missing", name=names[0], others=others))
     return _check_positive(value, key)
 
 
@@ -524,12 +509,12 @@ def _optional_positive(raw: dict, names: tuple[str, ...]) -> int | None:
 def _transformers_config(model_type: str | None, section: dict) -> tuple[Any, str | None]:
     """transformers' config object for a known model_type (its computed defaults), or (None, why not)."""
     if not model_type:
-        return None, "no model_type: read as written"
+        return None, t("kv_memory.no_model_type")
     try:
         from transformers import AutoConfig
         from transformers.utils import logging as hf_logging
     except ImportError:  # pragma: no cover - transformers is a dependency
-        return None, "transformers is not installed: read as written"
+        return None, t("kv_memory.no_transformers")
     keep = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()
     try:
@@ -537,8 +522,8 @@ def _transformers_config(model_type: str | None, section: dict) -> tuple[Any, st
         return AutoConfig.for_model(model_type, **kwargs), None
     except Exception as err:  # a third-party reader and validator; the raw reading still applies
         if isinstance(err, ValueError) and "Unrecognized model" in str(err):
-            return None, f"transformers does not know model_type {model_type!r}: read as written"
-        return None, f"transformers rejected the config ({_one_line(err)}): read as written"
+            return None, t("kv_memory.unknown_model_type", model_type=repr(model_type))
+        return None, t("kv_memory.rejected", error=_one_line(err))
     finally:
         hf_logging.set_verbosity(keep)
 
@@ -592,20 +577,20 @@ def _layer_kinds(hf: Any, section: dict, model_type: str, n_layer: int) -> tuple
     if types is None:  # transformers' get_layer_types_and_kwargs: a window means every layer slides
         types = ["sliding_attention" if window is not None else "full_attention"] * n_layer
     if not isinstance(types, list | tuple) or len(types) != n_layer:
-        raise ConfigError(f"layer_types must list {n_layer} layer kinds (num_hidden_layers)")
+        raise ConfigError(t("kv_memory.layer_types_count", n_layer=n_layer))
     kinds = []
-    for t in types:
-        kind = _KIND_OF_LAYER_TYPE.get(str(t).lower())
+    for layer_type in types:
+        kind = _KIND_OF_LAYER_TYPE.get(str(layer_type).lower())
         if kind is None:
-            raise ConfigError(f"layer_types has an unknown kind {str(t)[:40]!r}")
+            raise ConfigError(t("kv_memory.layer_types_unknown", kind=repr(str(layer_type)[:40])))
         kinds.append(kind)
     if "chunked_attention" in types and window is None:
         window = chunk
-        notes.append("chunked-attention layers counted as sliding layers of attention_chunk_size tokens")
+        notes.append(t("kv_memory.chunked"))
     if "sliding" not in kinds:
         window = None
     elif window is None:
-        raise ConfigError("config has sliding layers but no sliding_window")
+        raise ConfigError(t("kv_memory.no_window"))
     else:
         window = _check_positive(window, "sliding_window")
     return tuple(kinds), window, notes
@@ -651,18 +636,18 @@ def config_from_dict(raw: dict, name: str = "config") -> KVConfig:
     are never taken from transformers' class defaults. Multimodal configs are read from ``text_config``.
     """
     if not isinstance(raw, dict):
-        raise ConfigError(f"{name} is not a JSON object")
+        raise ConfigError(t("kv_memory.not_object", name=name))
     section = raw.get("text_config") if isinstance(raw.get("text_config"), dict) else raw
     model_type = section.get("model_type") or (raw.get("model_type") if section is raw else None)
     model_type = str(model_type) if model_type else None
     n_layer = _required(section, _LAYER_NAMES)
     n_head = _required(section, _HEAD_NAMES)
     if n_layer > settings.KV_MAX_LAYERS:
-        raise ConfigError(f"num_hidden_layers ({n_layer}) is over {settings.KV_MAX_LAYERS}")
+        raise ConfigError(t("kv_memory.layers_over", n_layer=n_layer, most=settings.KV_MAX_LAYERS))
     explicit_head_dim = _optional_positive(section, ("head_dim", "kv_channels"))
     hidden = _optional_positive(section, _HIDDEN_NAMES)
     if hidden is None and explicit_head_dim is None:
-        raise ConfigError("config.json has no hidden_size (or n_embd, d_model) and no head_dim")
+        raise ConfigError(t("kv_memory.no_hidden"))
     for key in ("num_key_value_heads", "num_kv_heads", "sliding_window", "kv_lora_rank", "qk_rope_head_dim"):
         if section.get(key) is not None:
             _check_positive(section[key], key)
@@ -684,11 +669,11 @@ def config_from_dict(raw: dict, name: str = "config") -> KVConfig:
         head_dim = explicit_head_dim or (getattr(hf, "head_dim", None) if hf is not None else None)
         if head_dim is None:
             if hidden % n_head:
-                raise ConfigError(f"hidden_size ({hidden}) is not a multiple of num_attention_heads ({n_head})")
+                raise ConfigError(t("kv_memory.hidden_multiple", hidden=hidden, n_head=n_head))
             head_dim = hidden // n_head
         n_kv = _kv_heads(hf, section, mtype, n_head)
         if n_kv > n_head or n_head % n_kv:
-            raise ConfigError(f"num_attention_heads ({n_head}) is not a multiple of num_key_value_heads ({n_kv})")
+            raise ConfigError(t("kv_memory.heads_multiple", n_head=n_head, n_kv=n_kv))
     head_dim = _check_positive(head_dim, "head_dim")
     hidden = hidden or n_head * head_dim
     kinds, window, kind_notes = _layer_kinds(hf, section, mtype, n_layer)
@@ -745,13 +730,13 @@ def read_config_file(path: Path) -> dict:
     try:
         size = path.stat().st_size
     except OSError as err:
-        raise ConfigError(f"cannot read {path}: {err.strerror or err}") from err
+        raise ConfigError(t("kv_memory.cannot_read", name=path, error=err.strerror or err)) from err
     if size > settings.KV_CONFIG_MAX_BYTES:
-        raise ConfigError(f"{path} is {size:,} bytes, over the {settings.KV_CONFIG_MAX_BYTES:,}-byte limit")
+        raise ConfigError(t("kv_memory.too_large", name=path, size=size, most=settings.KV_CONFIG_MAX_BYTES))
     try:
         data = path.read_bytes()
     except OSError as err:
-        raise ConfigError(f"cannot read {path}: {_one_line(err)}") from err
+        raise ConfigError(t("kv_memory.cannot_read", name=path, error=_one_line(err))) from err
     return parse_config_json(data, str(path))
 
 
@@ -759,17 +744,17 @@ def parse_config_json(data: bytes | str, name: str) -> dict:
     """An uploaded or pasted config.json's object; ConfigError when it is too large, not JSON or not an object."""
     size = len(data.encode("utf-8") if isinstance(data, str) else data)
     if size > settings.KV_CONFIG_MAX_BYTES:
-        raise ConfigError(f"{name} is {size:,} bytes, over the {settings.KV_CONFIG_MAX_BYTES:,}-byte limit")
+        raise ConfigError(t("kv_memory.too_large", name=name, size=size, most=settings.KV_CONFIG_MAX_BYTES))
     try:
         text = data if isinstance(data, str) else data.decode("utf-8")
     except UnicodeDecodeError as err:
-        raise ConfigError(f"cannot read {name}: {_one_line(err)}") from err
+        raise ConfigError(t("kv_memory.cannot_read", name=name, error=_one_line(err))) from err
     try:
         raw = json.loads(text)
     except (json.JSONDecodeError, RecursionError) as err:
-        raise ConfigError(f"{name} is not JSON: {_one_line(err)}") from err
+        raise ConfigError(t("kv_memory.not_json", name=name, error=_one_line(err))) from err
     if not isinstance(raw, dict):
-        raise ConfigError(f"{name} holds a JSON {type(raw).__name__}, not an object")
+        raise ConfigError(t("kv_memory.json_type", name=name, type=type(raw).__name__))
     return raw
 
 
@@ -804,9 +789,9 @@ def load_config(path_or_name: str) -> KVConfig:
     if path.is_dir():
         path = path / "config.json"
         if not path.is_file():
-            raise ConfigError(f"{path_or_name} has no config.json")
+            raise ConfigError(t("kv_memory.no_config_json", path=path_or_name))
     elif not path.exists():
-        raise ConfigError(f"{path_or_name} is not a file, a model folder, minilm or smollm2")
+        raise ConfigError(t("kv_memory.not_a_file", path=path_or_name))
     name = path.parent.name if path.name == "config.json" and path.parent.name else path.name
     return config_from_dict(read_config_file(path), name=name)
 
@@ -857,12 +842,12 @@ def kind_table(cfg: KVConfig, est: KVEstimate, dtype: str, group_size: int = set
         layers = [i for i, k in enumerate(cfg.layer_kinds) if k == kind]
         rows.append(
             {
-                "layer kind": kind,
-                "layers": count,
-                "tokens held per sequence": est.tokens_per_layer[layers[0]],
-                "bytes per token per layer": layer_token_bytes(cfg, kind, dtype, group_size),
-                "total bytes": est.per_kind.get(kind, 0),
-                "total": human_bytes(est.per_kind.get(kind, 0)),
+                t("kv_memory.col_kind"): kind,
+                t("kv_memory.col_layers"): count,
+                t("kv_memory.col_tokens"): est.tokens_per_layer[layers[0]],
+                t("kv_memory.col_bytes"): layer_token_bytes(cfg, kind, dtype, group_size),
+                t("kv_memory.col_total_bytes"): est.per_kind.get(kind, 0),
+                t("kv_memory.col_total"): human_bytes(est.per_kind.get(kind, 0)),
             }
         )
     return rows

@@ -8,7 +8,7 @@ checked, are left out rather than guessed. A field's absence is therefore
 meaningful: Gemma-3's file, for instance, has no ``sliding_window_pattern`` and
 relies on the library default of 6.
 
-Each ``note`` says what is special about the model's cache and how the numbers
+Each ``note`` (in the catalogues, attnviz/locales, ``[kv_presets.note]``) says what is special about the model's cache and how the numbers
 were checked. "Cross-checked" means the fields were matched against verbatim
 copies of the file embedded in public repositories (transformers/TensorRT-LLM/
 Megatron-Bridge tests, inference engines' config fixtures), found by exact-string
@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from urllib.parse import urlparse
+
+from attnviz.i18n import t
 
 
 def _hf(repo: str) -> str:
@@ -33,7 +35,22 @@ class Preset:
     title: str  # "Llama-3-8B (GQA 32/8)"
     config: dict  # the config.json fields, exactly as in the file
     source: str  # URL of the config.json (or model card)
-    note: str = ""  # what is special and how it was verified
+
+    @property
+    def note(self) -> str:
+        """What is special about the model's cache and how its numbers were checked (the catalogue holds it)."""
+        try:
+            return t(f"kv_presets.note.{self.key}")
+        except KeyError:
+            return ""
+
+    @property
+    def shown_title(self) -> str:
+        """The title in the session's language (``title`` stays the English one)."""
+        try:
+            return t(f"kv_presets.title.{self.key}")
+        except KeyError:
+            return self.title
 
     def __post_init__(self) -> None:
         url = urlparse(self.source)
@@ -60,12 +77,6 @@ _PRESETS: tuple[Preset, ...] = (
             "vocab_size": 50257,
         },
         source=_hf("openai-community/gpt2"),
-        note=(
-            "GPT-2 names: n_head, n_layer, n_embd, n_positions; no n_inner in the file (it defaults to "
-            "4 * n_embd) and no torch_dtype (the weights are float32). Learned positions, so 1,024 tokens is "
-            "a hard limit. From knowledge of the file; the shape (768/12/12, 50,257 tokens) matches many "
-            "public fixtures."
-        ),
     ),
     Preset(
         key="llama-3-8b",
@@ -87,11 +98,6 @@ _PRESETS: tuple[Preset, ...] = (
             "vocab_size": 128256,
         },
         source=_hf("meta-llama/Meta-Llama-3-8B"),
-        note=(
-            "Plain GQA: 4 query heads share each K/V head, head_dim 4096/32 = 128. Cross-checked against "
-            "Meta's params.json (dim 4096, 32 layers, 32 heads, 8 KV heads, vocab 128,256, rope_theta 5e5) "
-            "quoted in public repos."
-        ),
     ),
     Preset(
         key="llama-3-70b",
@@ -112,10 +118,6 @@ _PRESETS: tuple[Preset, ...] = (
             "vocab_size": 128256,
         },
         source=_hf("meta-llama/Meta-Llama-3-70B"),
-        note=(
-            "GQA with 8 query heads per K/V head; 80 layers x 8 KV heads x 128 gives 320 KiB of bf16 K+V per "
-            "token. Shape cross-checked against several public model tables (8192/80/64/8, 28,672, 128,256)."
-        ),
     ),
     Preset(
         key="llama-3.1-405b",
@@ -143,12 +145,6 @@ _PRESETS: tuple[Preset, ...] = (
             "vocab_size": 128256,
         },
         source=_hf("meta-llama/Llama-3.1-405B"),
-        note=(
-            "128K context via llama3 RoPE scaling; 126 layers x 8 KV heads x 128 is 504 KiB of bf16 K+V per "
-            "token, about 63 GiB for one 128K sequence. Shape cross-checked against public fixtures "
-            "(16384/126/128/8, 53,248). Meta's original MP16 checkpoint duplicates KV heads to 16 for "
-            "16-way tensor parallelism; TensorRT-LLM configs built from it show 16, the HF file says 8."
-        ),
     ),
     Preset(
         key="mistral-7b-v0.1",
@@ -170,11 +166,6 @@ _PRESETS: tuple[Preset, ...] = (
             "vocab_size": 32000,
         },
         source=_hf("mistralai/Mistral-7B-v0.1"),
-        note=(
-            "Every layer uses a 4,096-token sliding window and there is no use_sliding_window key, so a "
-            "rolling cache holds at most 4,096 tokens per layer however long the context. v0.2 and later drop "
-            "the window (sliding_window null, rope_theta 1e6). Cross-checked against public config fixtures."
-        ),
     ),
     Preset(
         key="mixtral-8x7b",
@@ -198,11 +189,6 @@ _PRESETS: tuple[Preset, ...] = (
             "vocab_size": 32000,
         },
         source=_hf("mistralai/Mixtral-8x7B-v0.1"),
-        note=(
-            "Experts change the weights (about 46.7B) but not the cache: attention is Mistral-7B's GQA 32/8 "
-            "without a window (sliding_window null), so K/V is the same as a dense 7B's. Shape cross-checked "
-            "against public fixtures (num_local_experts 8, num_experts_per_tok 2)."
-        ),
     ),
     Preset(
         key="qwen2.5-7b",
@@ -227,12 +213,6 @@ _PRESETS: tuple[Preset, ...] = (
             "vocab_size": 152064,
         },
         source=_hf("Qwen/Qwen2.5-7B"),
-        note=(
-            "use_sliding_window is false, so the sliding_window value (131,072) must be ignored: every layer "
-            "keeps full K/V. 7 query heads per K/V head, head_dim 3584/28 = 128. Cross-checked verbatim "
-            "against copies of the file in public repos (max_window_layers 28, sliding_window 131072, "
-            "use_sliding_window false). The -Instruct file says max_position_embeddings 32768."
-        ),
     ),
     Preset(
         key="qwen2.5-72b",
@@ -256,11 +236,6 @@ _PRESETS: tuple[Preset, ...] = (
             "vocab_size": 152064,
         },
         source=_hf("Qwen/Qwen2.5-72B"),
-        note=(
-            "Same trap as Qwen2.5-7B: a sliding_window value with use_sliding_window false, so all 80 layers "
-            "are full attention. Shape cross-checked against several public fixtures (8192/80/64/8, 29,568, "
-            "152,064); max_window_layers and rms_norm_eps from knowledge of the file."
-        ),
     ),
     Preset(
         key="qwen3-32b",
@@ -286,12 +261,6 @@ _PRESETS: tuple[Preset, ...] = (
             "vocab_size": 151936,
         },
         source=_hf("Qwen/Qwen3-32B"),
-        note=(
-            "The explicit head_dim (128) differs from hidden_size / num_attention_heads (80), so an estimator "
-            "that derives head_dim undercounts the cache by 37.5%. Cross-checked verbatim against a public "
-            "copy of the file (that copy had num_hidden_layers cut to 16 for an experiment; 64 is confirmed "
-            "by several other sources)."
-        ),
     ),
     Preset(
         key="qwen3-next-80b-a3b",
@@ -324,14 +293,6 @@ _PRESETS: tuple[Preset, ...] = (
             "vocab_size": 151936,
         },
         source=_hf("Qwen/Qwen3-Next-80B-A3B-Instruct"),
-        note=(
-            "Only every 4th layer (full_attention_interval 4: layers 3, 7, ..., 47) is softmax attention with "
-            "a growing K/V cache (GQA 16/2, head_dim 256); the other 36 are Gated DeltaNet linear attention "
-            "with a fixed-size state. The file gives the pattern as full_attention_interval; it does not list "
-            "layer_types (transformers derives them). Shape cross-checked against public tables "
-            "(48 layers, 16/2 heads, head_dim 256, 512 experts, 10 per token); the linear_* fields from "
-            "knowledge of the file."
-        ),
     ),
     Preset(
         key="gemma-2-9b",
@@ -358,13 +319,6 @@ _PRESETS: tuple[Preset, ...] = (
             "vocab_size": 256000,
         },
         source=_hf("google/gemma-2-9b"),
-        note=(
-            "Layers alternate: even layers use a 4,096-token sliding window, odd layers are global, so half "
-            "the cache stops growing at 4,096 tokens. head_dim 256 is explicit (3584/16 would give 224). "
-            "The file has no layer_types; the alternation is the architecture's. Cross-checked against "
-            "Megatron-Bridge's test fixture of this file (it writes rope_parameters where the hub file has "
-            "rope_theta)."
-        ),
     ),
     Preset(
         key="gemma-2-27b",
@@ -391,11 +345,6 @@ _PRESETS: tuple[Preset, ...] = (
             "vocab_size": 256000,
         },
         source=_hf("google/gemma-2-27b"),
-        note=(
-            "Alternating 4,096-window and global layers like Gemma-2-9B; head_dim 128 while "
-            "query_pre_attn_scalar is 144 (= 4608/32), so the softmax scale is not 1/sqrt(head_dim). "
-            "Cross-checked against Megatron-Bridge's test fixture of this file."
-        ),
     ),
     Preset(
         key="gemma-3-27b",
@@ -418,14 +367,6 @@ _PRESETS: tuple[Preset, ...] = (
             "torch_dtype": "bfloat16",
         },
         source=_hf("google/gemma-3-27b-it"),
-        note=(
-            "Multimodal file: the language model's fields sit in text_config (vision_config omitted here). "
-            "Five of every six layers use a 1,024-token window; layers 5, 11, ..., 59 are global, so only 10 "
-            "of 62 layers grow with context. The file states no sliding_window_pattern, vocab_size or "
-            "max_position_embeddings: the pattern 6, vocab 262,208 and 131,072 positions are "
-            "Gemma3TextConfig defaults. Cross-checked verbatim against TensorRT-LLM's Gemma3-27B test config "
-            "and another public copy of the text_config."
-        ),
     ),
     Preset(
         key="phi-3-mini-4k",
@@ -449,12 +390,6 @@ _PRESETS: tuple[Preset, ...] = (
             "vocab_size": 32064,
         },
         source=_hf("microsoft/Phi-3-mini-4k-instruct"),
-        note=(
-            "Full multi-head attention: 32 K/V heads of 96, i.e. 384 KiB of bf16 K+V per token, 3x "
-            "Llama-3-8B's. The file carries sliding_window 2047 (with no use_sliding_window key); some "
-            "engines ignore it, so the estimate below 4K tokens does not depend on it. Cross-checked "
-            "verbatim against TensorRT-LLM's Phi-3 test config and other public copies."
-        ),
     ),
     Preset(
         key="smollm2-1.7b",
@@ -476,11 +411,6 @@ _PRESETS: tuple[Preset, ...] = (
             "vocab_size": 49152,
         },
         source=_hf("HuggingFaceTB/SmolLM2-1.7B"),
-        note=(
-            "A small model with no K/V sharing: 32 K/V heads of 64 over 24 layers is 192 KiB of bf16 K+V per "
-            "token, more than Llama-3-8B's 128 KiB. Cross-checked verbatim against several public copies of "
-            "the SmolLM2-1.7B(-Instruct) file."
-        ),
     ),
     Preset(
         key="falcon-7b",
@@ -501,13 +431,6 @@ _PRESETS: tuple[Preset, ...] = (
             "vocab_size": 65024,
         },
         source=_hf("tiiuae/falcon-7b"),
-        note=(
-            "Multi-query attention: multi_query true with the old decoder gives one shared K/V head of "
-            "4544/71 = 64, so the cache is 71x smaller than MHA. A config re-saved by transformers also shows "
-            "num_kv_heads 71 (the default fill-in), which transformers ignores unless new_decoder_architecture "
-            "is true. No max_position_embeddings in the file (2,048 in practice). Cross-checked against a "
-            "public dump of the falcon-7b-instruct config and several fixtures."
-        ),
     ),
     Preset(
         key="falcon-40b",
@@ -528,11 +451,6 @@ _PRESETS: tuple[Preset, ...] = (
             "vocab_size": 65024,
         },
         source=_hf("tiiuae/falcon-40b"),
-        note=(
-            "new_decoder_architecture true: num_kv_heads (8) K/V groups of 8192/128 = 64, and multi_query is "
-            "not consulted. Cross-checked against the RefinedWeb-era file quoted in public repos (n_head 128, "
-            "n_head_kv 8, n_layer 60, num_kv_heads 8) and NeMo's converter mapping."
-        ),
     ),
     Preset(
         key="deepseek-v2-lite",
@@ -573,13 +491,6 @@ _PRESETS: tuple[Preset, ...] = (
             "vocab_size": 102400,
         },
         source=_hf("deepseek-ai/DeepSeek-V2-Lite"),
-        note=(
-            "Multi-head latent attention: a cache holding the compressed latent stores kv_lora_rank + "
-            "qk_rope_head_dim = 576 values per token per layer whatever the head count; an engine that "
-            "expands K/V per head stores 16 x (192 + 128) instead. q_lora_rank is null (a full q_proj). "
-            "num_key_value_heads 16 is in the file but does not describe the latent cache. Cross-checked "
-            "against a public fixture that copies this model's config."
-        ),
     ),
     Preset(
         key="deepseek-v3",
@@ -629,13 +540,6 @@ _PRESETS: tuple[Preset, ...] = (
             "vocab_size": 129280,
         },
         source=_hf("deepseek-ai/DeepSeek-V3"),
-        note=(
-            "MLA: 576 cached values per token per layer (512 latent + 64 RoPE key), 61 x 576 x 2 bytes = "
-            "about 69 KiB per token in bf16, against about 4.8 MiB for the same 128 heads of 192/128 as MHA. "
-            "Weights ship in FP8 (quantization_config) although torch_dtype says bfloat16. The MTP module "
-            "(num_nextn_predict_layers 1) is an extra layer outside the 61. Cross-checked against an "
-            "annotated public copy of the file and DeepSeek's README_WEIGHTS (61 layers)."
-        ),
     ),
 )
 

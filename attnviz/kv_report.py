@@ -6,26 +6,44 @@ from collections.abc import Sequence
 
 import pandas as pd
 
+from attnviz.i18n import t
 from attnviz.kv_measure import measured_cache_bytes
 from attnviz.kv_memory import EngineFigure, estimate, human_bytes, kv_config_of
 
 # prefills the page measures: one token, a few, and a few hundred, each for batch 1 and 2
 KV_MEASURE_LENGTHS = (1, 7, 64, 200)
 TORCH_DTYPES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
+# measured_vs_estimated's columns (stable English names: the table is cached) -> their headers on the page
+MEASURED_HEADERS = {
+    "batch": "kv_report.col_batch",
+    "tokens": "kv_report.col_tokens",
+    "cache": "kv_report.col_cache",
+    "dtype": "kv_report.col_dtype",
+    "measured (bytes)": "kv_report.col_measured",
+    "estimated (bytes)": "kv_report.col_estimated",
+    "error (bytes)": "kv_report.col_error",
+    "CUDA allocated Δ (bytes)": "kv_report.col_cuda",
+}
 
 
 def describe_engines(minimum: int, engines: Sequence[EngineFigure]) -> str:
     """Markdown: for each engine its figure, its ratio to the minimum, its rule and where the rule comes from."""
-    lines = [
-        f"**Theoretical minimum: {human_bytes(minimum)}.** What the cached tensors must hold: K and V (or MLA's "
-        "latent) for every token each layer keeps, quantisation scales included. Engines allocate more:"
-    ]
+    lines = [t("kv_report.minimum", size=human_bytes(minimum))]
     for e in engines:
         if e.total_bytes is None:
-            lines.append(f"- **{e.engine}**: not possible. {e.rule} ([source]({e.source}))")
+            lines.append(t("kv_report.engine_impossible", engine=e.engine, rule=e.rule, source=e.source))
             continue
-        ratio = f"{e.total_bytes / minimum:.3f}× the minimum" if minimum else "no minimum to compare"
-        lines.append(f"- **{e.engine}: {human_bytes(e.total_bytes)}** ({ratio}). {e.rule} ([source]({e.source}))")
+        ratio = t("kv_report.ratio", ratio=e.total_bytes / minimum) if minimum else t("kv_report.no_minimum")
+        lines.append(
+            t(
+                "kv_report.engine",
+                engine=e.engine,
+                size=human_bytes(e.total_bytes),
+                ratio=ratio,
+                rule=e.rule,
+                source=e.source,
+            )
+        )
     return "\n".join(lines)
 
 
@@ -33,15 +51,19 @@ def describe_fit(fit: dict, gpu_gb: float) -> str:
     """One paragraph: the weights, what is left for the cache, the largest batch and the longest sequence."""
     weights = fit["weight_bytes"]
     if fit["free_bytes"] <= 0:
-        return f"The weights alone ({human_bytes(weights)} in bf16) do not fit in {gpu_gb:g} GB: no room for a cache."
-    held = f"weights {human_bytes(weights)} (bf16)" if weights else "weights unknown (the config lacks sizes)"
-    longest = f"{fit['max_seq_len']:,} tokens" + (" (the model's limit)" if fit["seq_len_capped"] else "")
-    return (
-        f"On a {gpu_gb:g} GB GPU: {held}, leaving {human_bytes(fit['free_bytes'])} for the cache, so at most "
-        f"**{fit['max_batch']:,} sequences of {fit['seq_len']:,} tokens**, or one sequence of **{longest}**. "
-        "Activations, the CUDA context and allocator slack are not subtracted: real limits are lower. The dotted "
-        "line is the memory left. Sliding-window layers stop growing at their window: a bend in the line, or a "
-        "plateau when every layer slides."
+        return t("kv_report.no_room", size=human_bytes(weights), gb=gpu_gb)
+    held = t("kv_report.weights", size=human_bytes(weights)) if weights else t("kv_report.weights_unknown")
+    longest = t("kv_report.longest", n=fit["max_seq_len"]) + (
+        t("kv_report.model_limit") if fit["seq_len_capped"] else ""
+    )
+    return t(
+        "kv_report.fit",
+        gb=gpu_gb,
+        held=held,
+        free=human_bytes(fit["free_bytes"]),
+        batch=fit["max_batch"],
+        seq_len=fit["seq_len"],
+        longest=longest,
     )
 
 
@@ -54,7 +76,7 @@ def measured_vs_estimated(source, text: str, lengths: Sequence[int] = KV_MEASURE
             measured = measured_cache_bytes(source, text, n, batch)
             dtype = TORCH_DTYPES.get(measured.dtype)
             if dtype is None:
-                raise ValueError(f"the cache holds {measured.dtype}, which the estimator does not size")
+                raise ValueError(t("kv_report.unsized_dtype", dtype=measured.dtype))
             estimated = estimate(cfg, batch, measured.seq_len, dtype).total_bytes
             rows.append(
                 {
@@ -80,7 +102,7 @@ def whatif_summary(table: pd.DataFrame) -> pd.DataFrame:
     for n_kv, part in table.groupby("n_kv_head", sort=False):
         rows.append(
             {
-                "label": f"{n_kv} KV heads (groups of {int(part['group'].iloc[0])})",
+                "label": t("kv_report.whatif_label", n_kv=n_kv, group=int(part["group"].iloc[0])),
                 "n_kv_head": int(n_kv),
                 "kv_share": 1.0 / float(part["kv_saving"].iloc[0]),
                 "js_mean": float(part["js_nats"].mean()),

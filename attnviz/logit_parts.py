@@ -23,6 +23,7 @@ import pandas as pd
 import torch
 from torch import Tensor
 
+from attnviz.i18n import t
 from attnviz.record import AttentionRecord
 from attnviz.rope import rope_inverse_frequencies
 
@@ -78,26 +79,26 @@ def rope_frequencies(source: object, head_dim: int) -> RopeFrequencies:
     if hasattr(model, "named_buffers"):
         for name, buffer in model.named_buffers():
             if name.endswith("rotary_emb.inv_freq") and buffer.numel() == head_dim // 2:
-                return RopeFrequencies(buffer.detach().float().cpu().clone(), "the model's own rotary embedding")
+                return RopeFrequencies(buffer.detach().float().cpu().clone(), t("logit_parts_lib.rope_own"))
     config = getattr(source, "config", None)
     theta = getattr(config, "rope_theta", None)
     scaling = getattr(config, "rope_scaling", None)
     if theta is None and isinstance(scaling, dict):
         theta = scaling.get("rope_theta")
     if theta is not None and head_dim % 2 == 0:
-        note = f"Llama's default 1 / {float(theta):g}^(2i / head_dim), from the model's rope_theta"
+        note = t("logit_parts_lib.rope_default", theta=float(theta))
         return RopeFrequencies(rope_inverse_frequencies(head_dim, float(theta)), note)
-    return RopeFrequencies(None, "this model has no rotary position embedding, so a pair is just two dimensions")
+    return RopeFrequencies(None, t("logit_parts_lib.rope_none"))
 
 
 def _q_k(record: AttentionRecord, layer: int, head: int) -> tuple[Tensor, Tensor]:
     """The kept q (q_len, head_dim) of query head ``head`` and k (k_len, head_dim) of the K head it reads."""
     capture = record.layers[layer]
     if capture.q is None or capture.k is None:
-        raise ValueError("this record did not keep q and k, so its logits cannot be split")
+        raise ValueError(t("logit_parts_lib.no_qk"))
     n_head, n_kv_head = capture.q.shape[0], capture.k.shape[0]
     if not 0 <= head < n_head:
-        raise ValueError(f"head {head} is out of range: layer {layer} has {n_head} heads")
+        raise ValueError(t("logit_parts_lib.head_range", head=head, layer=layer, n_head=n_head))
     return capture.q[head], capture.k[head // (n_head // n_kv_head)]  # GQA: n_head // n_kv_head query heads per K head
 
 
@@ -105,7 +106,7 @@ def pair_parts(per_dim: Tensor) -> Tensor:
     """(..., head_dim) -> (..., head_dim / 2): dimension i plus dimension i + head_dim/2, the pairs RoPE rotates together."""
     head_dim = per_dim.shape[-1]
     if head_dim % 2:
-        raise ValueError(f"dimension pairs need an even head_dim, got {head_dim}")
+        raise ValueError(t("logit_parts_lib.odd_head_dim", head_dim=head_dim))
     first, second = per_dim.split(head_dim // 2, dim=-1)  # (..., head_dim / 2) each
     return first + second
 
@@ -116,13 +117,15 @@ def logit_parts(
     """Split the logit of ``query`` on ``key`` in one head into per-dimension and per-pair parts."""
     q, k = _q_k(record, layer, head)  # (q_len, head_dim), (k_len, head_dim)
     if not 0 <= query < q.shape[0] or not 0 <= key < k.shape[0]:
-        raise ValueError(f"query {query} / key {key} out of range: {q.shape[0]} queries, {k.shape[0]} keys")
+        raise ValueError(
+            t("logit_parts_lib.query_key_range", query=query, key=key, n_query=q.shape[0], n_key=k.shape[0])
+        )
     capture = record.layers[layer]
     per_dim = q[query].double() * k[key].double() * capture.scale  # (head_dim,)
     logit = float(per_dim.sum())
     capped = logit if capture.softcap is None else capture.softcap * math.tanh(logit / capture.softcap)
     if inv_freq is not None and inv_freq.shape[0] * 2 != per_dim.shape[0]:
-        raise ValueError(f"inv_freq has {inv_freq.shape[0]} frequencies; head_dim {per_dim.shape[0]} needs half that")
+        raise ValueError(t("logit_parts_lib.inv_freq", n_freq=inv_freq.shape[0], head_dim=per_dim.shape[0]))
     return LogitParts(
         per_dim.float(), pair_parts(per_dim).float(), logit, capture.scale, capture.softcap, capped, inv_freq
     )
@@ -132,7 +135,7 @@ def _bins(parts: LogitParts, n_bins: int) -> list[np.ndarray]:
     """Pair indices in n_bins groups, highest frequency first (pair order when there is no RoPE)."""
     n_pair = parts.per_pair.shape[0]
     if n_bins < 1:
-        raise ValueError(f"n_bins must be at least 1, got {n_bins}")
+        raise ValueError(t("logit_parts_lib.n_bins", n_bins=n_bins))
     order = np.arange(n_pair) if parts.inv_freq is None else np.argsort(-parts.inv_freq.numpy(), kind="stable")
     return [b for b in np.array_split(order, min(n_bins, n_pair)) if len(b)]
 
@@ -148,11 +151,11 @@ def band_summary(parts: LogitParts, n_bins: int = 8) -> pd.DataFrame:
     for n, pairs in enumerate(_bins(parts, n_bins)):
         span = f"{pairs.min()}–{pairs.max()}" if len(pairs) > 1 else f"{pairs[0]}"
         if parts.inv_freq is None:
-            label, freq = f"pairs {span}", ""
+            label, freq = t("logit_parts_lib.pairs", span=span), ""
         else:
             hi, lo = float(parts.inv_freq[pairs].max()), float(parts.inv_freq[pairs].min())
-            label = f"band {n + 1}: pairs {span}"
-            freq = f"{hi:.3g}–{lo:.3g} rad/token (wavelength {2 * math.pi / hi:.3g}–{2 * math.pi / lo:.3g} tokens)"
+            label = t("logit_parts_lib.band", n=n + 1, span=span)
+            freq = t("logit_parts_lib.freq", hi=hi, lo=lo, long=2 * math.pi / hi, short=2 * math.pi / lo)
         rows.append({"band": label, "pairs": pairs.tolist(), "freq_range": freq, "contribution": per_pair[pairs].sum()})
     return pd.DataFrame(rows, columns=["band", "pairs", "freq_range", "contribution"])
 
@@ -193,7 +196,7 @@ def position_vs_content(
     q, k = _q_k(record, layer, head)
     n_tok = min(max_tokens, record.q_len, record.k_len)
     if inv_freq.shape[0] * 2 != q.shape[-1]:
-        raise ValueError(f"inv_freq has {inv_freq.shape[0]} frequencies; head_dim {q.shape[-1]} needs half that")
+        raise ValueError(t("logit_parts_lib.inv_freq", n_freq=inv_freq.shape[0], head_dim=q.shape[-1]))
     q, k = q[:n_tok].double(), k[:n_tok].double()  # (T, head_dim) each
     visible = record.mask(layer, (0, n_tok), (0, n_tok))  # (T, T), True where a real query sees the key
     order = np.argsort(-inv_freq.numpy(), kind="stable")
@@ -220,13 +223,20 @@ def describe_parts(parts: LogitParts, bands: pd.DataFrame, n_top: int = 3) -> st
     band_share = float(band_abs[best] / band_abs.sum()) if band_abs.sum() > 0 else 0.0
     top = top_parts(parts, n_top)
     dims = ", ".join(f"d{d} ({v:+.3f})" for d, v in zip(top["dim"], top["contribution"], strict=True))
-    unit = "band" if parts.inv_freq is not None else "group of dimension pairs"
+    unit = t("logit_parts_lib.unit_band") if parts.inv_freq is not None else t("logit_parts_lib.unit_pairs")
     where = f" ({bands['freq_range'][best]})" if parts.inv_freq is not None else ""
-    return (
-        f"The logit is **{parts.logit:+.3f}**. The {unit} that carries most of it is **{bands['band'][best]}**{where}: "
-        f"{float(bands['contribution'][best]):+.3f}, {band_share:.0%} of the bands' summed |parts|. "
-        f"The {len(top)} largest dimensions are {dims}, together {float(top['share'].sum()):.0%} of the summed |parts| "
-        f"over all {parts.head_dim} dimensions."
+    return t(
+        "logit_parts_lib.describe",
+        logit=parts.logit,
+        unit=unit,
+        band=bands["band"][best],
+        where=where,
+        contribution=float(bands["contribution"][best]),
+        band_share=band_share,
+        n_top=len(top),
+        dims=dims,
+        top_share=float(top["share"].sum()),
+        head_dim=parts.head_dim,
     )
 
 

@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from attnviz.i18n import t
 from attnviz.logit_parts import LogitParts
 
 POSITIVE, NEGATIVE, TOTAL = "#1f77b4", "#d62728", "#444444"
@@ -15,7 +16,7 @@ def _mark_total(fig: go.Figure, parts: LogitParts) -> None:
     """A dashed line at the logit the bars add up to, named in the legend."""
     label = f"logit = {parts.logit:.3f}"
     if parts.softcap is not None:
-        label += f" before the cap ({parts.capped_logit:.3f} after)"
+        label += t("logit_parts_fig.before_cap", capped=parts.capped_logit)
     fig.add_hline(y=parts.logit, line={"dash": "dash", "color": TOTAL, "width": 1.5})
     fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", line={"dash": "dash", "color": TOTAL}, name=label))
 
@@ -33,7 +34,7 @@ def make_dimension_parts_figure(parts: LogitParts, *, sort: bool = False, title:
             x=[f"d{d}" for d in order],
             y=values[order].astype(np.float32),
             marker_color=_colours(values[order]),
-            hovertemplate="dim %{x}: %{y:.4f}<extra></extra>",
+            hovertemplate=t("logit_parts_fig.dim_hover"),
             name="q[d]·k[d]·scale",
         )
     )
@@ -42,8 +43,11 @@ def make_dimension_parts_figure(parts: LogitParts, *, sort: bool = False, title:
         title={"text": title},
         height=320,
         margin={"l": 10, "r": 10, "t": 50, "b": 10},
-        xaxis={"title": {"text": "head dimension" + (" (largest first)" if sort else "")}, "type": "category"},
-        yaxis={"title": {"text": "part of the logit"}},
+        xaxis={
+            "title": {"text": t("logit_parts_fig.dim_axis_sorted" if sort else "logit_parts_fig.dim_axis")},
+            "type": "category",
+        },
+        yaxis={"title": {"text": t("logit_parts_fig.part_axis")}},
         legend={"orientation": "h", "y": -0.25},
         bargap=0.1,
     )
@@ -59,18 +63,18 @@ def make_band_parts_figure(bands: pd.DataFrame, parts: LogitParts, *, title: str
             y=values.astype(np.float32),
             marker_color=_colours(values),
             customdata=bands["freq_range"].tolist(),
-            hovertemplate="%{x}<br>%{customdata}<br>part: %{y:.4f}<extra></extra>",
-            name="band sum",
+            hovertemplate=t("logit_parts_fig.band_hover"),
+            name=t("logit_parts_fig.band_sum"),
         )
     )
     _mark_total(fig, parts)
-    axis = "frequency band, high → low" if parts.inv_freq is not None else "dimension pairs (i, i + head_dim/2)"
+    axis = t("logit_parts_fig.band_axis") if parts.inv_freq is not None else t("logit_parts_fig.pairs_axis")
     fig.update_layout(
         title={"text": title},
         height=320,
         margin={"l": 10, "r": 10, "t": 50, "b": 10},
         xaxis={"title": {"text": axis}, "type": "category"},
-        yaxis={"title": {"text": "part of the logit"}},
+        yaxis={"title": {"text": t("logit_parts_fig.part_axis")}},
         legend={"orientation": "h", "y": -0.35},
     )
     return fig

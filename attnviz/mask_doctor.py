@@ -37,6 +37,7 @@ import torch
 from torch import Tensor
 
 from attnviz import settings
+from attnviz.i18n import language, t
 from attnviz.mask_io import additive_bias, infer_convention, to_keep
 from attnviz.masks import causal_mask, padding_mask, sliding_window_mask
 
@@ -64,15 +65,15 @@ class Expectation:
 
     def __post_init__(self) -> None:
         if self.kind not in EXPECT_KINDS:
-            raise ValueError(f"expected kind must be one of {', '.join(EXPECT_KINDS)}, not {self.kind!r}")
+            raise ValueError(t("mask_doctor.expect_kind", kinds=", ".join(EXPECT_KINDS), kind=repr(self.kind)))
         if (self.window is not None) != (self.kind == "sliding"):
-            raise ValueError("a window goes with 'sliding' and only with it")
+            raise ValueError(t("mask_doctor.window_with_sliding"))
         if (self.prefix is not None) != (self.kind == "prefix"):
-            raise ValueError("a prefix length goes with 'prefix' and only with it")
+            raise ValueError(t("mask_doctor.prefix_with_prefix"))
         if self.window is not None and self.window < 1:
-            raise ValueError(f"the sliding window ({self.window}) must be >= 1")
+            raise ValueError(t("mask_doctor.window_positive", window=self.window))
         if self.prefix is not None and self.prefix < 0:
-            raise ValueError(f"the prefix ({self.prefix}) must be >= 0")
+            raise ValueError(t("mask_doctor.prefix_positive", prefix=self.prefix))
 
     @property
     def causal(self) -> bool:
@@ -86,10 +87,10 @@ class Expectation:
     def describe(self) -> str:
         """A name for messages: "causal", "sliding-window (4)", "prefix-LM (prefix 3)"."""
         if self.kind == "sliding":
-            return f"sliding-window ({self.window})"
+            return t("mask_doctor.describe_sliding", window=self.window)
         if self.kind == "prefix":
-            return f"prefix-LM (prefix {self.prefix})"
-        return {"causal+padding": "causal + padding"}.get(self.kind, self.kind)
+            return t("mask_doctor.describe_prefix", prefix=self.prefix)
+        return t(f"mask_doctor.describe_{self.kind.replace('+', '_')}")
 
     def __str__(self) -> str:
         if self.kind == "sliding":
@@ -101,17 +102,17 @@ class Expectation:
 
 def parse_expect(text: str) -> Expectation:
     """``causal``, ``padding``, ``causal+padding``, ``sliding:W`` or ``prefix:P`` as an Expectation; ValueError else."""
-    usage = "use causal, padding, causal+padding, sliding:W or prefix:P"
+    usage = t("mask_doctor.usage")
     kind, _, number = str(text).strip().lower().partition(":")
     kind = {"padding+causal": "causal+padding"}.get(kind, kind)
     if kind in ("sliding", "prefix"):
         try:
             value = int(number)
         except ValueError:
-            raise ValueError(f"--expect {text!r}: {kind} needs a whole number, as in {kind}:4") from None
+            raise ValueError(t("mask_doctor.expect_number", text=repr(text), kind=kind)) from None
         return Expectation(kind, window=value) if kind == "sliding" else Expectation(kind, prefix=value)
     if kind not in EXPECT_KINDS or number:
-        raise ValueError(f"--expect {text!r} is not understood: {usage}")
+        raise ValueError(t("mask_doctor.expect_unknown", text=repr(text), usage=usage))
     return Expectation(kind)
 
 
@@ -120,9 +121,9 @@ def parse_lengths(text: str, what: str = "--lengths") -> list[int]:
     try:
         lengths = [int(part) for part in str(text).split(",")]
     except ValueError:
-        raise ValueError(f"{what} {text!r}: give whole numbers separated by commas, as in 5,3") from None
+        raise ValueError(t("mask_doctor.lengths_numbers", what=what, text=repr(text))) from None
     if any(n < 1 for n in lengths):
-        raise ValueError(f"{what} {text!r}: every length must be at least 1")
+        raise ValueError(t("mask_doctor.lengths_positive", what=what, text=repr(text)))
     return lengths
 
 
@@ -151,7 +152,7 @@ def expected_keep(
     or only itself when that is nothing, so no row is ever fully masked.
     """
     if side not in SIDES:
-        raise ValueError(f"side must be 'left' or 'right', not {side!r}")
+        raise ValueError(t("mask_doctor.side", side=repr(side)))
     n_seq = len(lengths) if lengths is not None else (batch or 1)
     if batch is not None and batch != n_seq:
         raise ValueError(f"batch ({batch}) and the number of lengths ({n_seq}) differ")
@@ -231,17 +232,22 @@ def _examples(cells: Tensor, limit: int) -> list[tuple[int, int, int]]:
 
 
 def _at(b: int, q: int, k: int | None, batched: bool) -> str:
-    where = f"sequence {b}, " if batched else ""
-    return f"{where}query {q}" + (f" → key {k}" if k is not None else "")
+    where = t("mask_doctor.at_sequence", b=b) if batched else ""
+    return t("mask_doctor.at_query", where=where, q=q) + (t("mask_doctor.at_key", k=k) if k is not None else "")
 
 
 def _rows_text(rows: Tensor, batched: bool, limit: int = 6) -> str:
     """The True rows of a bool (B, T): "row 0", "rows 0, 3", "sequence:row 0:4, 1:3"."""
     found = rows.nonzero().tolist()
     parts = [f"{b}:{q}" if batched else str(q) for b, q in found[:limit]]
-    more = f" and {len(found) - limit} more" if len(found) > limit else ""
-    label = "sequence:row " if batched else ("rows " if len(found) > 1 else "row ")
+    more = t("mask_doctor.and_more", n=len(found) - limit) if len(found) > limit else ""
+    label = t("mask_doctor.label_sequence_row") if batched else t(f"mask_doctor.label_row{'s' * (len(found) > 1)}")
     return label + ", ".join(parts) + more
+
+
+def _plural(n: int) -> str:
+    """English's plural s for a count; the other language has none."""
+    return "s" * (n != 1) if language() == "en" else ""
 
 
 class _Finder:
@@ -266,7 +272,7 @@ class _Finder:
             return
         found = _examples(cells, settings.MASK_MAX_EXAMPLES)
         b, q, k = found[0]
-        text = message.format(n=f"{n:,}", s="s" * (n != 1), ex=_at(b, q, k, self.batched), **fields)
+        text = message.format(n=f"{n:,}", s=_plural(n), ex=_at(b, q, k, self.batched), **fields)
         examples = [[q, k] for _, q, k in found]
         self.problems[kind] = Problem(kind, n, examples, self.shaped(cells), text, [b for b, _, _ in found])
 
@@ -276,7 +282,7 @@ class _Finder:
         if n == 0:
             return
         found = rows.nonzero()[: settings.MASK_MAX_EXAMPLES].tolist()
-        text = message.format(n=f"{n:,}", s="s" * (n != 1), rows=_rows_text(rows, self.batched), **fields)
+        text = message.format(n=f"{n:,}", s=_plural(n), rows=_rows_text(rows, self.batched), **fields)
         examples = [[q, q if self_key else -1] for _, q in found]
         self.problems[kind] = Problem(kind, n, examples, self.shaped(cells), text, [b for b, _ in found])
 
@@ -287,16 +293,16 @@ class _Finder:
 def _convention(mask: Tensor, convention: str | None) -> tuple[str, str]:
     if mask.dtype.is_floating_point:
         if convention not in (None, "additive"):
-            raise ValueError("a float mask is additive; the keep/block convention applies to bool masks")
+            raise ValueError(t("mask_doctor.float_is_additive"))
         return infer_convention(mask)
     if mask.dtype != torch.bool:
-        raise ValueError(f"a mask is bool or floating point, not {mask.dtype} (attnviz.mask_io reads 0/1 as bool)")
+        raise ValueError(t("mask_doctor.bool_or_float", dtype=mask.dtype))
     if convention is None:
         return infer_convention(mask)
     if convention not in ("keep", "block"):
-        raise ValueError(f"a bool mask is read as keep or block, not {convention!r}")
-    meaning = "may attend" if convention == "keep" else "blocked"
-    return convention, f"True means '{meaning}' ({convention}), as given"
+        raise ValueError(t("mask_doctor.keep_or_block", convention=repr(convention)))
+    meaning = t(f"mask_doctor.meaning_{convention}")
+    return convention, t("mask_doctor.as_given", meaning=meaning, convention=convention)
 
 
 def _check_lengths(lengths: list[int] | None) -> list[int] | None:
@@ -304,7 +310,7 @@ def _check_lengths(lengths: list[int] | None) -> list[int] | None:
         return None
     lengths = list(lengths)
     if not lengths or any(isinstance(n, bool) or int(n) != n or n < 1 for n in lengths):
-        raise ValueError(f"lengths must be whole numbers >= 1, got {lengths}")
+        raise ValueError(t("mask_doctor.lengths_whole", lengths=lengths))
     return [int(n) for n in lengths]
 
 
@@ -317,24 +323,22 @@ def _shape_problem(shape: tuple[int, ...], lengths: list[int] | None) -> str | N
     q_len, k_len = shape[-2:]
     n_seq = shape[0] if len(shape) == 3 else 1
     if k_len == 1 and q_len > 1:
-        return (
-            f"The mask is {_dims(shape)}: it varies along the queries and is broadcast over the keys, so it blocks "
-            "query rows instead of pad keys; build the key mask as (B, 1, T), mask[:, None, :], not mask[:, :, None]."
-        )
+        return t("mask_doctor.shape_broadcast", dims=_dims(shape))
     if lengths is None:
         return None
     T = k_len
     shown = ",".join(map(str, lengths))
     if len(lengths) != n_seq:
-        return (
-            f"The mask {_dims(shape)} holds {n_seq} sequence{'s' * (n_seq != 1)} but the lengths {shown} give "
-            f"{len(lengths)}: save one (T, T) mask per sequence, stacked as (B, T, T)."
+        return t(
+            "mask_doctor.shape_sequences",
+            dims=_dims(shape),
+            n=n_seq,
+            s=_plural(n_seq),
+            lengths=shown,
+            given=len(lengths),
         )
     if max(lengths) > T:
-        return (
-            f"The mask {_dims(shape)} has T = {T}, shorter than the longest sequence ({max(lengths)}) of the "
-            f"lengths {shown}: build the mask at the padded length."
-        )
+        return t("mask_doctor.shape_short", dims=_dims(shape), T=T, longest=max(lengths), lengths=shown)
     return None
 
 
@@ -345,12 +349,12 @@ def _reference_without_expectation(opposite: Tensor) -> tuple[Tensor, str] | Non
         return None
     causal = causal_mask(T)  # (T, T)
     if bool((opposite == causal).all()):
-        return causal.expand_as(opposite), "a causal mask"
+        return causal.expand_as(opposite), t("mask_doctor.a_causal_mask")
     window = int(opposite.sum(dim=-1).max())
     if 1 <= window < T:
         sliding = sliding_window_mask(T, window)
         if bool((opposite == sliding).all()):
-            return sliding.expand_as(opposite), f"a sliding-window ({window}) mask"
+            return sliding.expand_as(opposite), t("mask_doctor.a_sliding_mask", window=window)
     return None
 
 
@@ -368,15 +372,9 @@ def _fits_side(keep: Tensor, expect: Expectation | None, lengths: list[int], sid
 def _inverted_message(convention: str, what: str) -> str:
     """A message template ({n}, {s}) for a mask that is ``what`` read with the opposite convention."""
     if convention == "additive":
-        return (
-            f"The float mask is {what} with 0 and -inf swapped ({{n}} cell{{s}} read the wrong way): "
-            "use 0 where a query may attend and -inf where it may not, torch.where(keep, 0.0, float('-inf'))."
-        )
-    other, meaning = ("block", "blocked") if convention == "keep" else ("keep", "may attend")
-    return (
-        f"The mask is {what} only if True means '{meaning}' ({{n}} cell{{s}} read the wrong way): read it with "
-        f"the {other} convention (--convention {other}) or invert it (~mask)."
-    )
+        return t("mask_doctor.inverted_float", what=what)
+    other = "block" if convention == "keep" else "keep"
+    return t("mask_doctor.inverted", what=what, meaning=t(f"mask_doctor.meaning_{other}"), other=other)
 
 
 def _float_notes(mask: Tensor, fully: Tensor, reference: Tensor | None, what: str) -> list[str]:
@@ -384,30 +382,22 @@ def _float_notes(mask: Tensor, fully: Tensor, reference: Tensor | None, what: st
     notes = []
     ones = mask == 1
     if bool(((mask == 0) | ones).all()) and bool(ones.any()):
-        fix = "use mask.bool() as a keep mask, or torch.where(mask.bool(), 0.0, float('-inf'))"
+        fix = t("mask_doctor.zero_one_fix")
         if reference is not None and torch.equal(~ones, reference):
-            fix = f"as a bool block mask (1 = blocked) it is {what}: use torch.where(mask.bool(), float('-inf'), 0.0)"
+            fix = t("mask_doctor.zero_one_block", what=what)
         elif reference is not None and torch.equal(ones, reference):
-            fix = f"as a bool keep mask (1 = may attend) it is {what}: use mask.bool()"
-        notes.append(
-            "The float mask holds only 0 and 1, so as an additive mask it masks nothing (1 only adds a bias of +1): "
-            f"it looks like a bool mask cast to float; {fix}."
-        )
+            fix = t("mask_doctor.zero_one_keep", what=what)
+        notes.append(t("mask_doctor.zero_one", fix=fix))
     else:
         bias = additive_bias(mask)
         if bool(bias.any()):
             _, q, k = _examples(bias, 1)[0]
             n, low, high = int(bias.sum()), float(mask[bias].min()), float(mask[bias].max())
-            values = f"{low:g}" if low == high else f"{low:g} to {high:g}"
-            notes.append(
-                f"{n:,} cell{'s' * (n != 1)} of the additive mask hold{'s' * (n == 1)} {values} (first at [{q}, {k}]), "
-                "neither 0 nor a block (<= -1e4): a bias, as ALiBi adds, which keeps the key, not masking."
-            )
+            values = f"{low:g}" if low == high else t("mask_doctor.value_range", low=low, high=high)
+            verb_s = "s" * (n == 1) if language() == "en" else ""
+            notes.append(t("mask_doctor.bias", n=n, s=_plural(n), verb_s=verb_s, values=values, q=q, k=k))
     if mask.dtype == torch.float16 and bool((torch.isneginf(mask) & fully[..., None]).any()):
-        notes.append(
-            "This float16 mask holds -inf in fully masked rows: -1e9 overflows float16 to -inf, so those rows are "
-            "NaN after the softmax; fill with torch.finfo(torch.float16).min instead."
-        )
+        notes.append(t("mask_doctor.fp16_inf"))
     return notes
 
 
@@ -430,15 +420,15 @@ def diagnose(
     convention, reason = _convention(mask, convention)
     lengths = _check_lengths(lengths)
     if side not in SIDES:
-        raise ValueError(f"side must be 'left' or 'right', not {side!r}")
+        raise ValueError(t("mask_doctor.side", side=repr(side)))
     if expect is not None and expect.needs_lengths and lengths is None:
-        raise ValueError(f"--expect {expect} needs the real length of each sequence (--lengths)")
+        raise ValueError(t("mask_doctor.needs_lengths", expect=expect))
     shape = tuple(mask.shape)
     if mask.ndim not in (2, 3) or 0 in shape:
-        raise ValueError(f"a mask is (T, T) or (B, T, T), not {_dims(shape)} (attnviz.mask_io reads files)")
+        raise ValueError(t("mask_doctor.rank", dims=_dims(shape)))
     q_len, k_len = shape[-2:]
     if q_len != k_len and 1 not in (q_len, k_len):
-        raise ValueError(f"a mask is square (T, T), not {_dims(shape)}")
+        raise ValueError(t("mask_doctor.square", dims=_dims(shape)))
     batched = mask.ndim == 3
     bad = _shape_problem(shape, lengths)
     if bad is not None:
@@ -449,13 +439,13 @@ def diagnose(
     B, T = m.shape[0], k_len
     if q_len == 1 and T > 1:
         m = m.expand(B, T, T)
-        notes.append(f"A (..., 1, {T}) key mask: every query reads the same keys; drawn and checked as ({T}, {T}).")
+        notes.append(t("mask_doctor.key_mask", T=T))
     keep = to_keep(m, convention)  # (B, T, T)
     real = _real_tokens(lengths, B, T, side)  # (B, T)
     rows = real[:, :, None]  # (B, T, 1): the queries whose output is used
     expected = expected_keep(expect, T, batch=B, lengths=lengths, side=side) if expect is not None else None
     if expected is not None:
-        reference, what = expected, f"the expected {expect.describe()} mask"
+        reference, what = expected, t("mask_doctor.the_expected", desc=expect.describe())
     else:
         reference, what = _reference_without_expectation(~keep) or (None, "")
     fully = ~keep.any(dim=-1)  # (B, T)
@@ -475,16 +465,16 @@ def diagnose(
 
     if bool(fully.any()):
         finite = convention == "additive" and not bool((torch.isneginf(m) & fully[..., None]).any())
-        effect = "a plain softmax over them is NaN (0/0)"
+        effect = t("mask_doctor.effect_nan")
         if finite:
-            effect = "with finite blocks a softmax spreads them evenly over keys they must not see"
+            effect = t("mask_doctor.effect_finite")
         if lengths is not None and not bool((fully & real).any()):
-            effect += ", and these are padding rows whose NaN still spreads through sums and gradients"
+            effect += t("mask_doctor.effect_padding")
         finder.add_rows(
             "fully_masked_row",
             fully,
             fully[..., None].expand(B, T, T),
-            "No key is kept in {n} query row{s} ({rows}): {effect}; let every row keep at least its own position.",
+            t("mask_doctor.fully_masked_row"),
             self_key=False,
             effect=effect,
         )
@@ -498,12 +488,11 @@ def diagnose(
         other = "left" if side == "right" else "right"
         hint = ""
         if _fits_side(keep, expect, lengths, other):
-            hint = f"; it fits {other} padding: check the padding side (--side {other})"
+            hint = t("mask_doctor.side_hint", other=other)
         finder.add_cells(
             "attends_padding",
             padded,
-            "A real query attends a pad key in {n} cell{s} (e.g. {ex}): AND the mask with the key padding mask, "
-            "shaped (B, 1, T) so it blocks key columns, not query rows{hint}.",
+            t("mask_doctor.attends_padding"),
             hint=hint,
         )
         extra = extra & ~padded
@@ -512,22 +501,21 @@ def diagnose(
 
     desc = expect.describe()
     future = extra & torch.ones(T, T, dtype=torch.bool).triu(1)  # keys after the query
-    outside = " outside the prefix" if expect.kind == "prefix" else ""
+    outside = t("mask_doctor.outside_prefix") if expect.kind == "prefix" else ""
     finder.add_cells(
         "future_leak",
         future,
-        "A query sees a later key in {n} cell{s} (e.g. {ex}), which a {desc} mask blocks: "
-        "block every key after the query{outside}.",
+        t("mask_doctor.future_leak"),
         desc=desc,
         outside=outside,
     )
-    fix = "also block keys that many positions back or more (q - k >= window)" if expect.kind == "sliding" else ""
+    fix = t("mask_doctor.under_fix_sliding") if expect.kind == "sliding" else ""
     finder.add_cells(
         "under_masked",
         extra & ~future,
-        "A key that a {desc} mask blocks is kept in {n} cell{s} (e.g. {ex}): {fix}.",
+        t("mask_doctor.under_masked"),
         desc=desc,
-        fix=fix or "block it",
+        fix=fix or t("mask_doctor.block_it"),
     )
     diagonal = torch.eye(T, dtype=torch.bool)
     missing = ~keep & expected & rows & diagonal  # (B, T, T)
@@ -535,21 +523,20 @@ def diagnose(
         "missing_self",
         missing.any(dim=-1),
         missing,
-        "The query's own position is blocked in {n} row{s} ({rows}), which a {desc} mask keeps: "
-        "keep the diagonal (k <= q, not k < q).",
+        t("mask_doctor.missing_self"),
         self_key=True,
         desc=desc,
     )
     if expect.kind == "sliding":
-        fix = f"a window of {expect.window} keeps the query and the {expect.window - 1} keys before it"
+        fix = t("mask_doctor.over_fix_sliding", window=expect.window, before=expect.window - 1)
     elif expect.kind == "prefix":
-        fix = f"the first {expect.prefix} positions see each other both ways"
+        fix = t("mask_doctor.over_fix_prefix", prefix=expect.prefix)
     else:
-        fix = "block only future keys and pad keys"
+        fix = t("mask_doctor.over_fix")
     finder.add_cells(
         "over_masked",
         ~keep & expected & rows & ~diagonal,
-        "A key that a {desc} mask keeps is blocked in {n} cell{s} (e.g. {ex}): {fix}.",
+        t("mask_doctor.over_masked"),
         desc=desc,
         fix=fix,
     )

@@ -17,6 +17,7 @@ import torch
 from torch import Tensor
 
 from attnviz.capture import head_scores, weights_window
+from attnviz.i18n import t
 from attnviz.mask_io import additive_blocked
 from attnviz.record import AttentionRecord
 from attnviz.source import AttentionSource
@@ -118,31 +119,16 @@ class LeakTest:
 
     def describe(self) -> str:
         """What was done and what it found, in Markdown with the numbers."""
-        done = (
-            "Every layer attends under this mask; then the tokens from position "
-            f"{', '.join(map(str, self.cuts))} on are replaced by others and the model runs again."
-        )
+        done = t("mask_effects.done", cuts=", ".join(map(str, self.cuts)))
         if self.leaks:
-            return (
-                f"{done} **{len(self.leaked_rows)} earlier rows moved** (largest relative change "
-                f"{self.max_change:.2e}): this mask lets a query see tokens after it."
-            )
-        return f"{done} No earlier row moved (largest relative change {self.max_change:.1e}): nothing after a query reaches it."
+            return t("mask_effects.leaks", done=done, n=len(self.leaked_rows), change=self.max_change)
+        return t("mask_effects.no_leak", done=done, change=self.max_change)
 
 
 def describe_bug_effect(effect: HeadEffect, leak: LeakTest) -> str:
     """A bug's effect on one head and on the whole model, in Markdown with the numbers."""
-    on_model = (
-        f"changing later tokens moved {len(leak.leaked_rows)} earlier rows' outputs."
-        if leak.leaks
-        else "changing later tokens moved no earlier output: this bug hides too much or mixes in pads, it does not "
-        "read the future."
-    )
-    return (
-        f"**On this head:** the bug puts up to {effect.leaked:.3g} of a row's weight on keys the fix hides, and "
-        f"{len(effect.nan_rows)} rows come out NaN under a plain softmax (attnviz's own attention gives such rows "
-        f"zero weight instead; most code spreads the NaN to every later layer). **On the whole model:** {on_model}"
-    )
+    on_model = t("mask_effects.bug_leaks", n=len(leak.leaked_rows)) if leak.leaks else t("mask_effects.bug_no_leak")
+    return t("mask_effects.bug_effect", leaked=effect.leaked, n_nan=len(effect.nan_rows), on_model=on_model)
 
 
 def mask_digest(mask: Tensor) -> str:

@@ -8,6 +8,7 @@ import torch
 from torch import Tensor
 
 from attnviz.figures import MASKED_COLOR, _axis_height, make_head_heatmap_figure
+from attnviz.i18n import t
 
 # one marker colour per problem the doctor can report
 PROBLEM_COLORS = {
@@ -29,8 +30,8 @@ def _square_layout(fig: go.Figure, n: int, title: str) -> go.Figure:
         title={"text": title, "y": 0.99, "yanchor": "top"},
         height=_axis_height(n) + 60,
         margin={"l": 10, "r": 10, "t": 130, "b": 10},
-        xaxis={"title": {"text": "key (attended to)"}, "type": "category", "tickangle": -60, "side": "top"},
-        yaxis={"title": {"text": "query (attending)"}, "type": "category", "autorange": "reversed"},
+        xaxis={"title": {"text": t("mask_figures.key_axis")}, "type": "category", "tickangle": -60, "side": "top"},
+        yaxis={"title": {"text": t("mask_figures.query_axis")}, "type": "category", "autorange": "reversed"},
         legend={"orientation": "h", "y": -0.02, "yanchor": "top"},
     )
     return fig
@@ -54,8 +55,8 @@ def make_mask_figure(
             showscale=False,
             xgap=1,
             ygap=1,
-            hovertemplate="query %{y}<br>key %{x}<br>%{customdata}<extra></extra>",
-            customdata=np.where(z == 1, "may attend", "hidden"),
+            hovertemplate=t("mask_figures.cell_hover"),
+            customdata=np.where(z == 1, t("mask_figures.may_attend"), t("mask_figures.hidden")),
         )
     )
     for kind, cells in (problems or {}).items():
@@ -69,7 +70,7 @@ def make_mask_figure(
                 mode="markers",
                 marker={"symbol": "x", "size": 7, "color": PROBLEM_COLORS.get(kind, "black")},
                 name=f"{kind} ({int(cells.sum()):,})",
-                hovertemplate=f"{kind}<br>query %{{y}}<br>key %{{x}}<extra></extra>",
+                hovertemplate=t("mask_figures.problem_hover", kind=kind),
             )
         )
     return _square_layout(fig, len(labels), title)
@@ -93,7 +94,7 @@ def _mark_nan_rows(fig: go.Figure, weights: Tensor, labels: list[str]) -> go.Fig
                 y=labels,
                 colorscale=[[0.0, NAN_COLOR], [1.0, NAN_COLOR]],
                 showscale=False,
-                hovertemplate="query %{y}: NaN (no key left to attend to)<extra></extra>",
+                hovertemplate=t("mask_figures.nan_hover"),
                 hoverongaps=False,
             )
         )
@@ -111,8 +112,8 @@ def make_difference_figure(difference: Tensor, labels: list[str], *, title: str 
             zmax=1.0,
             zmid=0.0,
             colorscale="RdBu_r",
-            colorbar={"title": {"text": "Δ weight"}, "thickness": 12},
-            hovertemplate="query %{y}<br>key %{x}<br>Δ %{z:+.5f}<extra></extra>",
+            colorbar={"title": {"text": t("mask_figures.delta_weight")}, "thickness": 12},
+            hovertemplate=t("mask_figures.delta_hover"),
             hoverongaps=False,
         )
     )
@@ -129,8 +130,8 @@ def make_leak_figure(change: Tensor, labels: list[str], tolerance: float, cuts: 
             x=[labels[i] for i in range(len(labels)) if tested[i]],
             y=values[tested.numpy()],
             marker={"color": colors[tested.numpy()]},
-            hovertemplate="row %{x}<br>relative change %{y:.2e}<extra></extra>",
-            name="relative change of the row's last hidden state",
+            hovertemplate=t("mask_figures.change_hover"),
+            name=t("mask_figures.change_name"),
         )
     )
     shown = [labels[i] for i in range(len(labels)) if tested[i]]
@@ -141,7 +142,7 @@ def make_leak_figure(change: Tensor, labels: list[str], tolerance: float, cuts: 
                 y=[tolerance, tolerance],
                 mode="lines",
                 line={"dash": "dot", "color": "grey"},
-                name=f"tolerance {tolerance:g}",
+                name=t("mask_figures.tolerance", tolerance=tolerance),
                 hoverinfo="skip",
             )
         )
@@ -151,8 +152,8 @@ def make_leak_figure(change: Tensor, labels: list[str], tolerance: float, cuts: 
     fig.update_layout(
         height=300,
         margin={"l": 10, "r": 10, "t": 30, "b": 10},
-        xaxis={"type": "category", "title": {"text": "query row (before the last change)"}},
-        yaxis={"type": "log", "title": {"text": "relative change (0 drawn at 1e-12)"}, "exponentformat": "power"},
+        xaxis={"type": "category", "title": {"text": t("mask_figures.row_axis")}},
+        yaxis={"type": "log", "title": {"text": t("mask_figures.change_axis")}, "exponentformat": "power"},
         legend={"orientation": "h", "y": -0.3},
     )
     return fig

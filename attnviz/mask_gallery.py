@@ -15,6 +15,7 @@ import pandas as pd
 import torch
 from torch import Tensor
 
+from attnviz.i18n import t
 from attnviz.mask_doctor import diagnose, parse_expect
 from attnviz.mask_effects import blocked_by, head_effect
 from attnviz.masks import batch_padding_keep
@@ -85,6 +86,7 @@ def gallery(n_tokens: int, causal: bool) -> list[GalleryBug]:
     pad_expect = "causal+padding" if causal else "padding"
     # a decoder pads on the left (right pads come after every real query, which a causal mask hides anyway)
     pad_side = "left" if causal else "right"
+    side = t(f"mask_gallery.side_{pad_side}")  # "left" in "leftmost"
     real = _real(T, n_pad, pad_side)
     keys_real = batch_padding_keep(lengths, T, pad_side, causal=causal)[0]  # (T, T): pads hidden as keys
     rows_real = base & real[:, None]  # (T, T): the bug: pads hidden as queries
@@ -97,13 +99,9 @@ def gallery(n_tokens: int, causal: bool) -> list[GalleryBug]:
     return [
         GalleryBug(
             key="inverted",
-            title="Inverted convention",
-            what=(
-                "A keep mask (True = may attend, as torch's scaled_dot_product_attention reads it) handed to an API "
-                "that reads True as *blocked* (nn.MultiheadAttention): each query sees exactly what it should not, and "
-                "the last query sees nothing at all (NaN)."
-            ),
-            fix="Invert it (~mask) when the API reads True as blocked, or pass the convention the API expects.",
+            title=t("mask_gallery.inverted.title"),
+            what=t("mask_gallery.inverted.what"),
+            fix=t("mask_gallery.inverted.fix"),
             correct=_causal(T),
             buggy=~_causal(T),
             raw=_causal(T),
@@ -112,9 +110,9 @@ def gallery(n_tokens: int, causal: bool) -> list[GalleryBug]:
         ),
         GalleryBug(
             key="upper_triangle",
-            title="Upper triangle instead of lower (the future leaks)",
-            what="torch.triu instead of torch.tril: every query sees the tokens after it and none before it.",
-            fix="Keep the lower triangle: torch.ones(T, T, dtype=torch.bool).tril().",
+            title=t("mask_gallery.upper_triangle.title"),
+            what=t("mask_gallery.upper_triangle.what"),
+            fix=t("mask_gallery.upper_triangle.fix"),
             correct=_causal(T),
             buggy=upper,
             raw=upper,
@@ -123,12 +121,9 @@ def gallery(n_tokens: int, causal: bool) -> list[GalleryBug]:
         ),
         GalleryBug(
             key="no_diagonal",
-            title="Diagonal excluded: row 0 is fully masked",
-            what=(
-                "tril(-1) instead of tril(): no query sees itself, and the first sees nothing at all, so a plain "
-                "softmax over nothing but -inf gives NaN, which then spreads to every later layer."
-            ),
-            fix="Keep the diagonal: tril() (diagonal=0).",
+            title=t("mask_gallery.no_diagonal.title"),
+            what=t("mask_gallery.no_diagonal.what"),
+            fix=t("mask_gallery.no_diagonal.fix"),
             correct=_causal(T),
             buggy=no_self,
             raw=no_self,
@@ -137,12 +132,9 @@ def gallery(n_tokens: int, causal: bool) -> list[GalleryBug]:
         ),
         GalleryBug(
             key="padding_rows",
-            title="Padding applied to query rows instead of key columns",
-            what=(
-                f"The {pad_side}most {n_pad} tokens are pads. Hiding their rows instead of their columns lets every "
-                "real query attend to the pads, and leaves the pad rows with nothing (NaN)."
-            ),
-            fix="Hide pads as keys: mask[..., None, :] (the key axis), not mask[..., :, None].",
+            title=t("mask_gallery.padding_rows.title"),
+            what=t("mask_gallery.padding_rows.what", side=side, n_pad=n_pad),
+            fix=t("mask_gallery.padding_rows.fix"),
             correct=keys_real,
             buggy=rows_real,
             raw=rows_real,
@@ -154,12 +146,9 @@ def gallery(n_tokens: int, causal: bool) -> list[GalleryBug]:
         ),
         GalleryBug(
             key="broadcast_axis",
-            title="Broadcast on the wrong axis: (B, 1, T, 1) instead of (B, 1, 1, T)",
-            what=(
-                "A padding mask of shape (B, T) unsqueezed to (B, 1, T, 1) broadcasts along the keys, so it hides "
-                "query rows: the same damage as padding the rows, from a shape that raises no error."
-            ),
-            fix="Unsqueeze to (B, 1, 1, T): attention_mask[:, None, None, :].",
+            title=t("mask_gallery.broadcast_axis.title"),
+            what=t("mask_gallery.broadcast_axis.what"),
+            fix=t("mask_gallery.broadcast_axis.fix"),
             correct=keys_real,
             buggy=base & real[:, None].expand(T, T),
             raw=(base & real[None, :, None].expand(1, T, T))[0],
@@ -171,12 +160,9 @@ def gallery(n_tokens: int, causal: bool) -> list[GalleryBug]:
         ),
         GalleryBug(
             key="bool_as_additive",
-            title="Bool and additive semantics mixed up",
-            what=(
-                "A keep mask cast to float (1 = keep, 0 = hide) and then added to the scores: nothing is hidden, "
-                "the kept cells just gain +1, and every query sees the future."
-            ),
-            fix="Add 0 where kept and -inf (or the dtype's minimum) where hidden, or pass the bool mask itself.",
+            title=t("mask_gallery.bool_as_additive.title"),
+            what=t("mask_gallery.bool_as_additive.what"),
+            fix=t("mask_gallery.bool_as_additive.fix"),
             correct=_causal(T),
             buggy=_causal(T).float(),
             raw=_causal(T).float(),
@@ -185,12 +171,9 @@ def gallery(n_tokens: int, causal: bool) -> list[GalleryBug]:
         ),
         GalleryBug(
             key="inf_fully_masked",
-            title="-inf in a fully masked row gives NaN",
-            what=(
-                f"Causal attention with {n_pad} pads on the left: each pad row sees only earlier pads, all at "
-                "-inf, so softmax divides 0 by 0. The NaN spreads to every later layer that reads that position."
-            ),
-            fix="Let pad rows attend to the real tokens (their outputs are ignored), or fill with the dtype's minimum.",
+            title=t("mask_gallery.inf_fully_masked.title"),
+            what=t("mask_gallery.inf_fully_masked.what", n_pad=n_pad),
+            fix=t("mask_gallery.inf_fully_masked.fix"),
             correct=_additive(left_fixed, float("-inf"), torch.float32),
             buggy=_additive(left_keep, float("-inf"), torch.float32),
             raw=_additive(left_keep, float("-inf"), torch.float32),
@@ -202,12 +185,9 @@ def gallery(n_tokens: int, causal: bool) -> list[GalleryBug]:
         ),
         GalleryBug(
             key="fp16_overflow",
-            title="-1e9 overflows in float16",
-            what=(
-                "The same left-padded mask filled with -1e9, a 'safe' finite number, then cast to float16 with the "
-                "model: float16 ends at 65,504, so -1e9 becomes -inf and the pad rows are NaN again."
-            ),
-            fix="Fill with torch.finfo(dtype).min of the mask's own dtype, never -1e9, and give pad rows a key.",
+            title=t("mask_gallery.fp16_overflow.title"),
+            what=t("mask_gallery.fp16_overflow.what"),
+            fix=t("mask_gallery.fp16_overflow.fix"),
             correct=_additive(left_fixed, torch.finfo(torch.float16).min, torch.float16),
             buggy=_additive(left_keep, -1e9, torch.float16),
             raw=_additive(left_keep, -1e9, torch.float16),
@@ -219,12 +199,9 @@ def gallery(n_tokens: int, causal: bool) -> list[GalleryBug]:
         ),
         GalleryBug(
             key="kv_offset",
-            title="Off by one in the KV-cache offset",
-            what=(
-                "Prefilling in chunks with a KV cache, the causal mask's offset is one too large "
-                "(causal_mask(q_len, k_len, offset=start + 1)): each query sees the next token too."
-            ),
-            fix="The offset is the number of tokens already in the cache: causal_mask(q_len, k_len, offset=start).",
+            title=t("mask_gallery.kv_offset.title"),
+            what=t("mask_gallery.kv_offset.what"),
+            fix=t("mask_gallery.kv_offset.fix"),
             correct=_causal(T),
             buggy=chunked,
             raw=chunked,
@@ -244,11 +221,11 @@ def gallery_table(bugs: list[GalleryBug], record: AttentionRecord, layer: int, h
         hurt = head_effect(record, layer, head, bug.buggy, bug.intended)
         rows.append(
             {
-                "bug": bug.title,
-                "the doctor finds": ", ".join(sorted({p.kind for p in found.problems})),
-                "weight on hidden keys": hurt.leaked,
-                "NaN rows": len(hurt.nan_rows),
-                "fix": bug.fix,
+                t("mask_gallery.col_bug"): bug.title,
+                t("mask_gallery.col_finds"): ", ".join(sorted({p.kind for p in found.problems})),
+                t("mask_gallery.col_weight"): hurt.leaked,
+                t("mask_gallery.col_nan"): len(hurt.nan_rows),
+                t("mask_gallery.col_fix"): bug.fix,
             }
         )
     return pd.DataFrame(rows)

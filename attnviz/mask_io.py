@@ -29,11 +29,11 @@ import torch
 from torch import Tensor
 
 from attnviz import settings
+from attnviz.i18n import t
 
 CONVENTIONS = ("keep", "block", "additive")
 MASK_SUFFIXES = (".npy", ".pt", ".safetensors", ".csv")
 NAME_CHARS = 80  # a file name in a message is shortened to this many characters
-INTEGER_NOTE = "integer 0/1 values read as a bool mask (1 = True)"
 
 
 class MaskFileError(ValueError):
@@ -74,7 +74,7 @@ def _mib(n_bytes: int) -> str:
 def _check_size(n_bytes: int, name: str) -> None:
     limit = settings.MASK_MAX_BYTES
     if n_bytes > limit:
-        raise MaskFileError(f"{name} is {_mib(n_bytes)}; a mask file may be at most {_mib(limit)}")
+        raise MaskFileError(t("mask_io.too_large", name=name, size=_mib(n_bytes), most=_mib(limit)))
 
 
 def check_shape(shape: tuple[int, ...], name: str = "the mask") -> None:
@@ -87,27 +87,24 @@ def check_shape(shape: tuple[int, ...], name: str = "the mask") -> None:
     shape = tuple(int(n) for n in shape)
     dims = f"({', '.join(map(str, shape))})" if len(shape) != 1 else f"({shape[0]},)"
     if len(shape) == 4 and shape[1] != 1:
-        raise MaskFileError(
-            f"{name} is 4-D {dims}: only (B, 1, T, T), one mask shared by every head, is read; save (B, T, T)"
-        )
+        raise MaskFileError(t("mask_io.four_d", name=name, dims=dims))
     if len(shape) not in (2, 3, 4):
-        raise MaskFileError(f"{name} is {len(shape)}-D {dims}: a mask must be (T, T) or (B, T, T)")
+        raise MaskFileError(t("mask_io.rank", name=name, rank=len(shape), dims=dims))
     if 0 in shape:
-        raise MaskFileError(f"{name} is empty {dims}")
+        raise MaskFileError(t("mask_io.empty_dims", name=name, dims=dims))
     q_len, k_len = shape[-2:]
     if q_len != k_len and 1 not in (q_len, k_len):
-        raise MaskFileError(
-            f"{name} is {dims}: the last two dims must be square (T, T); "
-            "a (batch, T) padding mask must be saved as (batch, 1, T)"
-        )
+        raise MaskFileError(t("mask_io.not_square", name=name, dims=dims))
     T = max(q_len, k_len)
     batch = shape[0] if len(shape) > 2 else 1
     if T > settings.MASK_MAX_SIDE:
-        raise MaskFileError(f"{name} is {dims}: T ({T}) may be at most {settings.MASK_MAX_SIDE}")
+        raise MaskFileError(t("mask_io.side_over", name=name, dims=dims, T=T, most=settings.MASK_MAX_SIDE))
     if batch > settings.MASK_MAX_BATCH:
-        raise MaskFileError(f"{name} is {dims}: the batch ({batch}) may be at most {settings.MASK_MAX_BATCH}")
+        raise MaskFileError(t("mask_io.batch_over", name=name, dims=dims, batch=batch, most=settings.MASK_MAX_BATCH))
     if batch * T * T > settings.MASK_MAX_CELLS:
-        raise MaskFileError(f"{name} is {dims}: {batch * T * T:,} cells, more than {settings.MASK_MAX_CELLS:,}")
+        raise MaskFileError(
+            t("mask_io.cells_over", name=name, dims=dims, cells=batch * T * T, most=settings.MASK_MAX_CELLS)
+        )
 
 
 def _is_integer(dtype: torch.dtype) -> bool:
@@ -132,44 +129,38 @@ def check_mask(mask: Tensor, name: str = "the mask") -> tuple[Tensor, list[str]]
     notes: list[str] = []
     if mask.layout != torch.strided or mask.is_quantized:
         kind = "quantized" if mask.is_quantized else str(mask.layout).removeprefix("torch.")
-        raise MaskFileError(f"{name} is a {kind} tensor: save a plain dense tensor")
+        raise MaskFileError(t("mask_io.layout", name=name, kind=kind))
     mask = mask.detach().cpu()
     dtype = str(mask.dtype).removeprefix("torch.")
     check_shape(tuple(mask.shape), name)
     if mask.dtype.is_complex:
-        raise MaskFileError(f"{name} holds complex values ({dtype}): a mask is bool (keep/block) or float (additive)")
+        raise MaskFileError(t("mask_io.complex", name=name, dtype=dtype))
     if mask.dtype == torch.bool:
         pass
     elif mask.dtype.is_floating_point:
         if mask.dtype.itemsize < 2:  # float8: too coarse to compute with, exact in float32
             mask = mask.float()
-            notes.append(f"{dtype} values read as float32")
+            notes.append(t("mask_io.read_as_float32", dtype=dtype))
         nan = torch.isnan(mask)
         if bool(nan.any()):
-            raise MaskFileError(f"{name} holds NaN (first at {_first_index(nan)}): a mask must hold numbers")
+            raise MaskFileError(t("mask_io.nan", name=name, where=_first_index(nan)))
         pos_inf = torch.isposinf(mask)
         if bool(pos_inf.any()):
-            raise MaskFileError(
-                f"{name} holds +inf (first at {_first_index(pos_inf)}): an additive mask uses 0 to keep "
-                "and -inf or a large negative number to block"
-            )
+            raise MaskFileError(t("mask_io.pos_inf", name=name, where=_first_index(pos_inf)))
     elif _is_integer(mask.dtype):
         values = mask.to(torch.int64)
         other = (values != 0) & (values != 1)
         if bool(other.any()):
             where = _first_index(other)
-            raise MaskFileError(
-                f"{name} holds the integer {int(values[tuple(where)])} at {where}: an integer mask may hold only 0 "
-                "and 1; save an additive mask as float"
-            )
+            raise MaskFileError(t("mask_io.integer", name=name, value=int(values[tuple(where)]), where=where))
         mask = values != 0
-        notes.append(INTEGER_NOTE)
+        notes.append(t("mask_io.integer_note"))
     else:
-        raise MaskFileError(f"{name} has dtype {dtype}: a mask is bool, integer 0/1 or float")
+        raise MaskFileError(t("mask_io.dtype", name=name, dtype=dtype))
     if mask.ndim == 4:
         before = tuple(mask.shape)
         mask = mask[:, 0]
-        notes.append(f"the head dim of {before} squeezed (one mask for every head): read as {tuple(mask.shape)}")
+        notes.append(t("mask_io.squeezed", before=before, after=tuple(mask.shape)))
     return mask, notes
 
 
@@ -178,22 +169,19 @@ def _from_numpy(array: np.ndarray, name: str) -> tuple[Tensor, str]:
     kind = array.dtype.kind
     dtype = str(array.dtype)
     if kind == "O":
-        raise MaskFileError(f"{name}: pickled data is not accepted (an object array); save a bool or float array")
+        raise MaskFileError(t("mask_io.object_array", name=name))
     if kind == "c":
-        raise MaskFileError(f"{name} holds complex values ({dtype}): a mask is bool (keep/block) or float (additive)")
+        raise MaskFileError(t("mask_io.complex", name=name, dtype=dtype))
     if kind in "US":
-        raise MaskFileError(f"{name} holds strings ({dtype}): a mask is bool (keep/block) or float (additive)")
+        raise MaskFileError(t("mask_io.strings", name=name, dtype=dtype))
     if kind not in "biuf":
-        raise MaskFileError(f"{name} has dtype {dtype}: a mask is bool, integer 0/1 or float")
+        raise MaskFileError(t("mask_io.dtype", name=name, dtype=dtype))
     check_shape(array.shape, name)
     if kind in "iu":
         other = (array != 0) & (array != 1)
         if other.any():
             where = np.argwhere(other)[0].tolist()
-            raise MaskFileError(
-                f"{name} holds the integer {array[tuple(where)]} at {where}: an integer mask may hold only 0 "
-                "and 1; save an additive mask as float"
-            )
+            raise MaskFileError(t("mask_io.integer", name=name, value=array[tuple(where)], where=where))
         return torch.from_numpy(array.astype(np.int64)), dtype
     if kind == "f" and array.dtype.itemsize > 8:
         array = array.astype(np.float64)
@@ -203,31 +191,31 @@ def _from_numpy(array: np.ndarray, name: str) -> tuple[Tensor, str]:
 
 def _npy(data: bytes, name: str) -> tuple[Tensor, str]:
     if data.startswith(b"PK\x03\x04"):
-        raise MaskFileError(f"{name} is a zip (.npz) archive, not one .npy array")
+        raise MaskFileError(t("mask_io.npz", name=name))
     if data.startswith(b"\x80"):
-        raise MaskFileError(f"{name}: pickled data is not accepted; save a bool or float array")
+        raise MaskFileError(t("mask_io.pickled", name=name))
     buffer = io.BytesIO(data)
     try:  # the header first: its shape and dtype are checked before numpy allocates anything
         version = np.lib.format.read_magic(buffer)
         read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
         shape, _, dtype = read_header(buffer)
     except Exception as err:  # a hostile header can raise nearly anything; none of it may escape as a traceback
-        raise MaskFileError(f"{name} is not a valid .npy file ({_one_line(err, 80)})") from err
+        raise MaskFileError(t("mask_io.bad_npy", name=name, error=_one_line(err, 80))) from err
     if dtype.hasobject:
-        raise MaskFileError(f"{name}: pickled data is not accepted (an object array); save a bool or float array")
+        raise MaskFileError(t("mask_io.object_array", name=name))
     check_shape(shape, name)
     if int(np.prod(shape)) * dtype.itemsize > len(data) - buffer.tell():
-        raise MaskFileError(f"{name} is truncated: its header promises {shape} {dtype} but the data is shorter")
+        raise MaskFileError(t("mask_io.truncated", name=name, shape=shape, dtype=dtype))
     try:
         array = np.load(io.BytesIO(data), allow_pickle=False)
     except ValueError as err:
         if "pickle" in str(err).lower() or "object arrays" in str(err).lower():
-            raise MaskFileError(f"{name}: pickled data is not accepted; save a bool or float array") from err
-        raise MaskFileError(f"{name} is not a valid .npy file ({_one_line(err, 80)})") from err
+            raise MaskFileError(t("mask_io.pickled", name=name)) from err
+        raise MaskFileError(t("mask_io.bad_npy", name=name, error=_one_line(err, 80))) from err
     except Exception as err:
-        raise MaskFileError(f"{name} is not a valid .npy file ({_one_line(err, 80)})") from err
+        raise MaskFileError(t("mask_io.bad_npy", name=name, error=_one_line(err, 80))) from err
     if not isinstance(array, np.ndarray):
-        raise MaskFileError(f"{name} is not one .npy array")
+        raise MaskFileError(t("mask_io.not_one_npy", name=name))
     return _from_numpy(array, name)
 
 
@@ -238,7 +226,7 @@ def _one_tensor(tensors: dict, name: str, what: str) -> Tensor:
     if isinstance(tensors.get("mask"), Tensor):
         return tensors["mask"]
     keys = ", ".join(shown_name(str(k))[:20] for k in list(tensors)[:6]) + (", …" if len(tensors) > 6 else "")
-    raise MaskFileError(f"{name} holds {what} with keys [{keys}]: expected one tensor, or a tensor named 'mask'")
+    raise MaskFileError(t("mask_io.several", name=name, what=what, keys=keys))
 
 
 def _pt(data: bytes, name: str) -> tuple[Tensor, str]:
@@ -247,23 +235,21 @@ def _pt(data: bytes, name: str) -> tuple[Tensor, str]:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             unpacked = sum(member.file_size for member in archive.infolist())
     except (zipfile.BadZipFile, OSError, ValueError, EOFError) as err:
-        raise MaskFileError(f"{name} is not a torch.save archive, or it is corrupt") from err
+        raise MaskFileError(t("mask_io.not_torch", name=name)) from err
     if unpacked > settings.MASK_MAX_BYTES:
-        raise MaskFileError(f"{name} unpacks to {_mib(unpacked)}, more than a mask may be")
+        raise MaskFileError(t("mask_io.unpacks", name=name, size=_mib(unpacked)))
     try:
         obj = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as err:
         found = re.search(r"GLOBAL ([\w.]+)", str(err))
         what = f" ({found.group(1)})" if found else ""
-        raise MaskFileError(
-            f"{name} holds Python objects other than tensors{what}; torch.load(weights_only=True) refuses to run them"
-        ) from err
+        raise MaskFileError(t("mask_io.python_objects", name=name, what=what)) from err
     except Exception as err:  # torch raises RuntimeError, KeyError, EOFError… on a damaged archive
-        raise MaskFileError(f"{name} is a corrupt .pt file ({_one_line(err, 80)})") from err
+        raise MaskFileError(t("mask_io.corrupt_pt", name=name, error=_one_line(err, 80))) from err
     if isinstance(obj, dict):
-        obj = _one_tensor(obj, name, "a dict")
+        obj = _one_tensor(obj, name, t("mask_io.a_dict"))
     if not isinstance(obj, Tensor):
-        raise MaskFileError(f"{name} holds a {type(obj).__name__}, not a tensor")
+        raise MaskFileError(t("mask_io.not_tensor", name=name, type=type(obj).__name__))
     return obj, str(obj.dtype).removeprefix("torch.")
 
 
@@ -271,14 +257,14 @@ def _safetensors(data: bytes, name: str) -> tuple[Tensor, str]:
     try:
         from safetensors.torch import load
     except ImportError as err:
-        raise MaskFileError("reading .safetensors needs the safetensors package (pip install safetensors)") from err
+        raise MaskFileError(t("mask_io.no_safetensors")) from err
     try:
         tensors = load(data)
     except Exception as err:  # SafetensorError, or anything a damaged header provokes
-        raise MaskFileError(f"{name} is not a valid .safetensors file ({_one_line(err, 80)})") from err
+        raise MaskFileError(t("mask_io.bad_safetensors", name=name, error=_one_line(err, 80))) from err
     if not tensors:
-        raise MaskFileError(f"{name} holds no tensor")
-    mask = _one_tensor(tensors, name, "several tensors")
+        raise MaskFileError(t("mask_io.no_tensor", name=name))
+    mask = _one_tensor(tensors, name, t("mask_io.several_tensors"))
     return mask, str(mask.dtype).removeprefix("torch.")
 
 
@@ -287,19 +273,19 @@ def _csv(data: bytes, name: str) -> tuple[Tensor, str]:
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as err:
-        raise MaskFileError(f"{name} is not UTF-8 text") from err
+        raise MaskFileError(t("mask_io.not_utf8", name=name)) from err
     rows: list[list[str]] = []
     for line in text.splitlines():
         line = line.strip()
         if line and not line.startswith("#"):
             rows.append([cell.strip() for cell in (line.split(",") if "," in line else line.split())])
         if len(rows) > settings.MASK_MAX_SIDE:
-            raise MaskFileError(f"{name} has more than {settings.MASK_MAX_SIDE} rows")
+            raise MaskFileError(t("mask_io.too_many_rows", name=name, most=settings.MASK_MAX_SIDE))
     if not rows:
-        raise MaskFileError(f"{name} is empty")
+        raise MaskFileError(t("mask_io.empty", name=name))
     for i, row in enumerate(rows):
         if len(row) != len(rows[0]):
-            raise MaskFileError(f"{name}: row {i + 1} has {len(row)} values but row 1 has {len(rows[0])}")
+            raise MaskFileError(t("mask_io.ragged", name=name, row=i + 1, n=len(row), first=len(rows[0])))
     words = {cell.lower() for row in rows for cell in row}
     if words <= {"true", "false"}:
         return torch.tensor([[cell.lower() == "true" for cell in row] for row in rows]), "bool"
@@ -312,8 +298,7 @@ def _csv(data: bytes, name: str) -> tuple[Tensor, str]:
         except ValueError as err:
             bad = next(j for j, cell in enumerate(row) if not _is_number(cell))
             raise MaskFileError(
-                f"{name}: row {i + 1}, column {bad + 1} holds {shown_name(row[bad])[:20]!r}, not a number "
-                "(numbers, inf, -inf, or true/false throughout)"
+                t("mask_io.not_number", name=name, row=i + 1, column=bad + 1, cell=repr(shown_name(row[bad])[:20]))
             ) from err
     return torch.tensor(values, dtype=torch.float64), "float64"
 
@@ -333,10 +318,8 @@ def _suffix(filename: str) -> str:
     """The lower-case extension of a supported format; MaskFileError for any other."""
     suffix = Path(str(filename)).suffix.lower()
     if suffix not in READERS:
-        shown = shown_name(suffix)[:20] if suffix else "none"
-        raise MaskFileError(
-            f"{shown_name(filename)} has an unsupported extension ({shown}): use .npy, .pt, .safetensors or .csv"
-        )
+        shown = shown_name(suffix)[:20] if suffix else t("mask_io.no_suffix")
+        raise MaskFileError(t("mask_io.suffix", name=shown_name(filename), suffix=shown))
     return suffix
 
 
@@ -357,12 +340,14 @@ def read_mask_file(path: str | os.PathLike) -> LoadedMask:
     _suffix(path.name)
     try:
         if not path.is_file():
-            raise MaskFileError(f"{name}: no such file" if not path.exists() else f"{name} is not a file")
+            raise MaskFileError(
+                t("mask_io.no_file", name=name) if not path.exists() else t("mask_io.not_file", name=name)
+            )
         _check_size(path.stat().st_size, name)
         with path.open("rb") as f:
             data = f.read(settings.MASK_MAX_BYTES + 1)  # a file that grows, or a device, stops here
     except OSError as err:
-        raise MaskFileError(f"{name} cannot be read ({_one_line(err, 80)})") from err
+        raise MaskFileError(t("mask_io.cannot_read", name=name, error=_one_line(err, 80))) from err
     return read_mask_bytes(data, path.name)
 
 
@@ -405,11 +390,11 @@ def infer_convention(mask: Tensor) -> tuple[str, str]:
     all False says True marks blocked keys.
     """
     if mask.dtype.is_floating_point:
-        return "additive", "a float mask is additive: 0 keeps a key, -inf or a large negative number blocks it"
+        return "additive", t("mask_io.why_additive")
     if mask.dtype != torch.bool:
         raise ValueError(f"a mask is bool or floating point, not {mask.dtype}")
     diagonal = mask.diagonal(dim1=-2, dim2=-1)  # (..., T)
     n_true, n = int(diagonal.sum()), diagonal.numel()
     if n_true * 2 >= n:
-        return "keep", f"{n_true} of {n} diagonal cells are True, and a query sees itself: True means 'may attend'"
-    return "block", f"{n - n_true} of {n} diagonal cells are False, and a query sees itself: True means 'blocked'"
+        return "keep", t("mask_io.why_keep", k=n_true, n=n)
+    return "block", t("mask_io.why_block", k=n - n_true, n=n)

@@ -15,18 +15,17 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from attnviz.i18n import t
 from attnviz.mask_effects import blocked_by
 from attnviz.masks import batch_padding_keep, causal_mask, document_mask, prefix_lm_mask, sliding_window_mask
 
-KINDS = {
-    "causal": "Causal",
-    "padding": "Padding",
-    "causal+padding": "Causal + padding",
-    "sliding": "Sliding window",
-    "prefix": "Prefix-LM",
-    "document": "Packed documents (block-diagonal)",
-    "custom": "Custom: upload or edit",
-}
+# the kinds a user picks from; their names are in the catalogues ([mask_lab.kind])
+KINDS = ("causal", "padding", "causal+padding", "sliding", "prefix", "document", "custom")
+
+
+def kind_label(kind: str) -> str:
+    """A kind's name in the session's language (the option value stays the key of :data:`KINDS`)."""
+    return t(f"mask_lab.kind.{kind}")
 
 
 @dataclass(frozen=True, eq=False)
@@ -70,7 +69,7 @@ def built_mask(
     T = n_tokens
     if kind in ("padding", "causal+padding"):
         if not 0 <= pads < T:
-            raise ValueError(f"pads ({pads}) must leave at least one real token of {T}")
+            raise ValueError(t("mask_lab.pads", pads=pads, T=T))
         keep = batch_padding_keep([T - pads], T, side, causal=kind == "causal+padding")[0]  # (T, T)
         return _built(keep, kind, [T - pads], side)
     if kind == "causal":
@@ -82,7 +81,7 @@ def built_mask(
     if kind == "document":
         documents = list(documents or [])
         if sum(documents) != T:
-            raise ValueError(f"the documents' lengths {documents} add up to {sum(documents)}, not the {T} tokens")
+            raise ValueError(t("mask_lab.documents", documents=documents, total=sum(documents), T=T))
         return _built(document_mask(documents, causal=causal), None)
     raise ValueError(f"unknown mask kind {kind!r}; use one of {', '.join(k for k in KINDS if k != 'custom')}")
 

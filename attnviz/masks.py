@@ -19,6 +19,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from attnviz.i18n import t
+
 
 def _size(name: str, value: object) -> int:
     """``value`` as a python int: ints and integer numpy/torch scalars pass; floats and bools raise ValueError.
@@ -402,12 +404,12 @@ class KeyRanges:
         """A short name for what this mask is: "no mask", "causal", "sliding window of 4", "custom"."""
         n = self.q_len
         if n == 0:
-            return "no mask"
+            return t("mask_build.no_mask")
         if self.equals(KeyRanges.full(n, self.k_len)):
-            return "no mask (every key)"
+            return t("mask_build.every_key")
         if self.equals(KeyRanges.causal(n, self.k_len)):
-            return "causal"
+            return t("mask_build.causal")
         window = int(self.visible().max())
         if window < self.k_len and self.equals(KeyRanges.causal(n, self.k_len, window=window)):
-            return f"causal, sliding window of {window}"
-        return "causal, custom" if self.is_causal() else "custom"
+            return t("mask_build.sliding", window=window)
+        return t("mask_build.causal_custom") if self.is_causal() else t("mask_build.custom")

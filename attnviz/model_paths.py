@@ -31,15 +31,29 @@ def check_weights(folder: Path, allow_pickle: bool) -> bool:
     return False
 
 
+PATH_SHOWN_CHARS = 80  # a path in a message is cut to this many characters, with its length said
+
+
+def shown_path(source: str) -> str:
+    """A model path for a one-line message: quoted, and cut (its length said) when it is very long."""
+    if len(source) <= PATH_SHOWN_CHARS:
+        return repr(source)
+    return f"{source[: PATH_SHOWN_CHARS - 1]!r}… ({len(source):,} characters)"
+
+
 def resolve_source(source: str, progress: Progress | None = None, allow_pickle: bool = False) -> tuple[str, str, bool]:
     """A user's model choice -> (what to pass to from_pretrained, display name, use_safetensors)."""
     if source in BUNDLED:
         return str(prepared_folder(source, progress)), BUNDLED[source].title, True
     try:
         path = Path(source).expanduser()
+        exists = path.exists()
     except RuntimeError as err:  # "~nosuchuser/..."
-        raise ModelUnavailableError(f"no model folder at {source!r} ({err})") from err
-    if path.exists():
+        raise ModelUnavailableError(f"no model folder at {shown_path(source)} ({err})") from err
+    except (OSError, ValueError) as err:  # a name longer than the file system allows, a NUL byte
+        reason = getattr(err, "strerror", None) or str(err)
+        raise ModelUnavailableError(f"cannot use the model path {shown_path(source)}: {reason}") from err
+    if exists:
         if not path.is_dir() or not (path / "config.json").is_file():
             raise ModelUnavailableError(f"{source} is not a Hugging Face model folder (it needs a config.json)")
         return str(path.resolve()), path.name, check_weights(path, allow_pickle)

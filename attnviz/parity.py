@@ -24,6 +24,7 @@ from torch import Tensor, nn
 
 from attnviz import settings
 from attnviz.attention import MultiHeadAttention, PositionRotation
+from attnviz.i18n import t
 from attnviz.masks import KeyRanges
 from attnviz.rope import apply_rope, rope_rotation
 from attnviz.source import ParityUnsupportedError
@@ -44,6 +45,17 @@ BUGS = {
     "no_rope": "RoPE dropped",
     "kv_tiled": "K/V heads shared wrongly: tiled (repeat) instead of grouped (repeat_interleave)",
 }
+
+
+def bug_title(name: str) -> str:
+    """A bug of :data:`BUGS` described in the session's language (:data:`BUGS` keeps the English, for the CLI)."""
+    titles = {
+        "sqrt_dmodel": t("parity.bug_sqrt_dmodel"),
+        "no_scale": t("parity.bug_no_scale"),
+        "no_rope": t("parity.bug_no_rope"),
+        "kv_tiled": t("parity.bug_kv_tiled"),
+    }
+    return titles[name]
 
 
 def available_bugs(hf: HFSource) -> dict[str, str]:

@@ -23,6 +23,7 @@ from torch import Tensor
 
 from attnviz.capture import FULL_VIEW_TOKENS, WINDOW_CELLS, LayerCapture, weights_window
 from attnviz.head_stats import summarize_rows
+from attnviz.i18n import t
 from attnviz.masks import KeyRanges
 from attnviz.tokenizer import Token
 
@@ -32,7 +33,7 @@ Head = int | str  # a head index, or "mean" for the mean over the layer's heads
 def head_label(head: Head, short: bool = False) -> str:
     """How a head is named everywhere: "H3", or "mean over heads" ("mean" where room is short, as a grid column)."""
     if head == "mean":
-        return "mean" if short else "mean over heads"
+        return t("record.mean_short") if short else t("record.mean_over_heads")
     return f"H{head}"
 
 
@@ -270,6 +271,18 @@ class GenerationRecord:
     @property
     def prompt_truncated(self) -> bool:
         return self.n_prompt_input > self.n_prompt
+
+    def prompt_cut(self, context: int, n_new: int) -> str | None:
+        """Why the prompt was cut, for the page's notice: None when it was not; "room" when it was cut so that
+        it and ``n_new`` new tokens fit in ``context``; "no_room" when ``context`` <= ``n_new`` left no room,
+        so the model still read one prompt token and prompt + generated tokens exceed ``context``."""
+        if not self.prompt_truncated:
+            return None
+        return "room" if self.n_prompt + n_new <= context else "no_room"
+
+    def past_context(self, context: int) -> bool:
+        """Whether prompt + generated tokens are more than ``context`` (Max tokens below the tokens to generate)."""
+        return self.n_prompt + len(self.generated_ids) > context
 
     def prompt_text(self) -> str:
         """The prompt tokens the model actually read, as display text."""

@@ -25,16 +25,22 @@ from torch import Tensor
 from attnviz import settings
 from attnviz.attention import attention_scores
 from attnviz.capture import CHUNK_ELEMENTS
+from attnviz.i18n import t
 from attnviz.masks import KeyRanges
 from attnviz.record import AttentionRecord
 
 SCALE_KINDS = ("sqrt_dk", "none", "sqrt_dmodel")
-SCALE_TITLES = {"sqrt_dk": "1/√d_k (correct)", "none": "no scale", "sqrt_dmodel": "1/√d_model (the bug)"}
+SCALE_TITLES = {"sqrt_dk": "1/√d_k (correct)", "none": "no scale", "sqrt_dmodel": "1/√d_model (the bug)"}  # the CLI's
 SATURATED = 0.9  # a row is saturated when its largest weight reaches this
 VARIANCE_DIMS = (4, 8, 16, 32, 64, 128, 256, 512, 1024)
 GRADIENT_MULTIPLES = tuple(float(m) for m in np.geomspace(1 / 16, 16, 25))  # of the correct scale
 SLIDER_MULTIPLES = (0.0625, 0.125, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 4.0, 8.0, 16.0, 32.0)
 GRADIENT_ROWS = 512  # query rows the gradient argument averages over (evenly spaced)
+
+
+def scale_titles() -> dict[str, str]:
+    """SCALE_TITLES in the session's language, for the figures and pages."""
+    return {kind: t(f"scaling_lib.title_{kind}") for kind in SCALE_KINDS}
 
 
 def scale_factors(head_dim: int, d_model: int) -> dict[str, float]:
@@ -82,7 +88,7 @@ class ScalingRows:
     @property
     def nbytes(self) -> int:
         tensors = [*self.entropy.values(), *self.max_weight.values(), self.live, self.visible]
-        return sum(t.numel() * t.element_size() for t in tensors)
+        return sum(x.numel() * x.element_size() for x in tensors)
 
     def table(self, threshold: float = SATURATED) -> pd.DataFrame:
         """One row per (layer, head): mean entropy, normalised entropy and saturated share under each scale."""
@@ -124,7 +130,7 @@ def _scores_for_rows(capture, r0: int, r1: int) -> tuple[Tensor, Tensor]:
     c0, c1 = keys.key_span(r0, r1)
     raw = attention_scores(capture.q[None, :, r0:r1], capture.k[None, :, c0:c1], 1.0)[0]  # (n_head, C, W)
     if capture.softcap is not None:  # a soft-capped model's logits are capped after the scale: keep the cap
-        raise ValueError("the scaling lab does not model logit soft-capping (Gemma-2); its scale acts inside tanh")
+        raise ValueError(t("scaling_lib.softcap"))
     keep = keys.block(r0, r1, c0, c1)  # (C, W)
     return raw.masked_fill(~keep, -math.inf), c0
 
@@ -142,7 +148,7 @@ def scaling_rows(record: AttentionRecord, d_model: int, head_dim: int) -> Scalin
     """Every head of every layer under the three scales, from the record's q and k, chunk by chunk."""
     factors = scale_factors(head_dim, d_model)
     if record.layers[0].q is None:
-        raise ValueError("the record kept no q and k; capture it with keep_qk=True")
+        raise ValueError(t("scaling_lib.no_qk"))
     n_layer, n_head, T = record.n_layer, record.n_head, record.q_len
     entropy = {kind: torch.zeros(n_layer, n_head, T) for kind in factors}
     max_weight = {kind: torch.zeros(n_layer, n_head, T) for kind in factors}

@@ -109,3 +109,28 @@ KV_GROUP_SIZE = 32  # values per quantisation group (llama.cpp's q8_0 / q4_1 blo
 KV_VLLM_BLOCK_SIZE = 16  # vLLM's default --block-size
 KV_VLLM_MAX_NUM_BATCHED_TOKENS = 8192  # vLLM's default --max-num-batched-tokens with chunked prefill
 KV_LLAMACPP_N_UBATCH = 512  # llama.cpp's default -ub (physical batch), which sizes its SWA cache
+
+# Hosted mode (attnviz/hosted.py): a server open to strangers. Switched on by ATTNVIZ_HOSTED=1 or
+# `streamlit run app.py -- --hosted`; it offers only the bundled models and the folders the operator lists in
+# ATTNVIZ_MODELS (comma-separated), and no path box.
+HOSTED_ENV = "ATTNVIZ_HOSTED"
+HOSTED_FLAG = "--hosted"
+MODELS_ENV = "ATTNVIZ_MODELS"
+# One request's budget: tokens x layers x heads. It is SmolLM2's largest request (8,192 tokens x 30 layers x 9
+# heads), measured at 2.3 GB peak and 80 s on 2 cores (benchmarks/capture.py); the record grows linearly in it and
+# the time in it x tokens, so with tokens <= 8,192 no request within it costs more than that one. Over it: refused
+# in hosted mode, asked to confirm locally.
+REQUEST_HEAD_TOKENS = 8192 * 30 * 9
+# the estimate shown with the budget, fitted on the capture benchmarks: peak ~ 1.15 GB (Python, torch, a model and
+# its forward) + 1.24 x the record (capture.predicted_nbytes); time ~ 1e-8 s per attention cell (T x T x heads)
+PEAK_BASE_BYTES = 1150 * 2**20
+PEAK_RECORD_FACTOR = 1.24
+SECONDS_PER_CELL = 1e-8
+# Upload limits: Streamlit refuses a file over server.maxUploadSize (MB, .streamlit/config.toml) before it reaches
+# the app; the library refuses it again by its own limit (MASK_MAX_BYTES, KV_CONFIG_MAX_BYTES)
+UPLOAD_MAX_MB = 8
+# Hosted mode: a session trains at most this many seconds per window (the Training page)
+TRAIN_SESSION_SECONDS = 120
+TRAIN_SESSION_WINDOW_S = 10 * 60
+# the Training page's time estimate before it starts: 4 T multiply-adds took 43-47 s on 2 cores
+TRAIN_SECONDS_PER_TMAC = 12.0

@@ -8,7 +8,8 @@ adding one class that satisfies this protocol; no page changes.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
@@ -25,6 +26,38 @@ if TYPE_CHECKING:
 
 class ModelUnavailableError(RuntimeError):
     """A model cannot be loaded or run; the message says why and what to do."""
+
+
+def first_line(err: BaseException) -> str:
+    """An exception's first line of text (its type's name when it has none), for a one-line message; a first
+    line that only announces the next ("…:") is joined with it."""
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    if not lines:
+        return type(err).__name__
+    if lines[0].endswith(":") and len(lines) > 1:  # "Class validation error for validator …:" then the reason
+        return f"{lines[0]} {lines[1]}"
+    return lines[0]
+
+
+@contextmanager
+def running(name: str) -> Iterator[None]:
+    """Turn the ways a loaded model can fail while it runs into :class:`ModelUnavailableError`.
+
+    A config that loads but cannot run (a layer's shapes that do not fit, token ids past the
+    embedding), running out of memory and file-system errors are the user's model's problems, not
+    attnviz's: they are reported in one line, with the original error chained. Programming errors
+    (TypeError, AttributeError, KeyError …) are not caught here.
+    """
+    try:
+        yield
+    except ModelUnavailableError:
+        raise
+    except (torch.OutOfMemoryError, MemoryError) as err:
+        raise ModelUnavailableError(
+            f"{name} ran out of memory on this input ({first_line(err)}); lower the token limit"
+        ) from err
+    except (RuntimeError, IndexError, OSError) as err:
+        raise ModelUnavailableError(f"{name} failed while running: {first_line(err)}") from err
 
 
 class ParityUnsupportedError(ValueError):

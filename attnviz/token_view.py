@@ -17,28 +17,32 @@ import torch
 from torch import Tensor
 
 from attnviz.capture import weights_window
+from attnviz.i18n import t
 from attnviz.record import AttentionRecord
 
 ATTENDS_TO = "attends_to"
 ATTENDED_BY = "attended_by"
-DIRECTIONS = {ATTENDS_TO: "attends to (its query row)", ATTENDED_BY: "is attended by (its key column)"}
+DIRECTIONS = {ATTENDS_TO: "attends to (its query row)", ATTENDED_BY: "is attended by (its key column)"}  # English
 REDUCTIONS = ("mean", "sum")
 COLUMN_CHUNK = 4096  # query rows per weights_window call for a column: (n_head, 4096, 1) floats at a time
 LINE_VIEW_TOKENS = 64  # the line view draws every pair of tokens, so it stops here
 
 
+def direction_label(direction: str) -> str:
+    """A direction in the session's language (DIRECTIONS' text), for a widget's format_func."""
+    return t(f"token_view_lib.{direction}")
+
+
 def _check_token(record: AttentionRecord, token: int, length: int | None = None) -> int:
     length = record.q_len if length is None else length
     if isinstance(token, bool) or not 0 <= int(token) < length:
-        raise ValueError(f"token {token!r} is out of range: the input has {length} tokens (0 to {length - 1})")
+        raise ValueError(t("token_view_lib.token_range", token=repr(token), length=length, last=length - 1))
     return int(token)
 
 
 def _check_layer(record: AttentionRecord, layer: int) -> int:
     if not 0 <= int(layer) < record.n_layer:
-        raise ValueError(
-            f"layer {layer} is out of range: the model has {record.n_layer} layers (0 to {record.n_layer - 1})"
-        )
+        raise ValueError(t("token_view_lib.layer_range", layer=layer, n_layer=record.n_layer, last=record.n_layer - 1))
     return int(layer)
 
 
@@ -98,8 +102,8 @@ def selected_tokens(
     if reduce not in REDUCTIONS:
         raise ValueError(f"reduce must be one of {list(REDUCTIONS)}, not {reduce!r}")
     if not tokens:
-        raise ValueError("select at least one token")
-    stacked = torch.stack([token_weights(record, layer, t, direction) for t in tokens])  # (n_sel, n_head, T)
+        raise ValueError(t("token_view_lib.select_one"))
+    stacked = torch.stack([token_weights(record, layer, tok, direction) for tok in tokens])  # (n_sel, n_head, T)
     masked = stacked.isnan().all(dim=0)  # (n_head, T)
     zeroed = stacked.nan_to_num(0.0)
     combined = zeroed.mean(dim=0) if reduce == "mean" else zeroed.sum(dim=0)  # (n_head, T)
@@ -110,8 +114,6 @@ def layer_weights(record: AttentionRecord, layer: int) -> Tensor:
     """Every head of one layer for a short input: (n_head, T, T), NaN where masked; for the line view."""
     layer = _check_layer(record, layer)
     if max(record.q_len, record.k_len) > LINE_VIEW_TOKENS:
-        raise ValueError(
-            f"the whole layer is drawn only up to {LINE_VIEW_TOKENS} tokens; this input has {record.q_len}"
-        )
+        raise ValueError(t("token_view_lib.line_view_limit", limit=LINE_VIEW_TOKENS, q_len=record.q_len))
     weights = weights_window(record.layers[layer], None, (0, record.q_len), (0, record.k_len))  # (n_head, T, T)
     return weights.masked_fill(~record.mask(layer), math.nan)

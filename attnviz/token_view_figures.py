@@ -17,6 +17,7 @@ import torch
 from plotly.colors import qualitative, sample_colorscale
 from torch import Tensor
 
+from attnviz.i18n import t
 from attnviz.token_display import hover_text, plain_text
 
 CELL_CHARS = 12  # a token's text inside a cell is cut to this many characters, with an ellipsis
@@ -94,12 +95,14 @@ def make_coloured_text_figure(
         colorscale=text_colorscale(),
         showscale=False,
         customdata=w.numpy().astype(np.float32),
-        hovertemplate="%{y}<br>token %{x}<br>weight %{customdata:.5f}<extra></extra>",
+        hovertemplate=t("token_view_fig.text_hover"),
         xgap=1,
         ygap=1,
     )
     if show_text:
-        heatmap.update(text=[[cell_text(t) for t in labels]] * n_row, texttemplate="%{text}", textfont={"size": 11})
+        heatmap.update(
+            text=[[cell_text(text) for text in labels]] * n_row, texttemplate="%{text}", textfont={"size": 11}
+        )
     fig = go.Figure(heatmap)
     if show_text:  # clickable points over the cells: Streamlit's selection events come from points, not heatmaps
         names = axis_names(labels)
@@ -211,8 +214,9 @@ def make_line_view_figure(
             )
     positions = -np.arange(n_tok, dtype=np.float32)
     names = axis_names(labels)
-    shown = [cell_text(t) for t in labels]
-    for side, (x, anchor, role) in enumerate(((0.0, "middle left", "query"), (1.0, "middle right", "key"))):
+    shown = [cell_text(text) for text in labels]
+    sides = ((0.0, "middle left", t("token_view_fig.query")), (1.0, "middle right", t("token_view_fig.key")))
+    for side, (x, anchor, role) in enumerate(sides):
         fig.add_trace(
             go.Scatter(
                 x=np.full(n_tok, x, dtype=np.float32),
@@ -223,7 +227,7 @@ def make_line_view_figure(
                 textposition=anchor,
                 customdata=names,
                 hovertemplate=f"{role} %{{customdata}}<extra></extra>",
-                name="queries" if side == 0 else "keys",
+                name=t("token_view_fig.queries") if side == 0 else t("token_view_fig.keys"),
                 showlegend=False,
             )
         )
@@ -242,6 +246,6 @@ def make_line_view_figure(
         plot_bgcolor="white",
         xaxis={"visible": False, "range": [-0.6, 1.6]},
         yaxis={"visible": False, "range": [-n_tok + 0.5, 0.5]},
-        legend={"title": {"text": "heads (click to toggle)"}},
+        legend={"title": {"text": t("token_view_fig.heads_legend")}},
     )
     return fig

@@ -39,7 +39,9 @@ class Token:
     ``special`` marks tokens the model adds ([CLS], <|im_start|>, pads), which
     have an empty span; ``pad`` marks padding; ``raw`` is the model's own token
     string ("##ing", "Ġcat") where it differs from the display text; ``unknown``
-    marks the tokenizer's unknown token ([UNK]): the model did not read that text.
+    marks the tokenizer's unknown token ([UNK]): the model did not read that text; ``typed_special``
+    marks a special token's string typed into the text ("[UNK]", "<|endoftext|>"), which the tokenizer
+    read as that special token.
     """
 
     text: str
@@ -49,6 +51,7 @@ class Token:
     pad: bool = False
     raw: str = ""
     unknown: bool = False
+    typed_special: bool = False
 
 
 def tokenize(text: str) -> list[Token]:

@@ -53,6 +53,7 @@ from torch import Tensor, nn
 
 from attnviz import settings
 from attnviz.attention import MultiHeadAttention, attention_scores
+from attnviz.i18n import t
 from attnviz.scaling import SCALE_KINDS, SCALE_TITLES, scale_factors
 
 SATURATED = 0.9  # a softmax row is saturated when its largest weight reaches this
@@ -103,20 +104,31 @@ class TrainingConfig:
         settings.TRAIN_VALUES.check(self.values)
         settings.TRAIN_BATCH.check(self.batch)
         if self.keys < self.pairs:
-            raise ValueError(
-                f"keys ({self.keys}) must be at least pairs ({self.pairs}): a sequence's keys are distinct"
-            )
+            raise ValueError(t("training_lib.keys_pairs", keys=self.keys, pairs=self.pairs))
         if self.optimiser not in settings.TRAIN_OPTIMISERS:
-            raise ValueError(f"optimiser {self.optimiser!r} must be one of {', '.join(settings.TRAIN_OPTIMISERS)}")
+            raise ValueError(
+                t(
+                    "training_lib.optimiser",
+                    optimiser=repr(self.optimiser),
+                    choices=", ".join(settings.TRAIN_OPTIMISERS),
+                )
+            )
         low, high = settings.TRAIN_LEARNING_RATE_RANGE
         if not low <= self.learning_rate <= high:  # NaN fails this too
-            raise ValueError(f"learning rate ({self.learning_rate}) must be from {low:g} to {high:g}")
+            raise ValueError(t("training_lib.learning_rate", learning_rate=self.learning_rate, low=low, high=high))
         macs = training_macs(self)
         if macs > settings.TRAIN_MAX_MACS:
             raise ValueError(
-                f"this training needs {macs / 1e12:.1f} T multiply-adds, more than the {settings.TRAIN_MAX_MACS / 1e12:g} T "
-                f"one request may use (d_model = {self.n_head} × {self.head_dim} = {self.d_model}, {self.steps} steps): "
-                f"use at most {max_steps(self)} steps, or a smaller d_k or n_head"
+                t(
+                    "training_lib.too_costly",
+                    tera=macs / 1e12,
+                    max_tera=settings.TRAIN_MAX_MACS / 1e12,
+                    n_head=self.n_head,
+                    head_dim=self.head_dim,
+                    d_model=self.d_model,
+                    steps=self.steps,
+                    max_steps=max_steps(self),
+                )
             )
 
     @property
@@ -515,8 +527,8 @@ def clearly_worse(run: RunResult, reference: RunResult) -> bool:
 def _reached(run: RunResult) -> str:
     step = run.steps_to_target
     if step is None:
-        return f"never reached {TARGET:.0%} batch accuracy in {run.steps_done} steps"
-    return f"reached {TARGET:.0%} batch accuracy at step {step}"
+        return t("training_lib.never_reached", target=TARGET, steps=run.steps_done)
+    return t("training_lib.reached", target=TARGET, step=step)
 
 
 def describe_runs(results: Sequence[RunResult], config: TrainingConfig) -> list[str]:
@@ -529,62 +541,78 @@ def describe_runs(results: Sequence[RunResult], config: TrainingConfig) -> list[
     dk, none, dm = by_kind["sqrt_dk"], by_kind["none"], by_kind["sqrt_dmodel"]
     flat = 1 / config.pairs
     notes = [
-        f"**1/√d_k** (× {dk.scale_value:.4f}) {_reached(dk)} and ended at held-out loss {dk.final_loss:.4f}, "
-        f"accuracy {dk.final_accuracy:.1%}. Its scores started with a standard deviation of "
-        f"{dk.attention_start.score_std:.2f}, so the softmax started nearly flat (largest weight "
-        f"{dk.attention_start.max_weight:.3f}; flat is 1/{config.pairs} = {flat:.3f}).",
+        t(
+            "training_lib.dk_note",
+            factor=dk.scale_value,
+            reached=_reached(dk),
+            loss=dk.final_loss,
+            accuracy=dk.final_accuracy,
+            score_std=dk.attention_start.score_std,
+            max_weight=dk.attention_start.max_weight,
+            pairs=config.pairs,
+            flat=flat,
+        ),
     ]
     if dk.final_accuracy < TARGET:
-        notes.append(
-            f"1/√d_k has not learned the task in {dk.steps_done} steps either (held-out accuracy "
-            f"{dk.final_accuracy:.1%}), so the three runs say little yet about the scale: train for more steps, or "
-            "with another learning rate."
-        )
+        notes.append(t("training_lib.dk_not_learned", steps=dk.steps_done, accuracy=dk.final_accuracy))
         return notes
-    start = (
-        f"**No scale**: the scores started with a standard deviation of {none.attention_start.score_std:.1f}, so the "
-        f"softmax started saturated on a random pair (largest weight {none.attention_start.max_weight:.2f})."
+    start = t(
+        "training_lib.none_start",
+        score_std=none.attention_start.score_std,
+        max_weight=none.attention_start.max_weight,
     )
     if clearly_worse(none, dk):
         notes.append(
-            f"{start} It {_reached(none)} and ended at loss {none.final_loss:.4f}, accuracy {none.final_accuracy:.1%}, "
-            f"with {none.attention_end.wrong_saturated:.0%} of its attention rows saturated on a wrong pair. A "
-            "saturated row passes almost no gradient back, so those queries stay wrong: this is the tutorial's "
-            '"loss stuck".'
+            t(
+                "training_lib.none_stuck",
+                start=start,
+                reached=_reached(none),
+                loss=none.final_loss,
+                accuracy=none.final_accuracy,
+                wrong=none.attention_end.wrong_saturated,
+            )
         )
     else:
         notes.append(
-            f"{start} Here the effect is smaller than the tutorial claims: it still ended at loss "
-            f"{none.final_loss:.4f}, accuracy {none.final_accuracy:.1%} (1/√d_k: {dk.final_loss:.4f}, "
-            f"{dk.final_accuracy:.1%})."
+            t(
+                "training_lib.none_small",
+                start=start,
+                loss=none.final_loss,
+                accuracy=none.final_accuracy,
+                dk_loss=dk.final_loss,
+                dk_accuracy=dk.final_accuracy,
+            )
         )
     if config.n_head == 1:
-        notes.append("With one head d_model = d_k, so **1/√d_model** is 1/√d_k and its run is the same.")
+        notes.append(t("training_lib.one_head"))
     else:
-        start = (
-            f"**1/√d_model** (× {dm.scale_value:.4f}) makes the scores √n_head = {math.sqrt(config.n_head):.1f} times "
-            f"too small: the attention started flat (largest weight {dm.attention_start.max_weight:.3f}) and its "
-            f"logits move slowly. It {_reached(dm)}."
+        start = t(
+            "training_lib.dmodel_start",
+            factor=dm.scale_value,
+            times=math.sqrt(config.n_head),
+            max_weight=dm.attention_start.max_weight,
+            reached=_reached(dm),
         )
         if clearly_worse(dm, dk):
-            notes.append(
-                f"{start} It ended at loss {dm.final_loss:.4f}, accuracy {dm.final_accuracy:.1%}: late rather than "
-                "stuck (its curve is the 1/√d_k curve, delayed; give it more steps to see it catch up)."
-            )
+            notes.append(t("training_lib.dmodel_late", start=start, loss=dm.final_loss, accuracy=dm.final_accuracy))
         else:
-            notes.append(
-                f"{start} Here the effect is smaller than the tutorial claims: it ended level with 1/√d_k (loss "
-                f"{dm.final_loss:.4f}, accuracy {dm.final_accuracy:.1%}): the bug cost time, not the result."
-            )
-    if config.optimiser == "sgd":
-        notes.append(
-            "Plain SGD moves each weight by its gradient, so what the scale does to the gradient shows in full. "
-            "Choose Adam, which divides each gradient by its own running size, to see how much of it an adaptive "
-            "optimiser hides."
-        )
-    else:
-        notes.append(
-            "Adam divides each gradient by its own running size, which undoes much of a constant factor on the "
-            "scores. Choose plain SGD to see what the scale does to the gradient in full."
-        )
+            notes.append(t("training_lib.dmodel_level", start=start, loss=dm.final_loss, accuracy=dm.final_accuracy))
+    notes.append(t("training_lib.sgd" if config.optimiser == "sgd" else "training_lib.adam"))
     return notes
+
+
+def results_column_names() -> dict[str, str]:
+    """:func:`results_table`'s columns (English: the CLI prints them) in the session's language, for the page."""
+    keys = {
+        "scale": "col_scale",
+        "factor": "col_factor",
+        "steps": "col_steps",
+        "loss": "col_loss",
+        "accuracy": "col_accuracy",
+        f"steps to {TARGET:.0%}": "col_steps_to",
+        "start: max weight": "col_start_max",
+        "end: weight on answer": "col_end_answer",
+        "stuck rows": "col_stuck",
+        "seconds": "col_seconds",
+    }
+    return {column: t(f"training_lib.{key}", target=TARGET) for column, key in keys.items()}

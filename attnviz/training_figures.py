@@ -14,7 +14,9 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from attnviz.training import SCALE_KINDS, SCALE_TITLES, TARGET, TARGET_WINDOW, moving_average
+from attnviz.i18n import t
+from attnviz.scaling import scale_titles
+from attnviz.training import SCALE_KINDS, TARGET, TARGET_WINDOW, moving_average
 
 SCALE_COLORS = {"sqrt_dk": "#2a9d8f", "none": "#e63946", "sqrt_dmodel": "#f4a261"}
 
@@ -34,8 +36,12 @@ def make_training_figure(
     a uniform guess over ``n_values`` answers, ln(n_values), and the accuracy ``TARGET``.
     A non-finite loss (a diverged run) leaves a gap.
     """
+    titles = scale_titles()
     fig = make_subplots(
-        rows=1, cols=2, subplot_titles=("loss (cross-entropy)", "batch accuracy"), horizontal_spacing=0.08
+        rows=1,
+        cols=2,
+        subplot_titles=(t("training_fig.loss"), t("training_fig.accuracy")),
+        horizontal_spacing=0.08,
     )
     for kind in SCALE_KINDS:
         if kind not in losses:
@@ -48,18 +54,18 @@ def make_training_figure(
                     x=np.arange(1, len(y) + 1, dtype=np.int32),
                     y=y,
                     mode="lines",
-                    name=SCALE_TITLES[kind],
+                    name=titles[kind],
                     legendgroup=kind,
                     showlegend=col == 1,
                     line={"color": SCALE_COLORS[kind], "width": 2},
-                    hovertemplate=f"{SCALE_TITLES[kind]}<br>step %{{x}}<br>%{{y:.3f}}<extra></extra>",
+                    hovertemplate=t("training_fig.hover", scale=titles[kind]),
                 ),
                 row=1,
                 col=col,
             )
     fig.add_hline(y=math.log(n_values), line={"dash": "dot", "color": "#888"}, row=1, col=1)
     fig.add_hline(y=TARGET, line={"dash": "dot", "color": "#888"}, row=1, col=2)
-    fig.update_xaxes(title_text="step", range=[1, max(2, steps)])
+    fig.update_xaxes(title_text=t("training_fig.step"), range=[1, max(2, steps)])
     fig.update_yaxes(rangemode="tozero", row=1, col=1)
     fig.update_yaxes(range=[0, 1.02], tickformat=".0%", row=1, col=2)
     fig.update_layout(

@@ -40,6 +40,7 @@ from attnviz.attention import (
     split_heads,
     weighted_values,
 )
+from attnviz.i18n import t
 from attnviz.masks import KeyRanges
 from attnviz.record import head_label, token_labels
 from attnviz.source import LayerInput
@@ -52,7 +53,7 @@ CALLED = "called"
 INNER_CALL = "inner call"
 CALLED_WITHIN = "called within"
 DEFINITION = "definition"
-RELATIONS = {
+RELATIONS = {  # in English; header() says them in the session's language (walkthrough_lib.relation_*)
     CALLED: "this step called it",
     INNER_CALL: "this step made the call these lines make, on the same tensors",
     CALLED_WITHIN: "called by the code above",
@@ -95,9 +96,11 @@ class ShownCode:
     def header(self) -> str:
         """One comment line: which function, where, and how the step relates to it."""
         spans = ", ".join(f"{a}–{b}" if b > a else f"{a}" for a, b in self.lines)
-        word = "line" if len(self.lines) == 1 and self.lines[0][0] == self.lines[0][1] else "lines"
+        one = len(self.lines) == 1 and self.lines[0][0] == self.lines[0][1]
+        where = t("walkthrough_lib.line" if one else "walkthrough_lib.lines", spans=spans)
+        relation = t(f"walkthrough_lib.relation_{self.relation.replace(' ', '_')}")
         note = f"; {self.note}" if self.note else ""
-        return f"# {self.name} ({self.path}, {word} {spans}): {RELATIONS[self.relation]}{note}"
+        return f"# {self.name} ({self.path}, {where}): {relation}{note}"
 
 
 def _source_lines(fn: Callable) -> tuple[list[str], int, str]:
@@ -172,7 +175,7 @@ class Step:
 
     @property
     def nbytes(self) -> int:
-        return sum(t.numel() * t.element_size() for t in self.tensors.values())
+        return sum(x.numel() * x.element_size() for x in self.tensors.values())
 
 
 @dataclass(frozen=True, eq=False)
@@ -203,7 +206,7 @@ class Walkthrough:
     @property
     def mask_description(self) -> str:
         """The layer's mask in words: "no mask (every key)", "causal", "causal, sliding window of 4"…"""
-        return "no mask" if self.mask is None else _describe(self.mask)
+        return t("mask_build.no_mask") if self.mask is None else _describe(self.mask)
 
     @property
     def output(self) -> Tensor:
@@ -227,7 +230,7 @@ def _spread(x: Tensor) -> tuple[float, float, float]:
 def _kv_sharing(n_head: int, n_kv_head: int) -> str:
     if n_kv_head == n_head:
         return ""
-    return f" ({n_kv_head} K/V heads for {n_head} query heads: each K/V head serves {n_head // n_kv_head})"
+    return t("walkthrough_lib.kv_sharing", n_kv_head=n_kv_head, n_head=n_head, group=n_head // n_kv_head)
 
 
 def project_step(mha: MultiHeadAttention, x: Tensor) -> Step:
@@ -235,26 +238,28 @@ def project_step(mha: MultiHeadAttention, x: Tensor) -> Step:
     q = mha.w_q(x)  # (B, T, n_head * head_dim)
     k = mha.w_k(x)  # (B, T, n_kv_head * head_dim)
     v = mha.w_v(x)  # (B, T, n_kv_head * head_dim)
-    change = (
-        f"Each token's {x.shape[-1]} numbers were mixed by the layer's own W_Q, W_K and W_V into "
-        f"{q.shape[-1]} numbers of q and {k.shape[-1]} each of k and v{_kv_sharing(mha.n_head, mha.n_kv_head)}. "
-        "The columns are already grouped by head (H0·0 … H0·last, then H1·0 …); nothing is split yet."
+    change = t(
+        "walkthrough_lib.project_change",
+        d_in=x.shape[-1],
+        d_q=q.shape[-1],
+        d_kv=k.shape[-1],
+        sharing=_kv_sharing(mha.n_head, mha.n_kv_head),
     )
     return Step(
         "project",
         "1",
-        "Project to Q, K and V",
+        t("walkthrough_lib.project_title"),
         {"q": q, "k": k, "v": v},
         "q",
         FEATURES_BY_HEAD,
-        "(batch, seq, n_head · head_dim) for q; (batch, seq, n_kv_head · head_dim) for k and v",
+        t("walkthrough_lib.project_axes"),
         (
             excerpt(MultiHeadAttention.__init__, (("self.w_q = nn.Linear", "self.w_v = nn.Linear"),), DEFINITION),
             excerpt(
                 MultiHeadAttention.project_qkv,
                 (("q = split_heads(self.w_q(", "v = split_heads(self.w_v("),),
                 INNER_CALL,
-                "self.w_q(query), self.w_k(key), self.w_v(value), with query = key = value = the layer's input",
+                t("walkthrough_lib.project_note"),
             ),
         ),
         change,
@@ -268,20 +273,24 @@ def split_step(mha: MultiHeadAttention, projected: Step) -> Step:
     k = split_heads(projected.tensors["k"], mha.n_kv_head)  # (B, n_kv_head, T, head_dim)
     v = split_heads(projected.tensors["v"], mha.n_kv_head)  # (B, n_kv_head, T, head_dim)
     n_head, seq, head_dim = q.shape[1:]
-    tutorial = ", the tutorial's example" if (n_head, head_dim) == (8, 64) else ""
-    change = (
-        f"No number changed: q's {n_head * head_dim} features were cut into {n_head} heads of {head_dim} and the "
-        f"head axis moved before the tokens, so each head is its own ({seq}, {head_dim}) matrix: q is "
-        f"(batch, {n_head}, seq, {head_dim}){tutorial}. k and v got {mha.n_kv_head} heads."
+    tutorial = t("walkthrough_lib.tutorial_example") if (n_head, head_dim) == (8, 64) else ""
+    change = t(
+        "walkthrough_lib.split_change",
+        features=n_head * head_dim,
+        n_head=n_head,
+        head_dim=head_dim,
+        seq=seq,
+        tutorial=tutorial,
+        n_kv_head=mha.n_kv_head,
     )
     return Step(
         "split",
         "2",
-        "Split into heads",
+        t("walkthrough_lib.split_title"),
         {"q": q, "k": k, "v": v},
         "q",
         HEAD_FEATURES,
-        "(batch, n_head, seq, head_dim) for q; (batch, n_kv_head, seq, head_dim) for k and v",
+        t("walkthrough_lib.split_axes"),
         (whole(split_heads),),
         change,
     )
@@ -293,11 +302,7 @@ def rope_step(rotate: Callable, split: Step) -> Step:
     positions = torch.arange(0, q.shape[2], device=q.device)  # (T,): as forward makes them without a KV cache
     q_rot, k_rot = rotate(q, k, positions)  # (B, n_head, T, hd), (B, n_kv_head, T, hd)
     norm_change = float((q_rot.norm(dim=-1) - q.norm(dim=-1)).abs().max()) if q.numel() else 0.0
-    change = (
-        f"q and k were rotated pair of dimensions by pair, by angles that grow with the position (0 to "
-        f"{q.shape[2] - 1}); v was not. Rotations keep lengths (the largest change of a q row's norm is "
-        f"{norm_change:.1e}), so only directions moved: q·k now depends on how far apart two tokens are."
-    )
+    change = t("walkthrough_lib.rope_change", last=q.shape[2] - 1, norm_change=norm_change)
     code = [whole(rotate)]
     for helper in _rope_helpers(rotate):
         code.append(whole(helper, CALLED_WITHIN))
@@ -309,11 +314,11 @@ def rope_step(rotate: Callable, split: Step) -> Step:
     return Step(
         "rope",
         "2b",
-        "Rotate q and k by position (RoPE)",
+        t("walkthrough_lib.rope_title"),
         {"q": q_rot, "k": k_rot},
         "q",
         HEAD_FEATURES,
-        "(batch, n_head, seq, head_dim) for q; (batch, n_kv_head, seq, head_dim) for k",
+        t("walkthrough_lib.rope_axes"),
         tuple(code),
         change,
     )
@@ -331,25 +336,26 @@ def scores_step(q: Tensor, k: Tensor, n_head: int, n_kv_head: int) -> Step:
     """q (B, n_head, T, hd), k (B, n_kv_head, T, hd) -> q·kᵀ (B, n_head, T, T), before the scale."""
     scores = attention_scores(q, k, 1.0)  # (B, n_head, T, T)
     low, high, std = _spread(scores)
-    gqa = (
-        f" With GQA, attention_scores stacks the {group_size(n_head, n_kv_head)} query heads that share a K head, "
-        "so one matmul serves them all and K is not copied (repeat_kv is the definition this is tested against)."
-        if n_kv_head < n_head
-        else ""
-    )
-    change = (
-        f"Every query met every key: {n_head} score matrices of {q.shape[2]} × {k.shape[2]}, each cell a dot "
-        f"product q·k, from {low:.2f} to {high:.2f} (standard deviation {std:.2f}).{gqa}"
+    gqa = t("walkthrough_lib.scores_gqa", group=group_size(n_head, n_kv_head)) if n_kv_head < n_head else ""
+    change = t(
+        "walkthrough_lib.scores_change",
+        n_head=n_head,
+        q_len=q.shape[2],
+        k_len=k.shape[2],
+        low=low,
+        high=high,
+        std=std,
+        gqa=gqa,
     )
     return Step(
         "scores",
         "3",
-        "QKᵀ: every query against every key",
+        t("walkthrough_lib.scores_title"),
         {"scores": scores},
         "scores",
         HEAD_SCORES,
         "(batch, n_head, q_len, k_len)",
-        (whole(attention_scores, note="called with scale = 1, to show q·kᵀ before the scale"),),
+        (whole(attention_scores, note=t("walkthrough_lib.scores_note")),),
         change,
     )
 
@@ -359,20 +365,22 @@ def scale_step(q: Tensor, k: Tensor, scale: float, raw: Step) -> Step:
     scores = attention_scores(q, k, scale)  # (B, n_head, T, T)
     head_dim = q.shape[-1]
     named = f" = 1/√{head_dim}" if math.isclose(scale, 1.0 / math.sqrt(head_dim), rel_tol=1e-6) else ""
-    change = (
-        f"Every score was multiplied by the scale {scale:.6g}{named}: the standard deviation went from "
-        f"{_spread(raw.tensors['scores'])[2]:.2f} to {_spread(scores)[2]:.2f}. Unscaled, q·k grows with head_dim "
-        "and the softmax saturates onto a few keys (see the Scaling page)."
+    change = t(
+        "walkthrough_lib.scale_change",
+        scale=scale,
+        named=named,
+        before=_spread(raw.tensors["scores"])[2],
+        after=_spread(scores)[2],
     )
     return Step(
         "scale",
         "4",
-        "Scale",
+        t("walkthrough_lib.scale_title"),
         {"scores": scores},
         "scores",
         HEAD_SCORES,
         "(batch, n_head, q_len, k_len)",
-        (whole(attention_scores, note=f"called with the layer's scale {scale:.6g}, as the forward calls it"),),
+        (whole(attention_scores, note=t("walkthrough_lib.scale_note", scale=scale)),),
         change,
     )
 
@@ -381,7 +389,7 @@ def _describe(mask: Tensor) -> str:
     try:
         return KeyRanges.from_mask(mask.cpu()).describe()
     except ValueError:
-        return "custom"
+        return t("mask_build.custom")
 
 
 def mask_step(mask: Tensor | None, scaled: Step) -> tuple[Step, Tensor | None]:
@@ -394,22 +402,18 @@ def mask_step(mask: Tensor | None, scaled: Step) -> tuple[Step, Tensor | None]:
     T, S = scores.shape[-2:]
     hidden = 0 if mask is None else int((~mask.expand(T, S)).sum())
     if hidden == 0:
-        given = "There is no mask" if mask is None else "This layer's mask hides nothing"
-        change = f"{given}: every query may attend to all {S} keys, so no score changed."
+        change = t("walkthrough_lib.mask_none" if mask is None else "walkthrough_lib.mask_nothing", S=S)
     else:
-        change = (
-            f"{hidden:,} of {T * S:,} cells of every head were set to −inf ({_describe(mask)}): exp(−inf) = 0, so "
-            "those keys will get no weight at all."
-        )
+        change = t("walkthrough_lib.mask_change", hidden=hidden, cells=T * S, mask=_describe(mask))
     step = Step(
         "mask",
         "5",
-        "Mask",
+        t("walkthrough_lib.mask_title"),
         {"scores": scores},
         "scores",
         HEAD_SCORES,
         "(batch, n_head, q_len, k_len)",
-        (whole(apply_mask), whole(fully_masked_rows, note="the rows that see no key, for the softmax")),
+        (whole(apply_mask), whole(fully_masked_rows, note=t("walkthrough_lib.mask_note"))),
         change,
     )
     return step, dead
@@ -424,22 +428,19 @@ def softmax_step(masked: Step, dead: Tensor | None) -> Step:
     n_dead = 0 if dead is None else int(dead.sum())
     live = alive[~dead_rows] if n_dead else alive
     deviation = float((live - 1).abs().max()) if live.numel() else 0.0
-    rows = "query row sees" if n_dead == 1 else "query rows see"
-    dead_note = f" {n_dead} {rows} no key and get zeros instead of NaN." if n_dead else ""
-    change = (
-        "Each row is now a probability distribution over the keys its query may see: every weight is ≥ 0 and "
-        f"each row sums to 1 (largest deviation {deviation:.1e}); masked keys got exactly 0. The largest weight "
-        f"in this layer is {float(weights.max()):.3f}.{dead_note}"
+    dead_note = (
+        t("walkthrough_lib.dead_one" if n_dead == 1 else "walkthrough_lib.dead_many", n_dead=n_dead) if n_dead else ""
     )
+    change = t("walkthrough_lib.softmax_change", deviation=deviation, largest=float(weights.max()), dead_note=dead_note)
     return Step(
         "softmax",
         "6",
-        "Softmax",
+        t("walkthrough_lib.softmax_title"),
         {"weights": weights},
         "weights",
         HEAD_WEIGHTS,
         "(batch, n_head, q_len, k_len)",
-        (whole(attention_weights), whole(took, CALLED_WITHIN, "the branch this layer took")),
+        (whole(attention_weights), whole(took, CALLED_WITHIN, t("walkthrough_lib.softmax_note"))),
         change,
     )
 
@@ -448,19 +449,19 @@ def weighted_sum_step(weights: Tensor, v: Tensor) -> Step:
     """weights (B, n_head, T, T) · v (B, n_kv_head, T, hd) -> (B, n_head, T, hd)."""
     out = weighted_values(weights, v)  # (B, n_head, T, head_dim)
     n_head, T, head_dim = out.shape[1:]
-    gqa = (
-        f" Query heads sharing a V head are grouped as in step 3, so V ({v.shape[1]} heads) is not copied."
-        if v.shape[1] < n_head
-        else ""
-    )
-    change = (
-        f"Each query's output is the weighted average of the rows of v: per head, ({T} × {weights.shape[-1]}) "
-        f"weights times ({v.shape[2]} × {head_dim}) values gives ({T} × {head_dim}).{gqa}"
+    gqa = t("walkthrough_lib.weighted_gqa", n_v=v.shape[1]) if v.shape[1] < n_head else ""
+    change = t(
+        "walkthrough_lib.weighted_change",
+        T=T,
+        k_len=weights.shape[-1],
+        v_len=v.shape[2],
+        head_dim=head_dim,
+        gqa=gqa,
     )
     return Step(
         "weighted",
         "7",
-        "Weighted sum of V",
+        t("walkthrough_lib.weighted_title"),
         {"out": out},
         "out",
         HEAD_FEATURES,
@@ -474,14 +475,11 @@ def merge_step(out: Tensor) -> Step:
     """(B, n_head, T, hd) -> (B, T, n_head * hd)."""
     merged = merge_heads(out)  # (B, T, n_head * head_dim)
     n_head, _, head_dim = out.shape[1:]
-    change = (
-        f"No number changed: the {n_head} heads' outputs were set side by side again, {head_dim} features each, "
-        f"so every token has one row of {n_head * head_dim} (the transpose undoes step 2's, then a reshape)."
-    )
+    change = t("walkthrough_lib.merge_change", n_head=n_head, head_dim=head_dim, width=n_head * head_dim)
     return Step(
         "merge",
         "8",
-        "Merge the heads",
+        t("walkthrough_lib.merge_title"),
         {"merged": merged},
         "merged",
         FEATURES_BY_HEAD,
@@ -500,15 +498,17 @@ def output_step(mha: MultiHeadAttention, merged: Tensor, weights: Tensor, forwar
     """(B, T, n_head * hd) -> the layer's output (B, T, d_model), compared with ``forward``'s (output, weights)."""
     output = mha.w_o(merged)  # (B, T, d_model)
     output_diff, weights_diff = _max_diff(output, forward[0]), _max_diff(weights, forward[1])
-    change = (
-        f"W_O mixes what the {mha.n_head} heads found into {output.shape[-1]} features per token: the layer's output. "
-        f"It equals MultiHeadAttention.forward's output on the same input to {output_diff:.1e} (largest "
-        f"|difference|), and step 6 equals its weights to {weights_diff:.1e}."
+    change = t(
+        "walkthrough_lib.output_change",
+        n_head=mha.n_head,
+        d_model=output.shape[-1],
+        output_diff=output_diff,
+        weights_diff=weights_diff,
     )
     return Step(
         "w_o",
         "9",
-        "W_O: the output projection",
+        t("walkthrough_lib.output_title"),
         {"output": output},
         "output",
         FEATURES,
@@ -519,7 +519,7 @@ def output_step(mha: MultiHeadAttention, merged: Tensor, weights: Tensor, forwar
                 MultiHeadAttention.forward,
                 (("return self.w_o(merge_heads(out))", "return self.w_o(merge_heads(out))"),),
                 INNER_CALL,
-                "self.w_o(...) on step 8's merge_heads(out)",
+                t("walkthrough_lib.output_note"),
             ),
         ),
         change,
@@ -527,7 +527,7 @@ def output_step(mha: MultiHeadAttention, merged: Tensor, weights: Tensor, forwar
 
 
 def _on_cpu(step: Step) -> Step:
-    return replace(step, tensors={name: t.detach().cpu() for name, t in step.tensors.items()})
+    return replace(step, tensors={name: x.detach().cpu() for name, x in step.tensors.items()})
 
 
 @torch.no_grad()
@@ -535,7 +535,7 @@ def walk(layer: LayerInput) -> Walkthrough:
     """Run ``layer``'s attention step by step; compare the result with the module's own forward."""
     mha, x = layer.attention, layer.hidden  # x: (1, T, d_model)
     if x.shape[1] == 0:
-        raise ValueError("the walkthrough needs at least one token")
+        raise ValueError(t("walkthrough_lib.no_tokens"))
     steps = [project_step(mha, x)]
     steps.append(split_step(mha, steps[-1]))
     split = steps[-1]
@@ -582,7 +582,7 @@ def shapes_caption(step: Step) -> str:
 def shows_numbers(view: str, n_tokens: int) -> bool:
     """Whether to draw tensors as tables of numbers ("numbers", or "auto" on a short text) or heatmaps."""
     if view not in VIEWS:
-        raise ValueError(f"view ({view!r}) must be one of {VIEWS}")
+        raise ValueError(t("walkthrough_lib.bad_view", view=repr(view), views=VIEWS))
     return view == "numbers" or (view == "auto" and n_tokens <= AUTO_TABLE_TOKENS)
 
 
@@ -628,11 +628,12 @@ def step_view(step: Step, head: int, walk_: Walkthrough, *, numbers: bool) -> St
         axes, col_noun = ("token", "feature"), "features"
     else:
         col_labels, axes, col_noun = [str(c) for c in range(*cols)], ("token", "feature"), "features"
+    row_noun, axes = axes[0], (t(f"walkthrough_lib.axis_{axes[0]}"), t(f"walkthrough_lib.axis_{axes[1]}"))
     cut = []
     if rows[1] < T:
-        cut.append(f"{axes[0]} rows 0–{rows[1] - 1} of {T}")
+        cut.append(t(f"walkthrough_lib.cut_{row_noun}_rows", last=rows[1] - 1, total=T))
     if cols[1] - cols[0] < width:
-        cut.append(f"{col_noun} {cols[0]}–{cols[1] - 1} of {width}")
+        cut.append(t(f"walkthrough_lib.cut_{col_noun}", first=cols[0], last=cols[1] - 1, total=width))
     visible = None
     if step.kind == HEAD_WEIGHTS and walk_.mask is not None:
         visible = walk_.mask[rows[0] : rows[1], cols[0] : cols[1]]
@@ -643,7 +644,7 @@ def step_view(step: Step, head: int, walk_: Walkthrough, *, numbers: bool) -> St
         axes=axes,
         weights=step.kind == HEAD_WEIGHTS,
         visible=visible,
-        note=f"Showing {' and '.join(cut)}." if cut else "",
+        note=t("walkthrough_lib.showing", cut=t("walkthrough_lib.and").join(cut)) if cut else "",
     )
 
 
@@ -652,7 +653,7 @@ def view_title(step: Step, head: int) -> str:
     if step.kind == FEATURES:
         return step.shown
     if step.kind == FEATURES_BY_HEAD:
-        return f"{step.shown}, from {head_label(head)}'s features on"
+        return t("walkthrough_lib.view_from_head", shown=step.shown, head=head_label(head))
     return f"{step.shown}, {head_label(head)}"
 
 

@@ -15,6 +15,7 @@ import torch
 from torch import Tensor
 
 from attnviz.figures import MASKED_COLOR, make_head_heatmap_figure
+from attnviz.i18n import t
 from attnviz.token_display import plain_text
 
 DIVERGING = "RdBu"
@@ -30,9 +31,11 @@ def make_tensor_heatmap_figure(
     col_labels: list[str],
     *,
     title: str = "",
-    axes: tuple[str, str] = ("token", "feature"),
+    axes: tuple[str, str] | None = None,
 ) -> go.Figure:
     """A (rows, cols) matrix of any real numbers: red above 0, blue below, symmetric about 0; −inf grey."""
+    if axes is None:
+        axes = (t("walkthrough_lib.axis_token"), t("walkthrough_lib.axis_feature"))
     v = values.detach().float().cpu()  # (rows, cols)
     if v.ndim != 2 or v.shape != (len(row_labels), len(col_labels)):
         raise ValueError(f"values {tuple(v.shape)} do not match {len(row_labels)} x {len(col_labels)} labels")
@@ -51,7 +54,7 @@ def make_tensor_heatmap_figure(
             colorscale=DIVERGING,
             reversescale=True,
             colorbar={"thickness": 14},
-            hovertemplate=f"{axes[0]} %{{y}}<br>{axes[1]} %{{x}}<br>value %{{z:.5f}}<extra></extra>",
+            hovertemplate=t("walkthrough_fig.hover", row=axes[0], col=axes[1]),
             hoverongaps=False,
         )
     )
@@ -72,7 +75,7 @@ def make_step_figure(
     col_labels: list[str],
     *,
     title: str = "",
-    axes: tuple[str, str] = ("token", "feature"),
+    axes: tuple[str, str] | None = None,
     weights: bool = False,
     visible: Tensor | None = None,
 ) -> go.Figure:

@@ -4,6 +4,7 @@ import streamlit as st
 
 from attnviz import settings as limits
 from attnviz import ui
+from attnviz.i18n import t
 from attnviz.kv_figures import make_engine_figure, make_head_grouping_figure, make_kv_length_figure
 from attnviz.kv_memory import (
     KV_DTYPES,
@@ -19,41 +20,39 @@ from attnviz.kv_memory import (
 )
 from attnviz.kv_report import describe_engines, describe_fit
 
-st.title("KV cache: memory, measured")
-st.markdown(
-    "A decoder keeps every past token's keys and values so each new token costs one step instead of a whole "
-    "pass: the **KV cache**. It is what decides how many users and how long a context fit on a GPU. MQA and GQA "
-    "share K/V heads between query heads, MLA caches one small latent instead, sliding-window layers keep only "
-    "their window. The figures below are exact for the config, say which figure they are, and are checked byte for "
-    "byte against real caches."
-)
+st.title(t("kv_cache.title"))
+st.markdown(t("kv_cache.intro"))
 settings = ui.frame_settings()
 cfg = ui.kv_config_input(settings)
 
 cols = st.columns(5)
-batch = cols[0].number_input("batch", 1, 4096, 1, key="kv_batch")
+batch = cols[0].number_input(t("kv_cache.batch"), 1, 4096, 1, key="kv_batch")
 longest = cfg.max_positions or limits.KV_DEFAULT_SEQ_LEN
-seq_len = cols[1].number_input("sequence length", 1, limits.KV_MAX_SEQ_LEN, min(8192, longest), key="kv_seq_len")
-dtype = cols[2].selectbox("cache dtype", KV_DTYPES, index=KV_DTYPES.index("bf16"), key="kv_dtype")
-group = cols[3].number_input("quant group size", 1, 4096, limits.KV_GROUP_SIZE, key="kv_group", help=ui.KV_GROUP_HELP)
-block = cols[4].selectbox("paged block size", [None, 16, 32, 64, 128, 256], format_func=ui.block_label, key="kv_block")
+seq_len = cols[1].number_input(t("kv_cache.seq_len"), 1, limits.KV_MAX_SEQ_LEN, min(8192, longest), key="kv_seq_len")
+dtype = cols[2].selectbox(t("kv_cache.dtype"), KV_DTYPES, index=KV_DTYPES.index("bf16"), key="kv_dtype")
+group = cols[3].number_input(
+    t("kv_cache.group"), 1, 4096, limits.KV_GROUP_SIZE, key="kv_group", help=t("kv_cache.group_help")
+)
+block = cols[4].selectbox(t("kv_cache.block"), [None, 16, 32, 64, 128, 256], format_func=ui.block_label, key="kv_block")
 est = estimate(cfg, batch, seq_len, dtype, group, block)
 if cfg.max_positions and seq_len > cfg.max_positions:
-    st.warning(f"{seq_len:,} tokens is more than this model reads ({cfg.max_positions:,}): sized anyway.")
+    st.warning(t("kv_cache.too_long", seq_len=seq_len, max_positions=cfg.max_positions))
 
 st.subheader(f"{cfg.name}: {cfg.attention.upper()}")
 cols = st.columns(4)
-cols[0].metric("bytes per token (all layers, no window)", f"{est.bytes_per_token:,}")
-cols[1].metric(f"total for {batch} × {seq_len:,} tokens", human_bytes(est.total_bytes))
+cols[0].metric(t("kv_cache.bytes_per_token"), f"{est.bytes_per_token:,}")
+cols[1].metric(t("kv_cache.total", batch=batch, seq_len=seq_len), human_bytes(est.total_bytes))
 weights = weight_bytes(cfg, "bf16")
-cols[2].metric("weights (bf16)", human_bytes(weights) if weights else "unknown", help=ui.KV_WEIGHTS_HELP)
-cols[3].metric("layers · KV heads · head_dim", f"{cfg.n_layer} · {cfg.n_kv_head} · {cfg.head_dim}")
+cols[2].metric(
+    t("kv_cache.weights"), human_bytes(weights) if weights else t("kv_cache.unknown"), help=t("kv_cache.weights_help")
+)
+cols[3].metric(t("kv_cache.shape"), f"{cfg.n_layer} · {cfg.n_kv_head} · {cfg.head_dim}")
 st.dataframe(kind_table(cfg, est, dtype, group), key="kv_kinds", hide_index=True, width="stretch")
 for note in cfg.notes:
     st.caption(note)
 
-st.subheader("The minimum, and what serving engines allocate")
-with st.expander("Engine settings"):
+st.subheader(t("kv_cache.engines"))
+with st.expander(t("kv_cache.engine_settings")):
     knobs = ui.kv_engine_knobs()
 engines = engine_estimates(cfg, batch, seq_len, dtype, **knobs)
 left, right = st.columns([3, 2])
@@ -63,14 +62,15 @@ with left:
 with right:
     st.markdown(describe_engines(est.total_bytes, engines))
 
-st.subheader("Memory against sequence length")
+st.subheader(t("kv_cache.curves"))
 lengths = curve_lengths(max(seq_len, longest, 4 * (cfg.window or 0)))  # past a window, to show its plateau
 curves = {}
 for name, variant in variants(cfg).items():
-    label = f"{name} (latent {variant.kv_lora_rank} + {variant.qk_rope_head_dim})" if name == "mla" else None
-    curves[label or f"{name} ({variant.n_kv_head} KV heads)"] = memory_curve(
-        variant, lengths, batch, dtype, group, block
-    )
+    if name == "mla":
+        label = t("kv_cache.curve_mla", name=name, rank=variant.kv_lora_rank, rope=variant.qk_rope_head_dim)
+    else:
+        label = t("kv_cache.curve_heads", name=name, n_kv_head=variant.n_kv_head)
+    curves[label] = memory_curve(variant, lengths, batch, dtype, group, block)
 curves["as configured"] = memory_curve(cfg, lengths, batch, dtype, group, block)  # drawn last, on top
 gpu_gb = ui.gpu_memory_input()
 fit = max_fit(cfg, round(gpu_gb * 10**9), dtype, seq_len=seq_len, group_size=group, block_size=block)
@@ -81,12 +81,9 @@ ui.plotly(
 )
 st.caption(describe_fit(fit, gpu_gb))
 
-st.subheader("How query heads share KV heads")
+st.subheader(t("kv_cache.sharing"))
 if cfg.attention == "mla":
-    st.info(
-        f"MLA caches one latent of {cfg.kv_lora_rank} + {cfg.qk_rope_head_dim} values per token per layer, shared "
-        f"by all {cfg.n_head} heads: there are no KV heads to draw."
-    )
+    st.info(t("kv_cache.mla", rank=cfg.kv_lora_rank, rope=cfg.qk_rope_head_dim, n_head=cfg.n_head))
 else:
     ui.plotly(make_head_grouping_figure(cfg.n_head, cfg.n_kv_head), "kv_groups")
 

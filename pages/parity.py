@@ -5,63 +5,50 @@ import streamlit as st
 from attnviz import settings as limits
 from attnviz import ui
 from attnviz.figures import make_head_heatmap_figure, make_parity_figure
-from attnviz.parity import PARITY_TOLERANCE
+from attnviz.i18n import t
+from attnviz.parity import PARITY_TOLERANCE, bug_title
 from attnviz.record import token_labels
 from attnviz.source import ModelUnavailableError
+from attnviz.token_display import markdown_text
 
-st.title("Parity: our attention runs the model's layers")
-st.markdown(
-    "Every layer's Q/K/V/O weights are copied into `attnviz.attention.MultiHeadAttention` and fed the hidden "
-    "states that really entered that layer, with the mask that layer really applied. Its weights are drawn beside "
-    "the model's own eager attention, and the largest difference is measured for every head of every layer."
-)
+st.title(t("parity.title"))
+st.markdown(t("parity.intro"))
 settings = ui.frame_settings()
 source = ui.require_source(settings)
 if not source.supports_parity:
-    why = "it *is* attnviz's attention" if source.random_weights else "our layers do not cover its architecture"
-    st.info(
-        f"There is no other implementation to check this model against here ({why}). Parity covers BERT-style "
-        "encoders and Llama-style decoders: pick MiniLM or SmolLM2 in the sidebar."
-    )
+    why = t("parity.why_embedded") if source.random_weights else t("parity.why_unsupported")
+    st.info(t("parity.unsupported", why=why))
     st.stop()
 ui.require_text(settings)
 n_tokens = min(settings.max_tokens, limits.PARITY_TOKENS)
-bugs = {None: "none: our layers as they are", **source.parity_bugs()}
-bug = st.radio(
-    "Break it: put a known bug into our layers and watch the check fail",
-    list(bugs),
-    format_func=bugs.get,
-    key="parity_bug",
-)
+# option values stay the bug names (session state and links keep them); the labels are the session's language
+bugs = {None: t("parity.no_bug"), **{name: bug_title(name) for name in source.parity_bugs()}}
+bug = st.radio(t("parity.break_it"), list(bugs), format_func=bugs.get, key="parity_bug")
 try:
     parity = ui.cached(
         "parity",
         (*settings.key(n_tokens), bug),
         lambda: source.check_parity(settings.text, n_tokens, bug),
-        "Running our attention on the model's layers…",
+        t("parity.running"),
     )
 except ModelUnavailableError as err:
-    st.error(str(err))
+    st.error(markdown_text(str(err)))
     st.stop()
 T = parity.ours.shape[-1]
 if settings.max_tokens > limits.PARITY_TOKENS:
-    st.caption(
-        f"Parity compares every weight of every layer, so it reads at most the first {limits.PARITY_TOKENS} tokens."
-    )
+    st.caption(t("parity.first_tokens", n=limits.PARITY_TOKENS))
 
 cols = st.columns(4)
-cols[0].metric("max |ours − model|", f"{parity.worst:.2e}")
-cols[1].metric("tolerance", f"{PARITY_TOLERANCE:.0e}")
-cols[2].metric("heads checked", f"{parity.max_abs_diff.numel()}")
-cols[3].metric("tokens", T)
+cols[0].metric(t("parity.metric_worst"), f"{parity.worst:.2e}")
+cols[1].metric(t("parity.metric_tolerance"), f"{PARITY_TOLERANCE:.0e}")
+cols[2].metric(t("parity.metric_heads"), f"{parity.max_abs_diff.numel()}")
+cols[3].metric(t("parity.metric_tokens"), T)
 if parity.matches:
-    st.success(
-        f"Every head of every layer matches to {parity.worst:.1e} (float32). Masks: {', '.join(sorted(set(parity.masks)))}."
-    )
+    st.success(t("parity.matches", worst=parity.worst, masks=", ".join(sorted(set(parity.masks)))))
 elif bug is not None:
-    st.error(f"With the bug ({bugs[bug]}), our layers differ from the model by up to {parity.worst:.2e}: caught.")
+    st.error(t("parity.caught", bug=bugs[bug], worst=parity.worst))
 else:
-    st.error(f"Our layers differ from the model by up to {parity.worst:.2e}.")
+    st.error(t("parity.differs", worst=parity.worst))
 ui.plotly(make_parity_figure(parity.max_abs_diff), key="parity_diffs")
 
 layer, head = ui.layer_head_picker(parity.ours.shape[0], parity.ours.shape[1], key="parity", with_mean=False)
@@ -72,6 +59,6 @@ with left:
     fig = make_head_heatmap_figure(parity.ours[layer, head], labels, labels, title="attnviz", mask=mask)
     ui.plotly(fig, key="parity_ours")
 with right:
-    fig = make_head_heatmap_figure(parity.theirs[layer, head], labels, labels, title="model (eager)", mask=mask)
+    fig = make_head_heatmap_figure(parity.theirs[layer, head], labels, labels, title=t("parity.fig_theirs"), mask=mask)
     ui.plotly(fig, key="parity_theirs")
-st.caption(f"Full resolution: all {T} × {T} weights of each.")
+st.caption(t("parity.full_resolution", T=T))

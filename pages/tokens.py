@@ -2,7 +2,8 @@
 
 import streamlit as st
 
-from attnviz import token_view, ui
+from attnviz import exports, token_view, ui
+from attnviz.i18n import t
 from attnviz.record import head_label
 from attnviz.token_display import markdown_text
 from attnviz.token_view_figures import clicked_token, make_coloured_text_figure, make_line_view_figure
@@ -15,113 +16,125 @@ def _pick_clicked() -> None:
         st.session_state["tokens_token"] = token
 
 
-st.title("Token view")
+st.title(t("tokens.title"))
 settings = ui.frame_settings()
 record = ui.current_record(settings)
 if record is None:
     st.stop()
 if record.q_len < 2:
-    st.info("With one token there is nothing to attend to but itself: type a few more words in the sidebar.")
+    st.info(t("tokens.one_token"))
     st.stop()
 
 texts = [tok.text for tok in record.tokens]
 n_tok = record.q_len
 # the last token to start with: in a decoder it sees the whole text (token 0 sees only itself)
 ui.valid_choice("tokens_token", range(n_tok), n_tok - 1)
-st.caption(
-    f"**{markdown_text(record.model_name)}**, mask: {record.mask_summary()}. Pick a token (or click one in the text): "
-    "each row colours the text by that head's weight. Grey cells are masked (the token cannot see them)."
-)
+ui.link_layer_head("tokens", range(record.n_layer), [*range(record.n_head), "mean"])
+st.caption(t("tokens.caption", model=markdown_text(record.model_name), mask=record.mask_summary()))
+heads = [*range(record.n_head), "mean"]
+head_names = {h: head_label(h) for h in heads}  # made in this run, in the session's language
 
 cols = st.columns([2, 2, 1])
-token = cols[0].selectbox("Token", range(n_tok), key="tokens_token", format_func=lambda i: f"{i} {texts[i][:40]}")
-direction = cols[1].radio(
-    "Direction", list(token_view.DIRECTIONS), key="tokens_direction", format_func=token_view.DIRECTIONS.get
+token = cols[0].selectbox(
+    t("tokens.token"), range(n_tok), key="tokens_token", format_func=lambda i: f"{i} {texts[i][:40]}"
 )
+directions = {d: token_view.direction_label(d) for d in token_view.DIRECTIONS}
+direction = cols[1].radio(t("tokens.direction"), list(directions), key="tokens_direction", format_func=directions.get)
 ui.valid_choice("tokens_layer", range(record.n_layer), 0)
-layer = cols[2].selectbox("Layer", range(record.n_layer), key="tokens_layer", format_func=lambda i: f"L{i}")
+layer = cols[2].selectbox(t("tokens.layer"), range(record.n_layer), key="tokens_layer", format_func=lambda i: f"L{i}")
 
-st.subheader("Every head of the layer")
+st.subheader(t("tokens.every_head"))
 weights = token_view.token_weights(record, layer, token, direction)  # (n_head, T)
 fig = make_coloured_text_figure(weights, texts, focus=token)
-ui.plotly(fig, key="tokens_text", on_select=_pick_clicked, selection_mode="points")
+meta = exports.record_metadata(record, layer=layer, token=token, direction=direction)
+ui.plotly(
+    fig,
+    key="tokens_text",
+    tensors=exports.TensorExport.of({"weights": weights}, meta),
+    on_select=_pick_clicked,
+    selection_mode="points",
+)
 
-st.subheader("Across layers")
-heads = [*range(record.n_head), "mean"]
+st.subheader(t("tokens.across_layers"))
 ui.valid_choice("tokens_head", heads, 0)
-head = st.selectbox("Head", heads, key="tokens_head", format_func=head_label)
+head = st.selectbox(t("tokens.head"), heads, key="tokens_head", format_func=head_names.get)
 layers = token_view.across_layers(record, token, direction)  # (n_layer, n_head, T)
 rows = layers.nanmean(dim=1) if head == "mean" else layers[:, int(head)]  # (n_layer, T)
 names = [f"L{i}" for i in range(record.n_layer)]
-ui.plotly(make_coloured_text_figure(rows, texts, focus=token, row_names=names), key="tokens_layers")
+ui.keep_layer_head_in_link(layer, head)
+ui.plotly(
+    make_coloured_text_figure(rows, texts, focus=token, row_names=names),
+    key="tokens_layers",
+    tensors=exports.TensorExport.of({"weights": layers}, {**meta, "head_shown": str(head)}),
+)
 
-with st.expander("Several tokens at once (summed or averaged)"):
+with st.expander(t("tokens.several")):
     ui.valid_choice("tokens_several", range(n_tok), [])
-    chosen = st.multiselect("Tokens", range(n_tok), key="tokens_several", format_func=lambda i: f"{i} {texts[i][:40]}")
-    reduce = st.radio("Combine by", token_view.REDUCTIONS, key="tokens_reduce", horizontal=True)
+    chosen = st.multiselect(
+        t("tokens.tokens"), range(n_tok), key="tokens_several", format_func=lambda i: f"{i} {texts[i][:40]}"
+    )
+    reductions = {r: t(f"tokens.reduce_{r}") for r in token_view.REDUCTIONS}
+    reduce = st.radio(
+        t("tokens.combine_by"), token_view.REDUCTIONS, key="tokens_reduce", horizontal=True, format_func=reductions.get
+    )
     if chosen:
         combined = token_view.selected_tokens(record, layer, chosen, reduce, direction)
         ui.plotly(make_coloured_text_figure(combined, texts), key="tokens_several_fig")
 
-st.subheader("Lines")
+st.subheader(t("tokens.lines"))
 if n_tok > token_view.LINE_VIEW_TOKENS:
-    st.caption(f"The line view draws every pair of tokens, so it stops at {token_view.LINE_VIEW_TOKENS} tokens.")
+    st.caption(t("tokens.lines_limit", limit=token_view.LINE_VIEW_TOKENS))
 else:
-    only = st.toggle("Only the chosen token's lines", key="tokens_lines_focus", value=True)
+    only = st.toggle(t("tokens.only_chosen"), key="tokens_lines_focus", value=True)
     full = token_view.layer_weights(record, layer)  # (n_head, T, T)
     lines = make_line_view_figure(full, texts, focus=token if only else None, direction=direction)
-    ui.plotly(lines, key="tokens_lines")
-    st.caption(
-        "Queries on the left, keys on the right; a line's opacity and width follow the weight. Click a head in the legend to hide or show it."
-    )
+    ui.plotly(lines, key="tokens_lines", tensors=exports.TensorExport.of({"weights": full}, meta))
+    st.caption(t("tokens.lines_caption"))
 
-st.subheader("Why this head attends there")
-if st.toggle("Split one logit into the parts that add up to it", key="tokens_why", value=False):
+st.subheader(t("tokens.why"))
+if st.toggle(t("tokens.why_toggle"), key="tokens_why", value=False):
     from attnviz import logit_parts
     from attnviz.logit_parts_figures import make_band_parts_figure, make_dimension_parts_figure
 
     cols = st.columns([1, 3, 1])
     ui.valid_choice("tokens_why_head", range(record.n_head), 0)
-    why_head = cols[0].selectbox("Head", range(record.n_head), key="tokens_why_head", format_func=head_label)
+    why_head = cols[0].selectbox(
+        t("tokens.head"), range(record.n_head), key="tokens_why_head", format_func=head_names.get
+    )
     seen = record.mask(layer, (token, token + 1), (0, record.k_len))[0].nonzero()[:, 0].tolist()
     if not seen:
-        st.caption("This token's row is hidden (a pad): it attends nowhere that means anything.")
+        st.caption(t("tokens.pad_row"))
     else:
         row = record.weights(layer, why_head, (token, token + 1), (0, record.k_len))[0]  # (k_len,)
         ui.valid_choice("tokens_why_key", seen, int(row.argmax()))  # where the head attends most
         key = cols[1].selectbox(
-            "Key (the token attended to)",
+            t("tokens.why_key"),
             seen,
             key="tokens_why_key",
-            format_func=lambda i: f"{i} {texts[i][:40]} (weight {float(row[i]):.3f})",
+            format_func={
+                i: t("tokens.why_key_option", i=i, text=texts[i][:40], weight=float(row[i])) for i in seen
+            }.get,
         )
-        sort = cols[2].toggle("Largest first", key="tokens_why_sort")
+        sort = cols[2].toggle(t("tokens.largest_first"), key="tokens_why_sort")
         rope = logit_parts.rope_frequencies(ui.current_source(settings), record.layers[layer].q.shape[-1])
         parts = logit_parts.logit_parts(record, layer, why_head, token, key, rope.inv_freq)
         bands = logit_parts.band_summary(parts)
-        where = f"L{layer} {head_label(why_head)}, query {token} → key {key}"
+        where = t("tokens.why_where", layer=layer, head=head_names[why_head], token=token, key=key)
         ui.plotly(
-            make_dimension_parts_figure(parts, sort=sort, title=f"per head dimension, {where}"), key="tokens_why_dims"
+            make_dimension_parts_figure(parts, sort=sort, title=t("tokens.per_dimension", where=where)),
+            key="tokens_why_dims",
         )
-        pairs = "frequency band" if rope.rope else "dimension pairs (i, i + head_dim/2)"
-        ui.plotly(make_band_parts_figure(bands, parts, title=f"per {pairs}, {where}"), key="tokens_why_bands")
+        bands_title = t("tokens.per_band" if rope.rope else "tokens.per_pair", where=where)
+        ui.plotly(make_band_parts_figure(bands, parts, title=bands_title), key="tokens_why_bands")
         st.markdown(logit_parts.describe_parts(parts, bands))
         notes = [
-            f"Each bar is q[d]·k[d]·scale (scale {parts.scale:.4g}) with q and k after any position rotation; the bars add up "
-            "to the dashed logit exactly. A pair is dimensions i and i + head_dim/2, which RoPE rotates together.",
-            f"Frequencies: {rope.source}." if rope.rope else f"Pairs: {rope.source}.",
+            t("tokens.bars_note", scale=parts.scale),
+            t("tokens.frequencies" if rope.rope else "tokens.pairs", source=rope.source),
         ]
         if parts.softcap is not None:
-            notes.append(
-                f"This model soft-caps its logits (cap {parts.softcap:g}): the parts add up to the logit before the cap, "
-                f"{parts.logit:.3f}; the softmax saw {parts.capped_logit:.3f}."
-            )
+            notes.append(t("tokens.softcap", cap=parts.softcap, logit=parts.logit, capped=parts.capped_logit))
         if rope.rope:
             share = logit_parts.position_vs_content(record, layer, why_head, rope.inv_freq)
             n = min(logit_parts.POSITION_TOKENS, record.q_len)
-            notes.append(
-                f"Position or content: over the first {n} tokens, the fastest quarter of the pairs carries "
-                f"**{share:.0%}** of how this head's logits vary across the keys a query sees (near 100%: it picks keys "
-                "by relative position; near 0%: by the slow pairs, which act as content)."
-            )
+            notes.append(t("tokens.position_or_content", n=n, share=share))
         st.caption(" ".join(notes))

@@ -2,45 +2,41 @@
 
 import streamlit as st
 
+from attnviz import exports, ui, walkthrough
 from attnviz import settings as limits
-from attnviz import ui, walkthrough
+from attnviz.i18n import language, t
 from attnviz.record import head_label
 from attnviz.source import ModelUnavailableError, ParityUnsupportedError
 from attnviz.token_display import markdown_text
 from attnviz.walkthrough_figures import make_step_figure
 
-st.title("Walkthrough: one attention layer, step by step")
-st.markdown(
-    "One layer of the sidebar's model, fed the hidden states that really entered it on your text, run one step at a "
-    "time: each step calls the same functions `MultiHeadAttention.forward` calls, and beside it is their source, read "
-    "with `inspect.getsource`, so the code you read is the code that ran. With the embedded model at d_model 512 and "
-    "8 heads, step 2 gives the classic (batch, 8, seq, 64)."
-)
+st.title(t("walkthrough.title"))
+st.markdown(t("walkthrough.intro"))
 settings = ui.frame_settings()
 source = ui.require_source(settings)
-ui.require_text(settings, "Type some text in the sidebar (or pick an example) to walk through its attention.")
+ui.require_text(settings, t("walkthrough.type_text"))
 
+ui.link_layer_head("walk", range(source.n_layer), range(source.n_head))
 layer, head = ui.layer_head_picker(source.n_layer, source.n_head, key="walk", with_mean=False)
+ui.keep_layer_head_in_link(layer, head)
 view = st.radio(
-    "Tensors as",
+    t("walkthrough.tensors_as"),
     walkthrough.VIEWS,
     key="walk_view",
     horizontal=True,
-    help=f"auto: numbers up to {walkthrough.AUTO_TABLE_TOKENS} tokens, heatmaps beyond",
+    format_func={v: t(f"walkthrough.view_{v}") for v in walkthrough.VIEWS}.get,
+    help=t("walkthrough.view_help", n=walkthrough.AUTO_TABLE_TOKENS),
 )
 n_tokens = min(settings.max_tokens, limits.PARITY_TOKENS)
 try:
     walk = ui.cached(
         "walkthrough",
-        (*settings.key(n_tokens), layer),
+        (*settings.key(n_tokens), layer, language()),  # the steps' sentences are in the session's language
         lambda: walkthrough.walk(source.attention_layer(settings.text, n_tokens, layer)),
-        "Running the layer step by step…",
+        t("walkthrough.running"),
     )
 except ParityUnsupportedError as err:
-    st.info(
-        f"This model cannot be walked through here: {markdown_text(str(err))}. The walkthrough reruns a layer with "
-        "attnviz's own `MultiHeadAttention`; pick the embedded model, MiniLM or SmolLM2 in the sidebar."
-    )
+    st.info(t("walkthrough.unsupported", error=markdown_text(str(err))))
     st.stop()
 except (ModelUnavailableError, ValueError) as err:
     st.error(markdown_text(str(err)))
@@ -48,15 +44,26 @@ except (ModelUnavailableError, ValueError) as err:
 
 T = len(walk.tokens)
 if walk.n_input > T:
-    st.caption(f"The walkthrough reads the first {T:,} of the text's {walk.n_input:,} tokens.")
+    st.caption(t("walkthrough.reads_first", T=T, n_input=walk.n_input))
 st.caption(
-    f"**{markdown_text(source.name)}**, layer {layer}: {T:,} tokens, d_model {walk.d_model}, {walk.n_head} query "
-    f"heads and {walk.n_kv_head} key/value heads of {walk.head_dim}, scale {walk.scale:.6g}, mask: "
-    f"{walk.mask_description}. Heatmaps and tables show {head_label(head)}."
+    t(
+        "walkthrough.caption",
+        model=markdown_text(source.name),
+        layer=layer,
+        T=T,
+        d_model=walk.d_model,
+        n_head=walk.n_head,
+        n_kv_head=walk.n_kv_head,
+        head_dim=walk.head_dim,
+        scale=walk.scale,
+        mask=walk.mask_description,
+        head=head_label(head),
+    )
 )
 cols = st.columns(2)
-cols[0].metric("max |steps − forward|, output", f"{walk.output_diff:.1e}")
-cols[1].metric("max |steps − forward|, weights", f"{walk.weights_diff:.1e}")
+cols[0].metric(t("walkthrough.diff_output"), f"{walk.output_diff:.1e}")
+cols[1].metric(t("walkthrough.diff_weights"), f"{walk.weights_diff:.1e}")
+ui.export_menu("walk_export", tensors=exports.walkthrough_export(walk, head))  # every step's tensors, every head
 
 numbers = walkthrough.shows_numbers(view, T)
 for step in walk.steps:

