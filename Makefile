@@ -52,6 +52,7 @@ bench-browser: setup browser
 
 screenshots: setup browser
 	$(BIN)/python -m tools.screenshots
+	$(BIN)/python -m tools.screenshots --lang zh
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

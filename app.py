@@ -13,4 +13,4 @@ ui.leave_legacy_multipage_mode()
 
 st.session_state["settings"] = ui.sidebar()
 
-st.navigation(ui.pages()).run()
+st.navigation(ui.pages(), expanded=True).run()  # every page listed: no "View 3 more" (English only)

@@ -28,6 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from attnviz.i18n import t
 from attnviz.masks import causal_mask, check_mask, masked_cells
 
 # A function that rotates q and k by position (RoPE), given the absolute
@@ -65,7 +66,7 @@ def repeat_kv(x: Tensor, n_rep: int) -> Tensor:
 def group_size(n_head: int, n_kv_head: int) -> int:
     """How many query heads share one K/V head; ValueError if they do not divide."""
     if n_kv_head < 1 or n_head < 1 or n_head % n_kv_head != 0:
-        raise ValueError(f"n_head ({n_head}) must be a positive multiple of n_kv_head ({n_kv_head})")
+        raise ValueError(t("bounds.kv_group", n_head=n_head, n_kv_head=n_kv_head))
     return n_head // n_kv_head
 
 

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import torch
 
+from attnviz.i18n import t
 from attnviz.source import ModelUnavailableError
 
 Progress = Callable[[float, str], None]
@@ -43,7 +44,7 @@ class Bundled:
     @property
     def install_hint(self) -> str:
         flags = f" {self.pip_flags}" if self.pip_flags else ""
-        return f"pip install{flags} {self.pip_name}  (or run `make setup`)"
+        return t("bundled.install_hint", flags=flags, name=self.pip_name)
 
 
 BUNDLED = {
@@ -64,7 +65,7 @@ def package_dir(package: str) -> Path | None:
 
 def _bundled_missing(key: str, what: str) -> ModelUnavailableError:
     b = BUNDLED[key]
-    return ModelUnavailableError(f"{b.title} is not installed ({what}). Install it with: {b.install_hint}")
+    return ModelUnavailableError(t("bundled.not_installed", title=b.title, what=what, hint=b.install_hint))
 
 
 def minilm_dir() -> Path:
@@ -72,7 +73,7 @@ def minilm_dir() -> Path:
     root = package_dir(BUNDLED["minilm"].package)
     folder = root / "model" if root else None
     if folder is None or not (folder / "config.json").is_file():
-        raise _bundled_missing("minilm", "no model/config.json in the package")
+        raise _bundled_missing("minilm", t("bundled.no_minilm_config"))
     return folder
 
 
@@ -81,7 +82,7 @@ def smollm2_gguf() -> Path:
     root = package_dir(BUNDLED["smollm2"].package)
     files = sorted(root.glob("*.gguf")) if root else []
     if not files:
-        raise _bundled_missing("smollm2", "no .gguf file in the package")
+        raise _bundled_missing("smollm2", t("bundled.no_gguf"))
     return files[0]
 
 
@@ -131,10 +132,10 @@ def convert_gguf(gguf: Path, out: Path | None = None, progress: Progress | None 
     with _CONVERT_LOCK, _file_lock(out.parent / f".{out.name}.lock"):
         if is_converted(out):
             return out
-        report(0.05, f"Dequantising {gguf.name} (about 20 s, once; later loads take under a second)")
+        report(0.05, t("bundled.dequantising", file=gguf.name))
         tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
         model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
-        report(0.8, f"Writing safetensors to {out}")
+        report(0.8, t("bundled.writing", folder=out))
         tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
         try:
             state = model.state_dict()
@@ -152,7 +153,7 @@ def convert_gguf(gguf: Path, out: Path | None = None, progress: Progress | None 
             tmp.rename(out)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
-        report(1.0, "Converted")
+        report(1.0, t("bundled.converted"))
     return out
 
 
@@ -173,4 +174,4 @@ def needs_preparation(key: str) -> str | None:
         gguf = smollm2_gguf()
     except ModelUnavailableError:
         return None  # loading will say how to install it
-    return None if is_converted(converted_dir(gguf)) else "Preparing SmolLM2 (once per machine)…"
+    return None if is_converted(converted_dir(gguf)) else t("sources.preparing_smollm2")

@@ -30,6 +30,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from attnviz.attention import attention_scores, group_size, weighted_values
+from attnviz.i18n import t
 from attnviz.masks import KeyRanges
 
 ROW_STATS = (
@@ -336,7 +337,7 @@ def weights_window(
         raise ValueError("this capture did not keep q and k; run it with keep_qk=True")
     (r0, r1), (c0, c1) = rows, cols
     if (r1 - r0) * (c1 - c0) > limit:
-        raise ValueError(f"a window of {r1 - r0} x {c1 - c0} cells is over the limit of {limit:,} cells")
+        raise ValueError(t("bounds.window_too_large", rows=r1 - r0, cols=c1 - c0, limit=limit))
     heads = slice(None) if head is None else slice(head, head + 1)
     q = capture.q[heads, r0:r1]  # (h, R, hd)
     n_rep = capture.q.shape[0] // capture.k.shape[0]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import torch
 
+from attnviz.i18n import t
+
 DEVICE_CHOICES = ("auto", "cpu", "cuda", "mps")
 
 
@@ -21,10 +23,10 @@ def available_devices() -> list[str]:
 def resolve_device(choice: str = "auto") -> str:
     """Turn a user's choice into a device that exists; ValueError if it does not."""
     if choice not in DEVICE_CHOICES:
-        raise ValueError(f"device must be one of {', '.join(DEVICE_CHOICES)}, not {choice!r}")
+        raise ValueError(t("bounds.device_choice", choices=", ".join(DEVICE_CHOICES), choice=repr(choice)))
     available = available_devices()
     if choice == "auto":
         return available[0]
     if choice not in available:
-        raise ValueError(f"device {choice!r} is not available here; available: {', '.join(available)}")
+        raise ValueError(t("bounds.device_unavailable", choice=repr(choice), available=", ".join(available)))
     return choice

@@ -22,6 +22,7 @@ from torch import Tensor, nn
 from attnviz import settings
 from attnviz.attention import MultiHeadAttention, group_size
 from attnviz.capture import CaptureSession
+from attnviz.i18n import t
 from attnviz.masks import KeyRanges, pad_row, padding_mask, positions_from_mask
 from attnviz.record import AttentionRecord, BatchRecord, GenerationRecord, ModelOutputs
 from attnviz.source import (
@@ -57,12 +58,11 @@ class EmbeddedConfig:
     def __post_init__(self) -> None:
         settings.D_MODEL.check(self.d_model)
         if self.d_model % 2:
-            raise ValueError(f"d_model ({self.d_model}) must be an even number (sin/cos position pairs)")
+            raise ValueError(t("bounds.d_model_even", d_model=self.d_model))
         settings.N_HEAD.check(self.n_head)
         if self.d_model % self.n_head:
             raise ValueError(
-                f"d_model ({self.d_model}) must be divisible by n_head ({self.n_head}); "
-                f"{self.d_model} % {self.n_head} = {self.d_model % self.n_head}"
+                t("bounds.d_model_divisible", d_model=self.d_model, n_head=self.n_head, rest=self.d_model % self.n_head)
             )
         if self.n_kv_head is not None:
             settings.N_KV_HEAD.check(self.n_kv_head)
@@ -193,7 +193,7 @@ class EmbeddedModel(nn.Module):
     def encode(self, text: str, max_tokens: int, keep: str = "start") -> Encoding:
         """Tokenise with :func:`attnviz.tokenizer.tokenize` and keep the first (or last) ``max_tokens``."""
         if max_tokens < 1:
-            raise ValueError(f"max_tokens ({max_tokens}) must be at least 1")
+            raise ValueError(t("model_errors.at_least_one", name="max_tokens", value=max_tokens))
         tokens = [shown(t) for t in tokenize(text)]
         kept = tokens[:max_tokens] if keep == "start" else tokens[max(0, len(tokens) - max_tokens) :]
         return Encoding(ids=None, tokens=kept, n_input=len(tokens))
@@ -291,17 +291,13 @@ class EmbeddedModel(nn.Module):
         return BatchRecord(records=records, key_mask=key_mask, side=side)
 
     def generate(self, prompt: str, n_new: int, max_tokens: int) -> GenerationRecord:
-        raise GenerationUnsupportedError(
-            "the embedded model has no language-model head; pick a decoder such as SmolLM2 to generate"
-        )
+        raise GenerationUnsupportedError(t("model_errors.embedded_no_lm_head"))
 
     def parity_bugs(self) -> dict[str, str]:
         return {}
 
     def check_parity(self, text: str, max_tokens: int, bug: str | None = None):
-        raise ParityUnsupportedError(
-            "the embedded model runs attnviz's own attention, so there is no other implementation to compare it with"
-        )
+        raise ParityUnsupportedError(t("model_errors.embedded_no_parity"))
 
     @torch.no_grad()
     def states_under_mask(

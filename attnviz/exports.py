@@ -23,6 +23,7 @@ import torch
 from safetensors.torch import save as save_safetensors
 from torch import Tensor
 
+from attnviz.i18n import t
 from attnviz.record import AttentionRecord, Head
 
 TENSOR_EXPORT_MAX_BYTES = 64 * 2**20  # one tensor download, before serialising
@@ -129,9 +130,7 @@ def tensor_file(export: TensorExport, fmt: str, max_bytes: int = TENSOR_EXPORT_M
     if fmt not in TENSOR_FORMATS:
         raise ValueError(f"tensor format must be one of {', '.join(TENSOR_FORMATS)}, not {fmt!r}")
     if export.nbytes > max_bytes:
-        raise ExportTooLargeError(
-            f"{export.nbytes / 2**20:,.1f} MB of tensors is over the {max_bytes / 2**20:,.0f} MB an export may hold"
-        )
+        raise ExportTooLargeError(t("bounds.export_too_large", size=export.nbytes / 2**20, limit=max_bytes / 2**20))
     tensors = _cpu(export.build())
     if fmt == "safetensors":
         return save_safetensors(tensors, metadata=export.metadata or None)

@@ -28,6 +28,7 @@ from attnviz import settings
 from attnviz.bundled import Progress
 from attnviz.capture import CaptureSession
 from attnviz.hf_attention import IMPLEMENTATION, capturing, overriding_mask, reference, register
+from attnviz.i18n import t
 from attnviz.masks import pad_row, padding_mask, positions_from_mask
 from attnviz.model_paths import resolve_source
 from attnviz.parity import Parity, available_bugs, our_layers, reproduce, supports
@@ -120,7 +121,7 @@ class HFSource:
         truncation setting is state shared by every session using the model.
         """
         if max_tokens < 1:
-            raise ValueError(f"max_tokens ({max_tokens}) must be at least 1")
+            raise ValueError(t("model_errors.at_least_one", name="max_tokens", value=max_tokens))
         max_tokens = min(max_tokens, self.max_positions)
         tok = self.tokenizer
         fast = bool(getattr(tok, "is_fast", False))
@@ -186,9 +187,7 @@ class HFSource:
         with capturing(session), self._last_hidden() as hidden:
             out = self.forward(input_ids, attention_mask, position_ids)
         if not session.layers[0] and T:
-            raise ModelUnavailableError(
-                f"{self.name}'s attention does not go through transformers' AttentionInterface; attnviz cannot capture it"
-            )
+            raise ModelUnavailableError(t("model_errors.not_captured", name=self.name))
         logits = out.logits[:, -1].float().cpu() if self.can_generate and T else None
         return session, hidden[-1].float().cpu(), logits
 
@@ -259,11 +258,9 @@ class HFSource:
         cached steps' rows (tested to 1e-5), and a single pass keeps memory bounded.
         """
         if not self.can_generate:
-            raise GenerationUnsupportedError(
-                f"{self.name} has no language-model head; generation needs a decoder (causal LM)"
-            )
+            raise GenerationUnsupportedError(t("model_errors.no_lm_head", name=self.name))
         if n_new < 1:
-            raise ValueError(f"the number of new tokens ({n_new}) must be at least 1")
+            raise ValueError(t("model_errors.new_tokens", n=n_new))
         encoding = self.encode(prompt, max(1, max_tokens - n_new), keep="end")
         ids = list(encoding.ids)
         generated: list[int] = []
@@ -327,10 +324,7 @@ class HFSource:
     def attention_layers(self, text: str, max_tokens: int, layers: Sequence[int] | None = None) -> list[LayerInput]:
         """:meth:`attention_layer` for several layers (default: all) from one pass of the model."""
         if not self.supports_parity:
-            raise ParityUnsupportedError(
-                f"attnviz's MultiHeadAttention reproduces BERT-style encoders and Llama-style decoders, "
-                f"not {self.config.model_type!r} layers, so it cannot rerun this model's attention step by step"
-            )
+            raise ParityUnsupportedError(t("model_errors.no_parity", model_type=repr(self.config.model_type)))
         layers = list(range(self.n_layer)) if layers is None else list(layers)
         for layer in layers:
             check_layer(layer, self.n_layer)
@@ -355,7 +349,7 @@ class HFSource:
                 hook.remove()
         missing = sorted(set(layers) - set(captured))
         if missing:
-            raise ModelUnavailableError(f"{self.name}'s layer {missing[0]} did not run on this text")
+            raise ModelUnavailableError(t("model_errors.layer_did_not_run", name=self.name, layer=missing[0]))
         inputs = []
         for layer in layers:
             hidden = captured[layer]  # (1, T, d_model)
@@ -418,7 +412,7 @@ def check_config(config, name: str) -> None:
 
     def positive(attr: str, value) -> int:
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ModelUnavailableError(f"{name}'s config has {attr} = {value!r}; it must be a whole number >= 1")
+            raise ModelUnavailableError(t("model_errors.config_whole_number", name=name, field=attr, value=repr(value)))
         return value
 
     positive("num_hidden_layers", field("num_hidden_layers"))
@@ -430,17 +424,20 @@ def check_config(config, name: str) -> None:
         positive("num_key_value_heads", n_kv_head)
         if n_head % n_kv_head:
             raise ModelUnavailableError(
-                f"{name}'s config has {n_head} attention heads and {n_kv_head} key/value heads; "
-                f"num_attention_heads must be a multiple of num_key_value_heads ({n_head} % {n_kv_head} = "
-                f"{n_head % n_kv_head})"
+                t(
+                    "model_errors.kv_heads_divide",
+                    name=name,
+                    n_head=n_head,
+                    n_kv_head=n_kv_head,
+                    rest=n_head % n_kv_head,
+                )
             )
     head_dim = field("head_dim")
     if head_dim is not None:
         positive("head_dim", head_dim)
     elif d_model % n_head:
         raise ModelUnavailableError(
-            f"{name}'s config has hidden_size {d_model} and {n_head} attention heads; hidden_size must be divisible "
-            f"by num_attention_heads ({d_model} % {n_head} = {d_model % n_head})"
+            t("model_errors.hidden_divide", name=name, d_model=d_model, n_head=n_head, rest=d_model % n_head)
         )
     positions = field("max_position_embeddings")
     if positions is not None:
@@ -451,10 +448,7 @@ def check_tokenizer_files(where: str, name: str) -> None:
     """A local folder must hold a tokenizer: without one, every token would be [UNK]."""
     folder = Path(where)
     if folder.is_dir() and not any((folder / file).is_file() for file in TOKENIZER_FILES):
-        raise ModelUnavailableError(
-            f"{name} has no tokenizer files ({', '.join(TOKENIZER_FILES[:4])} …): save the tokenizer beside the "
-            "model (tokenizer.save_pretrained(folder))"
-        )
+        raise ModelUnavailableError(t("model_errors.no_tokenizer", name=name, files=", ".join(TOKENIZER_FILES[:4])))
 
 
 def check_tokenizer(tokenizer, model: torch.nn.Module, name: str) -> None:
@@ -462,17 +456,11 @@ def check_tokenizer(tokenizer, model: torch.nn.Module, name: str) -> None:
     special = set(getattr(tokenizer, "all_special_ids", ()) or ())
     size = len(tokenizer)
     if size - len(special) < 1:
-        raise ModelUnavailableError(
-            f"{name}'s tokenizer has an empty vocabulary ({size} tokens, all special): every token would be "
-            "[UNK]; save the model's real tokenizer beside it"
-        )
+        raise ModelUnavailableError(t("model_errors.empty_vocabulary", name=name, size=size))
     embedding = model.get_input_embeddings()
     rows = getattr(embedding, "num_embeddings", None)
     if isinstance(rows, int) and size > rows:
-        raise ModelUnavailableError(
-            f"{name}'s tokenizer has {size:,} tokens but its embedding has {rows:,} rows: ids from {rows:,} on "
-            "have no embedding (vocab_size in config.json is too small for this tokenizer)"
-        )
+        raise ModelUnavailableError(t("model_errors.vocabulary_too_large", name=name, size=size, rows=rows))
 
 
 class _QuietLoadReport(logging.Filter):
@@ -506,17 +494,21 @@ def check_loading(info: dict, name: str) -> None:
     mismatched = sorted(info.get("mismatched_keys") or ())
     if mismatched:
         key, stored, expected = mismatched[0]
-        more = f" (and {len(mismatched) - 1} more)" if len(mismatched) > 1 else ""
+        more = t("model_errors.and_more", n=len(mismatched) - 1) if len(mismatched) > 1 else ""
         raise ModelUnavailableError(
-            f"{name}'s checkpoint does not fit its config: {key} is {tuple(stored)} in the file but the config "
-            f"makes it {tuple(expected)}{more}"
+            t(
+                "model_errors.mismatched",
+                name=name,
+                key=key,
+                stored=tuple(stored),
+                expected=tuple(expected),
+                more=more,
+            )
         )
     missing = sorted(info.get("missing_keys") or ())
     if missing:
-        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
-        raise ModelUnavailableError(
-            f"{name}'s checkpoint lacks {missing[0]}{more}: the model would run with random weights there"
-        )
+        more = t("model_errors.and_more", n=len(missing) - 1) if len(missing) > 1 else ""
+        raise ModelUnavailableError(t("model_errors.missing", name=name, key=missing[0], more=more))
 
 
 def load_hf_source(
@@ -532,11 +524,11 @@ def load_hf_source(
     register()
     where, name, safetensors = resolve_source(source, progress, allow_pickle)
     report = progress or (lambda fraction, message: None)
-    report(0.9, f"Loading {name}")
+    report(0.9, t("model_errors.loading", name=name))
     try:
         config = AutoConfig.from_pretrained(where, trust_remote_code=False)
         if getattr(config, "is_encoder_decoder", False):
-            raise ModelUnavailableError(f"{name} is an encoder-decoder model; attnviz shows encoders and decoders")
+            raise ModelUnavailableError(t("model_errors.encoder_decoder", name=name))
         check_config(config, name)
         check_tokenizer_files(where, name)
         with_lm_head = _has_lm_head(config, where)
@@ -557,16 +549,15 @@ def load_hf_source(
     except ModelUnavailableError:
         raise
     except Exception as err:  # corrupt files, unknown architectures, missing deps: all user-fixable
-        raise ModelUnavailableError(f"could not load {source!r}: {first_line(err)}") from err
-    if not type(model)._supports_attention_backend:
         raise ModelUnavailableError(
-            f"{name} ({type(model).__name__}) does not route attention through transformers' AttentionInterface, "
-            "so attnviz cannot capture it"
-        )
+            t("model_errors.could_not_load", source=repr(source), error=first_line(err))
+        ) from err
+    if not type(model)._supports_attention_backend:
+        raise ModelUnavailableError(t("model_errors.no_attention_backend", name=name, cls=type(model).__name__))
     modules = _attention_modules(model)
     causal = any(m.is_causal for m in modules) if modules else bool(getattr(config, "is_decoder", False))
     model.eval().requires_grad_(False).to(device)
-    report(1.0, f"Loaded {name}")
+    report(1.0, t("model_errors.loaded", name=name))
     return HFSource(
         name=name,
         source=source,

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from attnviz import settings
 from attnviz.capture import predicted_nbytes
+from attnviz.i18n import t
 
 TRUE_WORDS = {"1", "true", "yes", "on"}
 
@@ -95,7 +96,7 @@ def request_cost(
     """Price a capture of ``tokens`` tokens through ``n_layer`` x ``n_head`` heads; ValueError on a size below 1."""
     for name, value in (("n_layer", n_layer), ("n_head", n_head), ("n_kv_head", n_kv_head), ("head_dim", head_dim)):
         if value < 1:
-            raise ValueError(f"{name} ({value}) must be at least 1")
+            raise ValueError(t("model_errors.at_least_one", name=name, value=value))
     tokens = max(1, tokens)
     budget = settings.REQUEST_HEAD_TOKENS if budget is None else budget
     record = predicted_nbytes(n_layer, n_head, n_kv_head, head_dim, tokens)
@@ -117,8 +118,13 @@ class TrainingCapError(ValueError):
     def __init__(self, used_s: float, needed_s: float, wait_s: float):
         self.used_s, self.needed_s, self.wait_s = used_s, needed_s, wait_s
         super().__init__(
-            f"this session trained {used_s:.0f} s in the last {settings.TRAIN_SESSION_WINDOW_S // 60} minutes; this "
-            f"training needs about {needed_s:.0f} s more and a session may use {settings.TRAIN_SESSION_SECONDS} s"
+            t(
+                "bounds.training_cap",
+                used=used_s,
+                minutes=settings.TRAIN_SESSION_WINDOW_S // 60,
+                needed=needed_s,
+                cap=settings.TRAIN_SESSION_SECONDS,
+            )
         )
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from attnviz.bundled import BUNDLED, Progress, prepared_folder
+from attnviz.i18n import t
 from attnviz.source import ModelUnavailableError
 
 PICKLE_PATTERNS = ("*.bin", "*.pt", "*.pth", "*.ckpt", "*.pkl")
@@ -22,12 +23,9 @@ def check_weights(folder: Path, allow_pickle: bool) -> bool:
         return True
     pickles = sorted(p.name for pattern in PICKLE_PATTERNS for p in folder.glob(pattern))
     if not pickles:
-        raise ModelUnavailableError(f"{folder} has no model weights (*.safetensors)")
+        raise ModelUnavailableError(t("model_errors.no_weights", folder=folder))
     if not allow_pickle:
-        raise ModelUnavailableError(
-            f"{folder} has only pickled weights ({', '.join(pickles)}); loading a pickle can run arbitrary code. "
-            "Convert it to safetensors, or if you trust it, allow it on the command line with --allow-pickle."
-        )
+        raise ModelUnavailableError(t("model_errors.pickle_only", folder=folder, files=", ".join(pickles)))
     return False
 
 
@@ -38,7 +36,7 @@ def shown_path(source: str) -> str:
     """A model path for a one-line message: quoted, and cut (its length said) when it is very long."""
     if len(source) <= PATH_SHOWN_CHARS:
         return repr(source)
-    return f"{source[: PATH_SHOWN_CHARS - 1]!r}… ({len(source):,} characters)"
+    return t("model_errors.path_cut", path=repr(source[: PATH_SHOWN_CHARS - 1]), n=len(source))
 
 
 def resolve_source(source: str, progress: Progress | None = None, allow_pickle: bool = False) -> tuple[str, str, bool]:
@@ -49,14 +47,14 @@ def resolve_source(source: str, progress: Progress | None = None, allow_pickle: 
         path = Path(source).expanduser()
         exists = path.exists()
     except RuntimeError as err:  # "~nosuchuser/..."
-        raise ModelUnavailableError(f"no model folder at {shown_path(source)} ({err})") from err
+        raise ModelUnavailableError(t("model_errors.no_folder_because", path=shown_path(source), error=err)) from err
     except (OSError, ValueError) as err:  # a name longer than the file system allows, a NUL byte
         reason = getattr(err, "strerror", None) or str(err)
-        raise ModelUnavailableError(f"cannot use the model path {shown_path(source)}: {reason}") from err
+        raise ModelUnavailableError(t("model_errors.bad_path", path=shown_path(source), reason=reason)) from err
     if exists:
         if not path.is_dir() or not (path / "config.json").is_file():
-            raise ModelUnavailableError(f"{source} is not a Hugging Face model folder (it needs a config.json)")
+            raise ModelUnavailableError(t("model_errors.not_hf_folder", source=source))
         return str(path.resolve()), path.name, check_weights(path, allow_pickle)
     if source.startswith((".", "/", "~")) or source.count("/") > 1 or not source.strip():
-        raise ModelUnavailableError(f"no model folder at {source!r}")
+        raise ModelUnavailableError(t("model_errors.no_folder", path=repr(source)))
     return source, source, True  # a hub id: works with network access or a filled HF cache

@@ -155,7 +155,7 @@ def our_layers(
     with torch.no_grad():
         if model_type in BERT_STYLE:
             if getattr(config, "position_embedding_type", "absolute") != "absolute":
-                raise ParityUnsupportedError(f"relative position embeddings ({config.position_embedding_type})")
+                raise ParityUnsupportedError(t("model_errors.relative_positions", kind=config.position_embedding_type))
             theirs = [layer.attention.self for layer in base.encoder.layer]
             for layer in base.encoder.layer:
                 attn = layer.attention
@@ -197,8 +197,12 @@ def our_layers(
                 rotate = _model_rotation(base.rotary_emb)
         else:
             raise ParityUnsupportedError(
-                f"parity covers BERT-style ({', '.join(sorted(BERT_STYLE))}) and Llama-style "
-                f"({', '.join(sorted(LLAMA_STYLE))}) models, not {model_type!r}"
+                t(
+                    "model_errors.parity_families",
+                    bert=", ".join(sorted(BERT_STYLE)),
+                    llama=", ".join(sorted(LLAMA_STYLE)),
+                    model_type=repr(model_type),
+                )
             )
     device = next(hf.model.parameters()).device
     return theirs, [m.to(device).eval() for m in ours], rotate

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from attnviz.i18n import t
+
 EXAMPLES = {
     "English: the cat": "The cat sat on the mat because it was tired.",
     "English: pronouns": "The trophy did not fit in the suitcase because it was too big.",
@@ -34,7 +36,7 @@ class Bound:
     def check(self, value: int) -> int:
         """``value`` if it lies in range; ValueError naming the setting and the range otherwise."""
         if not self.low <= value <= self.high:
-            raise ValueError(f"{self.name} ({value}) must be from {self.low} to {self.high}")
+            raise ValueError(t("bounds.out_of_range", name=self.name, value=value, low=self.low, high=self.high))
         return value
 
 

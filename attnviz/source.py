@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 import torch
 from torch import Tensor
 
+from attnviz.i18n import t
 from attnviz.tokenizer import Token
 
 if TYPE_CHECKING:
@@ -53,11 +54,9 @@ def running(name: str) -> Iterator[None]:
     except ModelUnavailableError:
         raise
     except (torch.OutOfMemoryError, MemoryError) as err:
-        raise ModelUnavailableError(
-            f"{name} ran out of memory on this input ({first_line(err)}); lower the token limit"
-        ) from err
+        raise ModelUnavailableError(t("model_errors.out_of_memory", name=name, error=first_line(err))) from err
     except (RuntimeError, IndexError, OSError) as err:
-        raise ModelUnavailableError(f"{name} failed while running: {first_line(err)}") from err
+        raise ModelUnavailableError(t("model_errors.failed_running", name=name, error=first_line(err))) from err
 
 
 class ParityUnsupportedError(ValueError):
@@ -112,9 +111,7 @@ class LayerInput:
 def check_square_mask(mask: Tensor, n_tokens: int) -> None:
     """ValueError unless ``mask`` is (n_tokens, n_tokens), bool or floating point."""
     if tuple(mask.shape) != (n_tokens, n_tokens):
-        raise ValueError(
-            f"the mask is {tuple(mask.shape)}, but the text has {n_tokens} tokens: it must be ({n_tokens}, {n_tokens})"
-        )
+        raise ValueError(t("model_errors.mask_shape", shape=tuple(mask.shape), n=n_tokens))
     if mask.dtype != torch.bool and not mask.is_floating_point():
         raise TypeError(f"a mask must be bool (True = may attend) or an additive float, not {mask.dtype}")
 
@@ -129,7 +126,7 @@ def perturbed_ids(ids: list[int], start: int, vocab_size: int, seed: int) -> lis
 def check_layer(layer: int, n_layer: int) -> int:
     """``layer`` if the model has it; ValueError with the range otherwise."""
     if not 0 <= layer < n_layer:
-        raise ValueError(f"layer ({layer}) must be from 0 to {n_layer - 1}")
+        raise ValueError(t("model_errors.layer_range", layer=layer, last=n_layer - 1))
     return layer
 
 

@@ -8,17 +8,34 @@ what it can do.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 from attnviz.bundled import BUNDLED, Progress, needs_preparation, prepared_folder
 from attnviz.embedded import EmbeddedConfig, EmbeddedModel
+from attnviz.i18n import t
 from attnviz.source import AttentionSource
 
 EMBEDDED = "default"
-CHOICES = {
-    EMBEDDED: "Embedded default (random weights, no download)",
-    **{key: bundled.title for key, bundled in BUNDLED.items()},
-}
+
+
+class _Choices(Mapping[str, str]):
+    """The models the sidebar offers, {key: title}: the embedded model's title in the session's language (the
+    bundled models' titles are names), read when asked, so one module-level mapping serves every session."""
+
+    def __getitem__(self, key: str) -> str:
+        if key == EMBEDDED:
+            return t("sources.embedded")
+        return BUNDLED[key].title
+
+    def __iter__(self) -> Iterator[str]:
+        return iter((EMBEDDED, *BUNDLED))
+
+    def __len__(self) -> int:
+        return 1 + len(BUNDLED)
+
+
+CHOICES: Mapping[str, str] = _Choices()
 
 
 @dataclass(frozen=True)

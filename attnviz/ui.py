@@ -27,6 +27,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 import torch
+from streamlit.errors import StreamlitAPIException
 from streamlit.runtime.pages_manager import PagesManager
 
 from attnviz import hosted, settings, training
@@ -96,22 +97,28 @@ class Settings:
         return (self.spec, self.text, self.max_tokens if max_tokens is None else max_tokens)
 
 
+PAGES = {  # file name in pages/ (and its key in the catalogue's [nav]) -> icon, in menu order
+    "overview": "🏠",
+    "heads": "🧠",
+    "tokens": "🔤",
+    "head_roles": "🧩",
+    "parity": "⚖️",
+    "generation": "✍️",
+    "padding": "🧱",
+    "masks": "🎭",
+    "kv_cache": "🗄️",
+    "scaling": "📐",
+    "training": "📉",
+    "walkthrough": "🪜",
+    "cost": "⏱️",
+}
+
+
 def pages() -> list[st.Page]:
-    """Every page of the app, in menu order."""
+    """Every page of the app, in menu order, titled in the session's language."""
     return [
-        st.Page("pages/overview.py", title=t("nav.overview"), icon="🏠", default=True),
-        st.Page("pages/heads.py", title=t("nav.heads"), icon="🧠"),
-        st.Page("pages/tokens.py", title=t("nav.tokens"), icon="🔤"),
-        st.Page("pages/head_roles.py", title=t("nav.head_roles"), icon="🧩"),
-        st.Page("pages/parity.py", title=t("nav.parity"), icon="⚖️"),
-        st.Page("pages/generation.py", title=t("nav.generation"), icon="✍️"),
-        st.Page("pages/padding.py", title=t("nav.padding"), icon="🧱"),
-        st.Page("pages/masks.py", title=t("nav.masks"), icon="🎭"),
-        st.Page("pages/kv_cache.py", title=t("nav.kv_cache"), icon="🗄️"),
-        st.Page("pages/scaling.py", title=t("nav.scaling"), icon="📐"),
-        st.Page("pages/training.py", title=t("nav.training"), icon="📉"),
-        st.Page("pages/walkthrough.py", title=t("nav.walkthrough"), icon="🪜"),
-        st.Page("pages/cost.py", title=t("nav.cost"), icon="⏱️"),
+        st.Page(f"pages/{name}.py", title=t(f"nav.{name}"), icon=icon, default=name == "overview")
+        for name, icon in PAGES.items()
     ]
 
 
@@ -171,18 +178,31 @@ def _bounded_input(container, label: str, bound: settings.Bound, key: str, **kwa
 
 
 def _pin_choices() -> None:
-    """Read every widget's value while its labels are still the old language's, so a language switch loses no choice.
+    """Keep every choice across a language switch, and show it in the new language.
 
-    A browser sends a choice back as the label it showed ("mean"); after the switch, the page's options are labelled
-    in the other language ("平均"), the old label matches none, and Streamlit would reset the choice. A callback runs
-    before the page, while the last run's labels still decode the browser's state: reading each value there keeps
-    it decoded (Streamlit caches the decoded value).
+    A browser sends a choice back as the label it showed ("only heads flagged sink"); after the switch, the
+    options are labelled in the other language, the old label matches none, and Streamlit would reset the
+    choice, while the browser would go on showing the old label. This callback runs before the page, while the
+    last run's labels still decode the browser's state: each value is read there and written back, which keeps
+    it and makes Streamlit send the browser the value again, labelled in the new language.
     """
     for key in list(st.session_state.keys()):
-        try:
-            st.session_state[key]
-        except (KeyError, AttributeError):  # a value with nothing to decode it yet (a widget not drawn last run)
+        if key == "lang":
             continue
+        try:
+            value = st.session_state[key]
+        except (KeyError, AttributeError):  # nothing to decode it with yet (a widget not drawn last run)
+            continue
+        # a choice is a str or a number (a list of them for a multiselect); a button's bool, an upload, a chart's
+        # selection need no label and may not be assigned
+        plain = (str, int, float)
+        if (isinstance(value, plain) and not isinstance(value, bool)) or (
+            isinstance(value, list) and value and all(isinstance(v, plain) and not isinstance(v, bool) for v in value)
+        ):
+            try:
+                st.session_state[key] = value
+            except StreamlitAPIException:
+                continue
 
 
 def choose_language() -> str:
@@ -321,10 +341,10 @@ def source_for(spec: SourceSpec) -> AttentionSource | None:
         note = preparation_note(spec)
         if note:
             with st.status(note, expanded=True) as status:
-                bar = st.progress(0.0, text="Starting")
+                bar = st.progress(0.0, text=t("sources.starting"))
                 prepare_source(spec, progress=lambda fraction, message: bar.progress(fraction, text=message))
-                status.update(label=f"{spec.title} is ready", state="complete", expanded=False)
-        with st.spinner(f"Loading {spec.title}…"):
+                status.update(label=t("sources.ready", title=spec.title), state="complete", expanded=False)
+        with st.spinner(t("sources.loading", title=spec.title)):
             return load_source(spec)
     except ModelUnavailableError as err:
         st.error(markdown_text(str(err)))  # the message quotes the user's path: data, not Markdown
@@ -334,7 +354,7 @@ def source_for(spec: SourceSpec) -> AttentionSource | None:
 def current_source(settings_: Settings) -> AttentionSource | None:
     """The sidebar's model, loaded; None after telling the user why not."""
     if settings_.error or settings_.spec is None:
-        st.error(settings_.error or "Choose a model in the sidebar.")
+        st.error(settings_.error or t("sources.choose_model"))
         return None
     return source_for(settings_.spec)
 
@@ -384,7 +404,7 @@ def record_for(source: AttentionSource, settings_: Settings) -> AttentionRecord:
         "record",
         settings_.key(),
         lambda: source.run(settings_.text, settings_.max_tokens),
-        "Capturing attention…",
+        t("sources.capturing"),
     )
 
 
@@ -394,7 +414,7 @@ def current_record(settings_: Settings) -> AttentionRecord | None:
     if source is None:
         return None
     if not settings_.text.strip():
-        st.info("Type some text in the sidebar (or pick an example) to see its attention.")
+        st.info(t("sources.type_text"))
         return None
     try:
         if not fits_the_cache(source, settings_) or not within_budget(settings_, source):
@@ -404,13 +424,10 @@ def current_record(settings_: Settings) -> AttentionRecord | None:
         st.error(markdown_text(str(err)))
         return None
     if not record.tokens:
-        st.info("That text has no tokens to attend to. Try some words.")
+        st.info(t("sources.no_tokens"))
         return None
     if len(record.tokens) == 1:
-        st.info(
-            "This text is a single token: with one token there is nothing to attend to but itself, so every head "
-            "puts all its weight on it. Type a few more words."
-        )
+        st.info(t("sources.single_token"))
         return None
     note = st.session_state.pop("example_note", None)
     if note:
@@ -421,13 +438,11 @@ def current_record(settings_: Settings) -> AttentionRecord | None:
         st.info(t("hostile.typed_special", tokens=", ".join(markdown_text(text) for text in typed)))
     if record.truncated:
         why = (
-            "raise **Max tokens** in the sidebar to see more"
+            t("sources.raise_max_tokens")
             if len(record.tokens) >= settings_.max_tokens
-            else f"this model reads at most {len(record.tokens):,} tokens"
+            else t("sources.model_limit", n=len(record.tokens))
         )
-        st.warning(
-            f"The text has {record.n_input_tokens:,} tokens; only the first {len(record.tokens):,} are shown ({why})."
-        )
+        st.warning(t("sources.truncated", n_input=record.n_input_tokens, n=len(record.tokens), why=why))
     return record
 
 
@@ -770,8 +785,6 @@ def custom_mask_input(labels: list[str], causal: bool) -> LabMask | None:
     return None
 
 
-KV_GROUP_HELP = "int8 and int4 (and fp8) store an fp16 scale (and a zero point) per group of this many values."
-KV_WEIGHTS_HELP = "Weight matrices counted from the config's shapes (embeddings, attention, MLP or experts, LM head)."
 KV_DEFAULT_PRESET = "gemma-2-9b"  # sliding and full layers: the plateau, and engines that differ
 KV_SOURCES = {
     "preset": "A preset (a real model's config)",
@@ -979,7 +992,9 @@ def valid_choice(key: str, options, default) -> None:
         st.session_state[key] = default
 
 
-def export_menu(key: str, *, fig: go.Figure | None = None, table: pd.DataFrame | None = None, tensors=None) -> None:
+def export_menu(
+    key: str, *, fig: go.Figure | None = None, table: pd.DataFrame | None = None, tensors=None, label: str | None = None
+) -> None:
     """One small "Export" popover: the camera's format and offline HTML for ``fig``, CSV for ``table``, and
     safetensors / npz for ``tensors`` (an :class:`attnviz.exports.TensorExport`).
 
@@ -991,7 +1006,7 @@ def export_menu(key: str, *, fig: go.Figure | None = None, table: pd.DataFrame |
     from attnviz import exports
 
     stem = exports.file_stem(key)
-    with st.popover(t("exports.menu"), icon=":material/download:"):
+    with st.popover(label or t("exports.menu"), icon=":material/download:"):
         if fig is not None:
             st.segmented_control(
                 t("exports.camera"),

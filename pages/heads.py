@@ -112,13 +112,24 @@ with view_area:
         st.query_params.update(layer=str(layer), head=str(head))
     ui.head_view(record, layer, head, key="heads", gamma=gamma)
     if record.full_view:
-        ui.export_menu("heads_head_export", tensors=exports.head_export(record, layer, head))
+        ui.export_menu(
+            "heads_head_export", tensors=exports.head_export(record, layer, head), label=t("exports.menu_head")
+        )
     else:  # the pooled map and the full-resolution window the view drew
         q0, k0, side = (int(st.session_state[f"heads_{name}"]) for name in ("q0", "k0", "side"))
         window = (q0, min(record.q_len, q0 + side)), (k0, min(record.k_len, k0 + side))
         pooled = record.pooled(layer, head, st.session_state["heads_pool"])
-        ui.export_menu("heads_head_export", tensors=exports.head_export(record, layer, head, *window, pooled=pooled))
+        ui.export_menu(
+            "heads_head_export",
+            tensors=exports.head_export(record, layer, head, *window, pooled=pooled),
+            label=t("exports.menu_head"),
+        )
 
 st.subheader(t("heads.stats"))
 ui.stats_section(record, key, key="heads")
-ui.export_menu("heads_stats_export", table=record.statistics, tensors=exports.statistics_export(record))
+ui.export_menu(
+    "heads_stats_export",
+    table=record.statistics,
+    tensors=exports.statistics_export(record),
+    label=t("exports.menu_stats"),
+)

@@ -8,7 +8,7 @@ from attnviz.figures import make_head_heatmap_figure, make_parity_figure
 from attnviz.i18n import t
 from attnviz.parity import PARITY_TOLERANCE, bug_title
 from attnviz.record import token_labels
-from attnviz.source import ModelUnavailableError
+from attnviz.source import ModelUnavailableError, ParityUnsupportedError
 from attnviz.token_display import markdown_text
 
 st.title(t("parity.title"))
@@ -31,6 +31,9 @@ try:
         lambda: source.check_parity(settings.text, n_tokens, bug),
         t("parity.running"),
     )
+except ParityUnsupportedError as err:  # found only once the layers are read (relative position embeddings)
+    st.info(t("parity.unsupported", why=markdown_text(str(err))))
+    st.stop()
 except ModelUnavailableError as err:
     st.error(markdown_text(str(err)))
     st.stop()

@@ -1,3 +1,20 @@
-"""The real-browser tests' fixtures (``browser``, ``page``), for every integration module."""
+"""Fixtures for every integration module: the real-browser ones (``browser``, ``page``) and ``count_trainings``."""
 
+import pytest
+
+from attnviz import training
 from tests.integration.chromium import browser, page  # noqa: F401 (pytest finds fixtures by name here)
+
+
+@pytest.fixture
+def count_trainings(monkeypatch):
+    """How often the Training page really trains (``ui.train_live`` looks ``training.train_scale`` up on each call)."""
+    calls = []
+    real = training.train_scale
+
+    def counted(*args, **kwargs):
+        calls.append(args[0])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(training, "train_scale", counted)
+    return calls

@@ -6,7 +6,7 @@ import pytest
 
 from attnviz import settings
 from tests.integration.chromium import assert_no_exception
-from tools.browser import set_sidebar_value, streamlit_server, wait_for_charts, wait_until_idle
+from tools.browser import choose_sidebar_option, set_sidebar_value, streamlit_server, wait_for_charts, wait_until_idle
 
 pytestmark = pytest.mark.browser
 
@@ -209,3 +209,32 @@ def test_uploading_a_mask_gets_a_diagnosis_and_a_pickle_is_refused(server, page,
     alert = page.locator('[data-testid="stAlert"]').filter(has_text="pickled data is not accepted")
     alert.first.wait_for(state="visible")
     assert_no_exception(page)
+
+
+def test_switching_the_language_keeps_a_translated_choice(server, page):
+    """The browser sends a choice back as the label it showed: after a switch to 中文 no English label matches, so
+    Streamlit would reset the choice and the browser would go on showing the English label. The language switch
+    decodes every choice first and sends it back in Chinese (ui._pin_choices)."""
+    page.goto(f"{server}/heads")
+    wait_for_charts(page, 3)
+    wait_until_idle(page)
+    show = page.locator('[data-testid="stMain"] [data-testid="stSelectbox"]').filter(has_text="Show").first
+    show.click()
+    page.get_by_role("option", name="only heads flagged sink", exact=True).click()
+    wait_until_idle(page)
+    text = page.locator('[data-testid="stSidebar"]').get_by_label("Text to analyse", exact=True)
+    text.fill("A text the language switch must keep.")
+    text.press("Control+Enter")
+    wait_until_idle(page)
+    choose_sidebar_option(page, "Language / 语言", "中文")
+    wait_for_charts(page, 3)
+    assert_no_exception(page)
+    shown = page.locator('[data-testid="stMain"] [data-testid="stSelectbox"]').filter(has_text="显示").first
+    shown_value = shown.evaluate(
+        "e => e.innerText + ' ' + [...e.querySelectorAll('input')].map(i => i.value).join(' ')"
+    )
+    assert "只看标记为 sink 的头" in shown_value, shown_value  # the same choice, shown in Chinese
+    assert page.get_by_text("8 个注意力头中有 0 个被标记为 sink", exact=False).count() == 1  # and applied
+    sidebar = page.locator('[data-testid="stSidebar"]')
+    assert sidebar.get_by_label("要分析的文本", exact=True).input_value() == "A text the language switch must keep."
+    assert "lang=zh" in page.url

@@ -330,6 +330,9 @@ def test_generation_keeps_the_end_of_a_long_prompt(smollm2):
 
 def test_corrupt_weights_and_bad_home_paths_are_clear_errors(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "bert", "architectures": ["BertModel"]}))
+    (tmp_path / "vocab.txt").write_text(
+        "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\ncat\n"
+    )  # a tokenizer: the weights are read
     (tmp_path / "model.safetensors").write_bytes(b"")
     with pytest.raises(ModelUnavailableError, match="could not load"):
         load_model(str(tmp_path))

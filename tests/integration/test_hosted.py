@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from attnviz import training
 from attnviz.bundled import minilm_dir
 from attnviz.hosted import TrainingLedger
 from attnviz.sources import CHOICES
@@ -159,19 +158,6 @@ def test_a_request_within_the_budget_runs_without_a_question(hosted):
     at.run()
     assert not at.exception and not at.error and not at.warning
     assert at.session_state["captures"] == 1
-
-
-@pytest.fixture
-def count_trainings(monkeypatch):
-    calls = []
-    real = training.train_scale
-
-    def counted(*args, **kwargs):
-        calls.append(args[0])
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(training, "train_scale", counted)
-    return calls
 
 
 def training_page(seed: int, ledger: TrainingLedger | None = None) -> AppTest:

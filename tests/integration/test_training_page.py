@@ -4,7 +4,6 @@ import json
 import time
 from pathlib import Path
 
-import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
@@ -35,20 +34,6 @@ def page(**widgets) -> AppTest:
     for key, value in widgets.items():
         at.number_input(key=key).set_value(value)
     return at.run()
-
-
-@pytest.fixture
-def count_trainings(monkeypatch):
-    """How often the page really trains (``ui.train_live`` looks ``training.train_scale`` up on each call)."""
-    calls = []
-    real = training.train_scale
-
-    def counted(*args, **kwargs):
-        calls.append(args[0])
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(training, "train_scale", counted)
-    return calls
 
 
 def test_training_on_the_page_draws_the_table_and_is_served_from_the_cache_after(count_trainings):

@@ -98,3 +98,29 @@ def test_the_chinese_explanations_use_the_tutorials_terms():
     everything = " ".join(zh.values())
     for term in ("缩放", "掩码", "KV 缓存", "注意力头"):
         assert everything.count(term) >= 3, term
+
+
+def test_a_model_error_speaks_the_sessions_language(tmp_path):
+    """The loader's refusal of a folder (here: a config with no layers) is Chinese in a 中文 session, and the
+    same English sentence the CLI prints otherwise."""
+    from attnviz.hf_source import load_hf_source
+    from attnviz.source import ModelUnavailableError
+
+    folder = tmp_path / "llama"
+    folder.mkdir()
+    (folder / "config.json").write_text('{"model_type": "llama", "num_hidden_layers": 0}')
+    (folder / "model.safetensors").write_bytes(b"")  # never read: the config is refused first
+
+    def refusal() -> str:
+        with pytest.raises(ModelUnavailableError) as caught:
+            load_hf_source(str(folder))
+        return str(caught.value)
+
+    try:
+        set_language("zh")
+        chinese = refusal()
+        assert any("\u4e00" <= ch <= "\u9fff" for ch in chinese), chinese
+        assert "num_hidden_layers = 0" in chinese and "llama" in chinese
+    finally:
+        set_language("en")
+    assert refusal() == "llama's config has num_hidden_layers = 0; it must be a whole number >= 1"
