@@ -909,7 +909,7 @@ def kv_checks(settings_: Settings) -> None:
         st.markdown(t("kv_ui.measured_intro"))
         if st.toggle(t("kv_ui.measure"), key="kv_measure"):
             try:
-                table = cached(
+                checks = cached(
                     "kv_measured",
                     settings_.key(),
                     lambda: measured_vs_estimated(source, settings_.text, KV_MEASURE_LENGTHS),
@@ -918,10 +918,10 @@ def kv_checks(settings_: Settings) -> None:
             except (ValueError, ModelUnavailableError) as err:
                 st.info(t("kv_ui.no_cache", error=err))
             else:
-                shown = table.rename(columns=lambda column: t(MEASURED_HEADERS[column]))  # cached: English keys
-                st.dataframe(shown, key="kv_measured_table", hide_index=True, width="stretch")
-                worst = int(table["error (bytes)"].abs().max())
-                st.caption(t("kv_ui.largest_error", worst=worst, n=len(table)))
+                shown = checks.rename(columns=lambda column: t(MEASURED_HEADERS[column]))  # cached: English keys
+                table(shown, key="kv_measured_table", hide_index=True, width="stretch")
+                worst = int(checks["error (bytes)"].abs().max())
+                st.caption(t("kv_ui.largest_error", worst=worst, n=len(checks)))
     with speed:
         n_new = st.radio(t("kv_ui.n_new"), KV_DECODE_TOKENS, horizontal=True, key="kv_decode_n")
         if st.toggle(t("kv_ui.decode"), key="kv_decode"):
@@ -949,7 +949,7 @@ def kv_checks(settings_: Settings) -> None:
             t("kv_ui.layer"), range(source.n_layer), format_func=lambda i: f"L{i}", key="kv_whatif_layer"
         )
         try:
-            table = cached(
+            whatif_layers = cached(
                 "kv_whatif",
                 (*settings_.key(), layer),
                 lambda: gqa_whatif(source.attention_layer(settings_.text, settings_.max_tokens, layer)),
@@ -958,12 +958,12 @@ def kv_checks(settings_: Settings) -> None:
         except (ValueError, ModelUnavailableError) as err:
             st.info(t("kv_ui.not_for_model", error=err))
         else:
-            summary = whatif_summary(table)
+            summary = whatif_summary(whatif_layers)
             if summary.empty:
                 st.info(t("kv_ui.single_kv_head"))
             else:
                 plotly(make_whatif_figure(summary), "kv_whatif_fig")
-                st.dataframe(summary, key="kv_whatif_table", hide_index=True, width="stretch")
+                table(summary, key="kv_whatif_table", hide_index=True, width="stretch")
 
 
 def _offered(value, options) -> bool:

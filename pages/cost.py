@@ -1,5 +1,6 @@
 """Cost: why long attention needs tiling, measured on this machine, and tiling drawn on a small example."""
 
+import pandas as pd
 import streamlit as st
 
 from attnviz import cost, ui
@@ -57,7 +58,7 @@ if st.button(t("cost.measure"), key="cost_measure") or st.session_state.get("cos
         "seconds": st.column_config.NumberColumn(t("cost.column_seconds")),
         "peak_mb": st.column_config.NumberColumn(t("cost.column_peak_mb")),
     }
-    st.dataframe(rows, key="cost_table", hide_index=True, column_config=columns)
+    ui.table(pd.DataFrame(rows), key="cost_table", hide_index=True, column_config=columns)
 
 st.subheader(t("cost.tiling_header"))
 cols = st.columns(3)

@@ -54,7 +54,7 @@ roles = ui.cached(
     "head_roles", (*key, outputs is not None), lambda: head_roles.head_roles(record, outputs), t("head_roles.labelling")
 )
 ui.plotly(make_head_roles_figure(roles), key="roles_map")
-st.dataframe(roles, key="roles_table", hide_index=True, width="stretch")
+ui.table(roles, key="roles_table", hide_index=True, width="stretch")
 if outputs is not None:
     dead = t("head_roles.output_columns", n_tokens=outputs.n_tokens, max_tokens=head_roles.OUTPUT_TOKENS)
 else:

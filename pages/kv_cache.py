@@ -47,7 +47,7 @@ cols[2].metric(
     t("kv_cache.weights"), human_bytes(weights) if weights else t("kv_cache.unknown"), help=t("kv_cache.weights_help")
 )
 cols[3].metric(t("kv_cache.shape"), f"{cfg.n_layer} · {cfg.n_kv_head} · {cfg.head_dim}")
-st.dataframe(kind_table(cfg, est, dtype, group), key="kv_kinds", hide_index=True, width="stretch")
+ui.table(kind_table(cfg, est, dtype, group), key="kv_kinds", hide_index=True, width="stretch")
 for note in cfg.notes:
     st.caption(note)
 

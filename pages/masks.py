@@ -99,7 +99,7 @@ ui.plotly(make_leak_figure(leak.change, labels, leak.tolerance, leak.cuts), "mas
 
 st.subheader(t("masks.gallery"))
 bugs = gallery(T, source.causal)
-st.dataframe(gallery_table(bugs, record, layer, head), key="mask_gallery_table", hide_index=True, width="stretch")
+ui.table(gallery_table(bugs, record, layer, head), key="mask_gallery_table", hide_index=True, width="stretch")
 st.caption(t("masks.gallery_caption", layer=layer, head=head))
 ui.valid_choice("mask_bug", range(len(bugs)), 0)
 pick = st.selectbox(t("masks.look_at_one"), range(len(bugs)), format_func=lambda i: bugs[i].title, key="mask_bug")

@@ -76,7 +76,7 @@ st.caption(
     )
 )
 with st.expander(t("scaling.table")):
-    st.dataframe(table, key="scaling_table", hide_index=True, width="stretch")
+    ui.table(table, key="scaling_table", hide_index=True, width="stretch")
 
 st.subheader(t("scaling.one_head"))
 layer, head = ui.layer_head_picker(record.n_layer, record.n_head, key="scaling", with_mean=False)

@@ -115,7 +115,7 @@ else:
     table = results_table(results)
     table["scale"] = [scale_titles()[r.scale] for r in results]  # results_table's titles are the CLI's English
     formats = {"factor": "%.4f", "loss": "%.4f", "accuracy": "percent", "stuck rows": "percent", "seconds": "%.1f"}
-    st.dataframe(
+    ui.table(
         table.rename(columns=names),
         key="training_table",
         hide_index=True,
