@@ -259,6 +259,11 @@ def output_cost_macs(source: AttentionSource, max_tokens: int) -> int:
     return 2 * source.n_layer * min(max_tokens, OUTPUT_TOKENS) * 12 * source.d_model**2
 
 
+def outputs_by_themselves(source: AttentionSource, max_tokens: int) -> bool:
+    """Whether finding dead heads is cheap enough to run on every run (OUTPUT_AUTO_MACS), not only when asked."""
+    return output_cost_macs(source, max_tokens) <= OUTPUT_AUTO_MACS
+
+
 def output_seconds(source: AttentionSource, max_tokens: int) -> float:
     """About how long :func:`head_output_norms` takes on a 2-core CPU (calibrated on SmolLM2, see above)."""
     return output_cost_macs(source, max_tokens) * OUTPUT_SECONDS_PER_MAC

@@ -28,7 +28,7 @@ if "roles_prompts" not in st.session_state:
 
 st.subheader(t("head_roles.what_each_does"))
 outputs, seconds = None, head_roles.output_seconds(source, settings.max_tokens)
-cheap = head_roles.output_cost_macs(source, settings.max_tokens) <= head_roles.OUTPUT_AUTO_MACS
+cheap = head_roles.outputs_by_themselves(source, settings.max_tokens)
 measure = cheap or st.toggle(
     t(
         "head_roles.find_dead",
@@ -111,7 +111,7 @@ if which == MINE:
         st.warning(t("head_roles.prompts_ignored", ignored=ignored, max_prompts=head_roles.STABILITY_MAX_PROMPTS))
 else:
     texts = list(limits.EXAMPLES.values())
-with_outputs = outputs is not None and cheap  # n_layer reruns a prompt: only where that takes about a second
+with_outputs = outputs is not None and cheap  # one more pass a prompt: only where that is cheap
 runs = (
     t("head_roles.runs_with_outputs", n=len(texts), n_layer=source.n_layer)
     if with_outputs

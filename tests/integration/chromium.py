@@ -2,13 +2,20 @@
 
 import pytest
 
-from tools.browser import chromium_browser
+from tools.browser import chromium_browser, streamlit_server
 
 
 @pytest.fixture(scope="module")
 def browser():
     with chromium_browser() as b:
         yield b
+
+
+@pytest.fixture(scope="module")
+def server(smollm2):
+    """One app server per module. SmolLM2 is converted first (same XDG cache), so the server starts on a ready model."""
+    with streamlit_server() as url:
+        yield url
 
 
 @pytest.fixture

@@ -1,9 +1,9 @@
-"""Fixtures for every integration module: the real-browser ones (``browser``, ``page``) and ``count_trainings``."""
+"""Fixtures for every integration module: the real-browser ones (``browser``, ``page``, ``server``) and ``count_trainings``."""
 
 import pytest
 
 from attnviz import training
-from tests.integration.chromium import browser, page  # noqa: F401 (pytest finds fixtures by name here)
+from tests.integration.chromium import browser, page, server  # noqa: F401 (pytest finds fixtures by name here)
 
 
 @pytest.fixture

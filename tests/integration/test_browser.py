@@ -11,13 +11,6 @@ from tools.browser import choose_sidebar_option, set_sidebar_value, streamlit_se
 pytestmark = pytest.mark.browser
 
 
-@pytest.fixture(scope="module")
-def server(smollm2):
-    # smollm2: converted here first, so the server (same XDG cache) starts on a ready model
-    with streamlit_server() as url:
-        yield url
-
-
 def assert_sidebar_kept_its_defaults(page):
     sidebar = page.locator('[data-testid="stSidebar"]')
     assert sidebar.get_by_label("Text to analyse", exact=True).input_value().startswith("The cat")

@@ -8,7 +8,7 @@ import pytest
 
 from attnviz.sources import CHOICES
 from tests.integration.chromium import assert_no_exception
-from tools.browser import choose_sidebar_option, set_sidebar_value, streamlit_server, wait_until_idle
+from tools.browser import choose_sidebar_option, set_sidebar_value, wait_until_idle
 
 pytestmark = pytest.mark.browser
 
@@ -33,12 +33,6 @@ NAV = [
     "Cost",
 ]
 MODELS = list(CHOICES.values())  # the embedded default, MiniLM, SmolLM2: as the sidebar names them
-
-
-@pytest.fixture(scope="module")
-def server(smollm2):
-    with streamlit_server() as url:
-        yield url
 
 
 def watch_console(page) -> list[str]:

@@ -11,15 +11,9 @@ from attnviz import settings
 from attnviz.embedded import EmbeddedConfig
 from attnviz.sources import EMBEDDED, SourceSpec, open_source
 from tests.integration.chromium import assert_no_exception
-from tools.browser import streamlit_server, wait_for_charts, wait_until_idle
+from tools.browser import wait_for_charts, wait_until_idle
 
 pytestmark = pytest.mark.browser
-
-
-@pytest.fixture(scope="module")
-def server():
-    with streamlit_server() as url:
-        yield url
 
 
 def open_export_menu(page, index: int):

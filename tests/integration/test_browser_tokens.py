@@ -3,15 +3,9 @@
 import pytest
 
 from tests.integration.chromium import assert_no_exception, websocket_bytes
-from tools.browser import set_sidebar_value, streamlit_server, wait_for_charts, wait_until_idle
+from tools.browser import set_sidebar_value, wait_for_charts, wait_until_idle
 
 pytestmark = pytest.mark.browser
-
-
-@pytest.fixture(scope="module")
-def server():
-    with streamlit_server() as url:
-        yield url
 
 
 def chosen_token(page) -> str:
