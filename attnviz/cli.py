@@ -16,18 +16,19 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from attnviz import __version__, settings
-from attnviz.devices import DEVICE_CHOICES, resolve_device
-from attnviz.embedded import EmbeddedConfig
-from attnviz.head_stats import STAT_COLUMNS
-from attnviz.kv_memory import KV_DTYPES
-from attnviz.mask_doctor import Diagnosis, diagnose, parse_expect, parse_lengths
-from attnviz.mask_io import LoadedMask, read_mask_file
-from attnviz.parity import PARITY_TOLERANCE
-from attnviz.record import AttentionRecord
-from attnviz.scaling import SATURATED, scaling_json, scaling_rows
-from attnviz.source import AttentionSource, ModelUnavailableError, ParityUnsupportedError
-from attnviz.sources import EMBEDDED, SourceSpec, open_source
-from attnviz.training import TrainingConfig, results_table, runs_as_json, train_scale
+from attnviz.core.devices import DEVICE_CHOICES, resolve_device
+from attnviz.core.head_stats import STAT_COLUMNS
+from attnviz.errors import ModelUnavailableError, ParityUnsupportedError
+from attnviz.labs.kv.config import KV_DTYPES
+from attnviz.labs.masks.doctor import Diagnosis, diagnose, parse_expect, parse_lengths
+from attnviz.labs.masks.reading import LoadedMask, read_mask_file
+from attnviz.labs.scaling import SATURATED, scaling_json, scaling_rows
+from attnviz.labs.training.report import results_table, runs_as_json
+from attnviz.labs.training.runs import TrainingConfig, train_scale
+from attnviz.models.embedded.config import EmbeddedConfig
+from attnviz.models.record import PARITY_TOLERANCE, AttentionRecord
+from attnviz.models.registry import EMBEDDED, SourceSpec, open_source
+from attnviz.models.source import AttentionSource
 
 
 class CommandError(Exception):
@@ -321,7 +322,10 @@ def _size(n: int | None) -> str:
 
 def kv_cache_command(args: argparse.Namespace) -> int:
     """The KV cache a model config needs: exit 0, or 2 with one line for an unreadable or unusable config."""
-    from attnviz.kv_memory import ConfigError, engine_estimates, estimate, kind_counts, load_config
+    from attnviz.errors import ConfigError
+    from attnviz.labs.kv.config import load_config
+    from attnviz.labs.kv.engines import engine_estimates
+    from attnviz.labs.kv.memory import estimate, kind_counts
 
     try:
         cfg = load_config(args.config)
@@ -368,8 +372,8 @@ def kv_cache_command(args: argparse.Namespace) -> int:
 
 def bench_command(args: argparse.Namespace) -> int:
     """The benchmarks that need no browser: attention paths, and the capture against a plain forward."""
-    from attnviz.bench import capture_benchmark
-    from attnviz.bench_sdpa import describe_setup, run_benchmark
+    from attnviz.labs.cost.capture_bench import capture_benchmark
+    from attnviz.labs.cost.sdpa_bench import describe_setup, run_benchmark
 
     check_bounds(args, BENCH_BOUNDS)
     rows = []

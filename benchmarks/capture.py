@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from attnviz.bench import capture_benchmark
+from attnviz.labs.cost.capture_bench import capture_benchmark
 
 
 def main() -> None:

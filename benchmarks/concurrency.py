@@ -213,7 +213,7 @@ async def series(url: str, model_title: str | None, n_sessions: int, rounds: int
 
 
 def main() -> None:
-    from attnviz.bundled import BUNDLED
+    from attnviz.models.hf.bundled import BUNDLED
     from tools.browser import streamlit_server
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -6,7 +6,7 @@ one run, from a short prompt, float32 on the CPU with torch.set_num_threads(2):
 * the embedded model, d_model 256, 4 layers, 8 heads (MHA), causal, seed 0,
   decoded with attnviz's KVCache; it has no language-model head, so the next
   token is the argmax of the last hidden state against 512 made-up token
-  embeddings (see :func:`attnviz.kv_measure.readout_table`);
+  embeddings (see :func:`attnviz.labs.kv.measure.readout_table`);
 * SmolLM2-135M (30 layers, 9 query heads, 3 K/V heads) with transformers'
   DynamicCache against a full forward pass per step.
 
@@ -28,19 +28,17 @@ import time
 import numpy as np
 import torch
 
-from attnviz.embedded import EmbeddedConfig, EmbeddedModel
-from attnviz.kv_measure import decode_timing, recompute_seconds_at
+from attnviz.labs.kv.measure import decode_timing, recompute_seconds_at
+from attnviz.models.embedded.config import EmbeddedConfig
+from attnviz.models.registry import EMBEDDED as EMBEDDED_KEY
+from attnviz.models.registry import SourceSpec, open_source
 
 PROMPT = "Once upon a time, in a small village,"
 EMBEDDED = EmbeddedConfig(d_model=256, n_head=8, n_layer=4, seed=0, causal=True)
 
 
 def _load(name: str):
-    if name == "embedded":
-        return EmbeddedModel(EMBEDDED)
-    from attnviz.hf_source import load_hf_source
-
-    return load_hf_source("smollm2")
+    return open_source(SourceSpec(EMBEDDED_KEY, config=EMBEDDED) if name == "embedded" else SourceSpec("smollm2"))
 
 
 def _pilot_estimate(source, tokens: list[int], n_new: int) -> float:

@@ -4,15 +4,15 @@ Each case runs in a fresh Python so that its peak resident memory (VmHWM,
 model load included) is its own; seconds are the call alone, model load
 excluded. Cases:
 
-- ``sink:L1,L2,...``: :func:`attnviz.head_roles.sink_vs_length` at those
+- ``sink:L1,L2,...``: :func:`attnviz.labs.head_roles.sink_vs_length` at those
   lengths on the benchmark paragraph (one capture per length, q and k not
   kept), what the page's "attention sink against length" section runs;
-- ``outputs``: :func:`attnviz.head_roles.head_output_norms` on a long text,
+- ``outputs``: :func:`attnviz.labs.head_roles.head_output_norms` on a long text,
   every layer rerun by our own module on at most ``OUTPUT_TOKENS`` tokens, what
   the page runs to find dead heads.
 
 The page quotes these numbers before a long run (``SINK_SECONDS_PER_TOKEN`` in
-attnviz.head_roles) and asks for a confirmation past ``SINK_CONFIRM_TOKENS``.
+attnviz.labs.head_roles) and asks for a confirmation past ``SINK_CONFIRM_TOKENS``.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import json
 import sys
 import time
 
-from attnviz.peak_memory import run_child, status_bytes
+from attnviz.labs.cost.peak_memory import run_child, status_bytes
 
 DEFAULT_CASES = ("sink:64,256,512", "sink:64,256,512,1024,2048", "sink:8192", "outputs")
 
@@ -31,9 +31,9 @@ def run_case_here(case: str, threads: int) -> dict:
     """One case in this process: seconds for the call (model load excluded), the peak RSS in MB."""
     import torch
 
-    from attnviz import head_roles
-    from attnviz.bench import benchmark_text
-    from attnviz.hf_source import load_hf_source
+    from attnviz.labs import head_roles
+    from attnviz.labs.cost.capture_bench import benchmark_text
+    from attnviz.models.hf.loading import load_hf_source
 
     torch.set_num_threads(threads)
     source = load_hf_source("smollm2")

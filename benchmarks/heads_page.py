@@ -28,9 +28,9 @@ def python_side() -> dict:
     import torch
     from streamlit.testing.v1 import AppTest
 
-    from attnviz.figures import make_head_grid_figure
-    from attnviz.head_stats import head_statistics
-    from attnviz.hf_source import load_hf_source
+    from attnviz.core.head_stats import head_statistics
+    from attnviz.figures.heads import make_head_grid_figure
+    from attnviz.models.hf.loading import load_hf_source
 
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=600).run()
     at.selectbox(key="model").set_value("smollm2")
@@ -72,7 +72,7 @@ def python_side() -> dict:
 
 
 def browser_side() -> list[dict]:
-    from attnviz.bundled import BUNDLED
+    from attnviz.models.hf.bundled import BUNDLED
     from tools.browser import (
         choose_sidebar_option,
         chromium_browser,

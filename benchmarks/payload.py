@@ -14,7 +14,8 @@ import time
 import plotly.graph_objects as go
 import torch
 
-from attnviz.figures import make_head_grid_figure, make_head_heatmap_figure
+from attnviz.figures.base import make_head_heatmap_figure
+from attnviz.figures.heads import make_head_grid_figure
 
 
 def heads_figure(attention: torch.Tensor, to_z) -> str:

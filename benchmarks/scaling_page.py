@@ -16,9 +16,9 @@ import time
 
 import torch
 
-from attnviz import scaling
-from attnviz.bench import benchmark_text
-from attnviz.hf_source import load_hf_source
+from attnviz.labs import scaling
+from attnviz.labs.cost.capture_bench import benchmark_text
+from attnviz.models.hf.loading import load_hf_source
 
 
 def measure(tokens: int, threads: int) -> dict:

@@ -13,7 +13,7 @@ import argparse
 import json
 import time
 
-from attnviz.bench_sdpa import CASES, DEFAULT_TOKENS, describe_setup, run_benchmark
+from attnviz.labs.cost.sdpa_bench import CASES, DEFAULT_TOKENS, describe_setup, run_benchmark
 
 
 def _mb(value: float | None) -> str:

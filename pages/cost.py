@@ -3,14 +3,15 @@
 import pandas as pd
 import streamlit as st
 
-from attnviz import cost, ui
-from attnviz.figures import make_cost_figure, make_tiling_figure
-from attnviz.i18n import t
-from attnviz.token_display import markdown_text
+from attnviz.app.navigation import frame_settings
+from attnviz.app.widgets import plotly, show_error, table
+from attnviz.figures.cost import make_cost_figure, make_tiling_figure
+from attnviz.i18n.translate import t
+from attnviz.labs.cost import paths as cost
 
 st.title(t("cost.title"))
 st.markdown(t("cost.intro"))
-settings = ui.frame_settings()
+settings = frame_settings()
 device = settings.spec.device if settings.spec else "cpu"
 
 st.subheader(t("cost.measured_header"))
@@ -38,7 +39,7 @@ if st.button(t("cost.measure"), key="cost_measure") or st.session_state.get("cos
         try:
             rows = measured(device)
         except RuntimeError as err:
-            st.error(markdown_text(str(err)))
+            show_error(err)
             st.stop()
     st.session_state.cost_done = True
     limit = cost.naive_limit(cost.available_bytes(device))
@@ -47,10 +48,10 @@ if st.button(t("cost.measure"), key="cost_measure") or st.session_state.get("cos
     titles = cost.path_titles()
     left, right = st.columns(2)
     with left:
-        ui.plotly(make_cost_figure(rows, "seconds", titles), key="cost_time")
+        plotly(make_cost_figure(rows, "seconds", titles), key="cost_time")
     with right:
         fig = make_cost_figure(rows, "peak_mb", titles, predicted=predicted, limit=limit)
-        ui.plotly(fig, key="cost_memory")
+        plotly(fig, key="cost_memory")
     st.caption(t("cost.limit_caption", device=device, limit=limit))
     columns = {
         "path": st.column_config.TextColumn(t("cost.column_path")),
@@ -58,7 +59,7 @@ if st.button(t("cost.measure"), key="cost_measure") or st.session_state.get("cos
         "seconds": st.column_config.NumberColumn(t("cost.column_seconds")),
         "peak_mb": st.column_config.NumberColumn(t("cost.column_peak_mb")),
     }
-    ui.table(pd.DataFrame(rows), key="cost_table", hide_index=True, column_config=columns)
+    table(pd.DataFrame(rows), key="cost_table", hide_index=True, column_config=columns)
 
 st.subheader(t("cost.tiling_header"))
 cols = st.columns(3)
@@ -66,6 +67,6 @@ n_keys = cols[0].slider(t("cost.keys"), 4, 64, 24, key="cost_keys")
 block = cols[1].slider(t("cost.block"), 1, 16, 8, key="cost_block")
 seed = cols[2].number_input(t("cost.seed"), 0, 10_000, 0, key="cost_seed")
 example = cost.tiling_example(n_keys, block, int(seed))
-ui.plotly(make_tiling_figure(example.steps, example.weights), key="cost_tiling")
+plotly(make_tiling_figure(example.steps, example.weights), key="cost_tiling")
 st.metric(t("cost.tiling_difference"), f"{example.max_difference:.1e}")
 st.caption(t("cost.tiling_caption", block=block, n_keys=n_keys))

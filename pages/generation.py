@@ -3,33 +3,36 @@
 import streamlit as st
 
 from attnviz import settings as limits
-from attnviz import ui
-from attnviz.figures import make_head_heatmap_figure
-from attnviz.i18n import t
-from attnviz.record import head_label
-from attnviz.source import ModelUnavailableError
-from attnviz.token_display import markdown_text
+from attnviz.app.head_view import head_view
+from attnviz.app.loading import cached, require_source, require_text
+from attnviz.app.navigation import frame_settings
+from attnviz.app.state import valid_choice
+from attnviz.app.widgets import layer_head_picker, plotly, show_error
+from attnviz.core.token_display import markdown_text
+from attnviz.errors import ModelUnavailableError
+from attnviz.figures.base import head_label, make_head_heatmap_figure
+from attnviz.i18n.translate import t
 
 st.title(t("generation.title"))
-settings = ui.frame_settings()
-source = ui.require_source(settings)
+settings = frame_settings()
+source = require_source(settings)
 if not source.can_generate:
     st.info(t("generation.needs_decoder"))
     st.stop()
-ui.require_text(settings, t("generation.type_a_prompt"))
+require_text(settings, t("generation.type_a_prompt"))
 
 bound = limits.GENERATE_TOKENS
 n_new = st.slider(t("generation.n_new"), bound.low, bound.high, value=bound.default, key="gen_new")
 context = min(settings.max_tokens, limits.GENERATION_CONTEXT)
 try:
-    gen = ui.cached(
+    gen = cached(
         "generation",
         (*settings.key(context), n_new),
         lambda: source.generate(settings.text, n_new, context),
         t("generation.generating"),
     )
 except ModelUnavailableError as err:
-    st.error(markdown_text(str(err)))
+    show_error(err)
     st.stop()
 record = gen.record
 n_generated = len(gen.generated_ids)
@@ -51,12 +54,12 @@ else:
 if gen.past_context(context):
     st.caption(t("generation.past_max_tokens", total=gen.n_prompt + n_generated, n_prompt=gen.n_prompt, **limit))
 st.caption(t("generation.caption", n_prompt=gen.n_prompt, n_generated=n_generated))
-layer, head = ui.layer_head_picker(record.n_layer, record.n_head, key="gen")
+layer, head = layer_head_picker(record.n_layer, record.n_head, key="gen")
 labels, whole = gen.labels(), gen.labels(full=True)
 rows, cols = (gen.n_prompt, record.q_len), (0, record.k_len)
 n_rows = rows[1] - rows[0]
 # the first step to start with; a step past the end (fewer tokens generated now) becomes the last
-ui.valid_choice("gen_step", range(1, n_rows + 1), n_rows if "gen_step" in st.session_state else 1)
+valid_choice("gen_step", range(1, n_rows + 1), n_rows if "gen_step" in st.session_state else 1)
 step = st.slider(t("generation.step"), 1, n_rows, key="gen_step") if n_rows > 1 else 1
 weights = record.weights(layer, head, rows, cols)  # (generated rows, k_len)
 fig = make_head_heatmap_figure(
@@ -70,7 +73,7 @@ fig = make_head_heatmap_figure(
 )
 # the step's row, outlined: row positions on a category axis are 0, 1, ...
 fig.add_shape(type="rect", xref="paper", x0=0, x1=1, yref="y", y0=step - 1.5, y1=step - 0.5, line={"width": 2})
-ui.plotly(fig, key="gen_rows")
+plotly(fig, key="gen_rows")
 position = rows[0] + step - 1
 top = weights[step - 1].topk(min(3, position + 1))  # the step sees positions 0 .. position
 most = t("generation.list_sep").join(
@@ -89,4 +92,4 @@ st.markdown(
 )
 st.caption(t("generation.full_resolution", rows=rows[1] - rows[0], keys=cols[1]))
 with st.expander(t("generation.every_row")):
-    ui.head_view(record, layer, head, key="gen_all", labels=labels)
+    head_view(record, layer, head, key="gen_all", labels=labels)

@@ -2,26 +2,29 @@
 
 import streamlit as st
 
-from attnviz import head_roles, ui
 from attnviz import settings as limits
-from attnviz.head_roles_figures import (
+from attnviz.app.loading import cached, current_record, require_source, result_cache
+from attnviz.app.navigation import frame_settings
+from attnviz.app.widgets import plotly, show_error, show_info, table
+from attnviz.errors import ModelUnavailableError, ParityUnsupportedError
+from attnviz.figures.head_roles import (
     make_head_roles_figure,
     make_head_similarity_figure,
     make_role_stability_figure,
     make_sink_vs_length_figure,
 )
-from attnviz.i18n import language, t
-from attnviz.source import ModelUnavailableError, ParityUnsupportedError
-from attnviz.token_display import markdown_text
+from attnviz.i18n.message import msg
+from attnviz.i18n.translate import t
+from attnviz.labs import head_roles
 
 EXAMPLES, MINE = "the app's examples", "my prompts"  # option values: the radio shows t("head_roles.prompts_...")
 
 st.title(t("head_roles.title"))
-settings = ui.frame_settings()
-record = ui.current_record(settings)
+settings = frame_settings()
+record = current_record(settings)
 if record is None:
     st.stop()
-source = ui.require_source(settings)
+source = require_source(settings)
 key = settings.key()
 if "roles_prompts" not in st.session_state:
     st.session_state.roles_prompts = ""
@@ -40,21 +43,21 @@ measure = cheap or st.toggle(
 )
 if measure:
     try:
-        outputs = ui.cached(
+        outputs = cached(
             "head_outputs",
             settings.key(min(settings.max_tokens, head_roles.OUTPUT_TOKENS)),
             lambda: head_roles.head_output_norms(source, settings.text, settings.max_tokens),
             t("head_roles.measuring_outputs", seconds=seconds),
         )
     except ParityUnsupportedError as err:
-        st.info(t("head_roles.dead_unsupported", error=markdown_text(str(err))))
+        show_info(msg("head_roles.dead_unsupported", error=err))
     except (ModelUnavailableError, ValueError) as err:
-        st.error(t("head_roles.dead_unavailable", error=markdown_text(str(err))))
-roles = ui.cached(
+        show_error(msg("head_roles.dead_unavailable", error=err))
+roles = cached(
     "head_roles", (*key, outputs is not None), lambda: head_roles.head_roles(record, outputs), t("head_roles.labelling")
 )
-ui.plotly(make_head_roles_figure(roles), key="roles_map")
-ui.table(roles, key="roles_table", hide_index=True, width="stretch")
+plotly(make_head_roles_figure(roles), key="roles_map")
+table(roles, key="roles_table", hide_index=True, width="stretch")
 if outputs is not None:
     dead = t("head_roles.output_columns", n_tokens=outputs.n_tokens, max_tokens=head_roles.OUTPUT_TOKENS)
 else:
@@ -63,17 +66,17 @@ st.caption(t("head_roles.roles_caption", roles=head_roles.describe_roles(), dead
 
 st.subheader(t("head_roles.which_same"))
 try:
-    similarity = ui.cached(  # its note is in words: one entry per language
-        "head_similarity", (*key, language()), lambda: head_roles.head_similarity(record), t("head_roles.comparing")
+    similarity = cached(  # its note is a message: one entry serves every language
+        "head_similarity", key, lambda: head_roles.head_similarity(record), t("head_roles.comparing")
     )
 except ValueError as err:
-    st.info(str(err))
+    show_info(err)
     similarity = None
 if similarity is not None:
     threshold = st.slider(
         t("head_roles.redundant_below"), 0.01, 1.0, head_roles.REDUNDANT_DISTANCE, 0.01, key="roles_threshold"
     )
-    ui.plotly(make_head_similarity_figure(similarity, threshold=threshold), key="roles_similarity")
+    plotly(make_head_similarity_figure(similarity, threshold=threshold), key="roles_similarity")
     groups = similarity.groups(threshold)
     st.caption(t("head_roles.similarity_caption", note=similarity.note))
     if groups:
@@ -121,17 +124,17 @@ if not texts:
     st.info(t("head_roles.type_a_prompt"))
 elif st.toggle(t("head_roles.stability_toggle", n=len(texts), runs=runs), key="roles_stability"):
     try:
-        stability = ui.cached(
+        stability = cached(
             "role_stability",
             (settings.spec, tuple(texts), n_prompt_tokens, with_outputs),
             lambda: head_roles.role_stability(source, texts, n_prompt_tokens, with_outputs=with_outputs),
             t("head_roles.labelling_prompts"),
         )
-        ui.plotly(make_role_stability_figure(stability), key="roles_stability_fig")
+        plotly(make_role_stability_figure(stability), key="roles_stability_fig")
         if not with_outputs:
             st.caption(t("head_roles.attention_alone"))
     except (ModelUnavailableError, ValueError) as err:
-        st.error(markdown_text(str(err)))
+        show_error(err)
 
 st.subheader(t("head_roles.sink"))
 if st.toggle(t("head_roles.sink_toggle"), key="roles_sink"):
@@ -156,17 +159,17 @@ if st.toggle(t("head_roles.sink_toggle"), key="roles_sink"):
         )
         try:
             head_roles.check_sink_cost(source, lengths)
-            ready = ("sink_vs_length", sink_key) in ui.result_cache() or seconds <= head_roles.SINK_CONFIRM_SECONDS
+            ready = ("sink_vs_length", sink_key) in result_cache() or seconds <= head_roles.SINK_CONFIRM_SECONDS
             if not ready:
                 st.warning(t("head_roles.sink_slow", seconds=seconds))
                 ready = st.button(t("head_roles.sink_run", seconds=seconds), key="roles_sink_run")
             if ready:
-                sinks = ui.cached(
+                sinks = cached(
                     "sink_vs_length",
                     sink_key,
                     lambda: head_roles.sink_vs_length(source, settings.text, tuple(lengths)),
                     t("head_roles.sink_capturing", seconds=seconds),
                 )
-                ui.plotly(make_sink_vs_length_figure(sinks), key="roles_sink_fig")
+                plotly(make_sink_vs_length_figure(sinks), key="roles_sink_fig")
         except (ModelUnavailableError, ValueError) as err:
-            st.error(markdown_text(str(err)))
+            show_error(err)

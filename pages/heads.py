@@ -6,31 +6,21 @@ the open head is kept in the link (``?layer=3&head=5``) so a shared link opens i
 
 import streamlit as st
 
-from attnviz import exports, ui
-from attnviz.figures import grid_show_labels, grid_show_options, grid_view, selected_tile
-from attnviz.head_stats import STAT_COLUMNS
-from attnviz.i18n import t
-from attnviz.record import head_label
-from attnviz.token_display import markdown_text
+from attnviz.app import exports
+from attnviz.app.head_view import head_view
+from attnviz.app.links import keep_layer_head_in_link, link_layer_head
+from attnviz.app.loading import current_record
+from attnviz.app.navigation import frame_settings
+from attnviz.app.widgets import export_menu, layer_head_picker, plotly
+from attnviz.core.head_stats import STAT_COLUMNS
+from attnviz.core.token_display import markdown_text
+from attnviz.figures.base import head_label
+from attnviz.figures.heads import grid_show_labels, grid_show_options, grid_view, selected_tile
+from attnviz.i18n.translate import t, tr
+from pages.widgets.heads import grid_figure, stats_section
 
 SQRT_BY_ITSELF_TOKENS = 128  # longer inputs are coloured by √weight unless the user turns it off
 TALL_GRID_LAYERS = 12  # above this many layers the grid is compact and the large view sits beside it
-
-
-def head_from_link(n_layer: int, n_head: int) -> tuple[int, int | str] | None:
-    """The (layer, head) that the page's query parameters ask for, or None (with a caption) when they make no sense."""
-    layer, head = st.query_params.get("layer"), st.query_params.get("head")
-    if layer is None and head is None:
-        return None
-    try:
-        picked = int(layer or 0), "mean" if head == "mean" else int(head or 0)
-    except ValueError:
-        picked = None
-    if picked is None or not 0 <= picked[0] < n_layer or (picked[1] != "mean" and not 0 <= picked[1] < n_head):
-        shown = markdown_text(f"layer={layer} head={head}"[:80])
-        st.caption(t("heads.bad_link", shown=shown, n_layer=n_layer, n_head=n_head))
-        return None
-    return picked
 
 
 def open_head(layer: int, head: int | str) -> None:
@@ -38,8 +28,8 @@ def open_head(layer: int, head: int | str) -> None:
 
 
 st.title(t("heads.title"))
-settings = ui.frame_settings()
-record = ui.current_record(settings)
+settings = frame_settings()
+record = current_record(settings)
 if record is None:
     st.stop()
 
@@ -51,17 +41,14 @@ st.caption(
         n_layer=record.n_layer,
         n_head=record.n_head,
         n_kv_head=record.n_kv_head,
-        mask=record.mask_summary(),
+        mask=tr(record.mask_summary()),
         implementation=record.implementation,
     )
 )
 if record.random_weights:
     st.info(t("heads.random_weights"))
 
-if "heads_link_read" not in st.session_state:  # a link opens its head once; later the widgets lead
-    st.session_state["heads_link_read"] = True
-    if (linked := head_from_link(record.n_layer, record.n_head)) is not None:
-        open_head(*linked)
+link_layer_head("heads", range(record.n_layer), [*range(record.n_head), "mean"])  # a link opens its head once
 tile = selected_tile(st.session_state.get("heads_grid"))
 if tile is not None and tile != st.session_state.get("heads_grid_opened"):  # a new click opens its head once
     st.session_state["heads_grid_opened"] = tile
@@ -94,11 +81,8 @@ else:
     compact = cols[1].toggle(t("heads.compact"), key="heads_compact")
 grid_area, view_area = st.columns(2, gap="medium") if tall else (st.container(), st.container())
 with grid_area:
-    ui.plotly(
-        ui.grid_figure(key, gamma, record, show, compact),
-        key="heads_grid",
-        on_select="rerun",
-        selection_mode=("points",),
+    plotly(
+        grid_figure(key, gamma, record, show, compact), key="heads_grid", on_select="rerun", selection_mode=("points",)
     )
     if (shown := grid_view(record.statistics, record.n_layer, record.n_head, show)["shown"]) is not None:
         names = ", ".join(f"L{layer} {head_label(int(head))}" for layer, head in zip(*shown.nonzero(), strict=True))
@@ -107,27 +91,18 @@ with grid_area:
 
 with view_area:
     st.subheader(t("heads.large"))
-    layer, head = ui.layer_head_picker(record.n_layer, record.n_head, key="heads")
-    if st.query_params.get("layer") != str(layer) or st.query_params.get("head") != str(head):
-        st.query_params.update(layer=str(layer), head=str(head))
-    ui.head_view(record, layer, head, key="heads", gamma=gamma)
-    if record.full_view:
-        ui.export_menu(
-            "heads_head_export", tensors=exports.head_export(record, layer, head), label=t("exports.menu_head")
-        )
-    else:  # the pooled map and the full-resolution window the view drew
-        q0, k0, side = (int(st.session_state[f"heads_{name}"]) for name in ("q0", "k0", "side"))
-        window = (q0, min(record.q_len, q0 + side)), (k0, min(record.k_len, k0 + side))
-        pooled = record.pooled(layer, head, st.session_state["heads_pool"])
-        ui.export_menu(
-            "heads_head_export",
-            tensors=exports.head_export(record, layer, head, *window, pooled=pooled),
-            label=t("exports.menu_head"),
-        )
+    layer, head = layer_head_picker(record.n_layer, record.n_head, key="heads")
+    keep_layer_head_in_link(layer, head)
+    drawn = head_view(record, layer, head, key="heads", gamma=gamma)
+    export_menu(  # the head as drawn: the window at full resolution, and the pooled map above it on a long text
+        "heads_head_export",
+        tensors=exports.head_export(record, layer, head, drawn.rows, drawn.cols, pooled=drawn.pooled),
+        label=t("exports.menu_head"),
+    )
 
 st.subheader(t("heads.stats"))
-ui.stats_section(record, key, key="heads")
-ui.export_menu(
+stats_section(record, key, key="heads")
+export_menu(
     "heads_stats_export",
     table=record.statistics,
     tensors=exports.statistics_export(record),

@@ -3,13 +3,16 @@
 import streamlit as st
 
 from attnviz import settings as limits
-from attnviz import ui
-from attnviz.i18n import t
-from attnviz.kv_figures import make_engine_figure, make_head_grouping_figure, make_kv_length_figure
-from attnviz.kv_memory import (
-    KV_DTYPES,
+from attnviz.app.navigation import frame_settings
+from attnviz.app.widgets import plotly, table
+from attnviz.core.token_display import markdown_text
+from attnviz.figures.kv import make_engine_figure, make_head_grouping_figure, make_kv_length_figure
+from attnviz.i18n.translate import t, tr
+from attnviz.labs.kv.config import KV_DTYPES
+from attnviz.labs.kv.engines import engine_estimates
+from attnviz.labs.kv.memory import (
+    KIND_TABLE_HEADERS,
     curve_lengths,
-    engine_estimates,
     estimate,
     human_bytes,
     kind_table,
@@ -18,12 +21,13 @@ from attnviz.kv_memory import (
     variants,
     weight_bytes,
 )
-from attnviz.kv_report import describe_engines, describe_fit
+from attnviz.labs.kv.report import describe_engines, describe_fit
+from pages.widgets.kv_cache import block_label, gpu_memory_input, kv_checks, kv_config_input, kv_engine_knobs
 
 st.title(t("kv_cache.title"))
 st.markdown(t("kv_cache.intro"))
-settings = ui.frame_settings()
-cfg = ui.kv_config_input(settings)
+settings = frame_settings()
+cfg = kv_config_input(settings)
 
 cols = st.columns(5)
 batch = cols[0].number_input(t("kv_cache.batch"), 1, 4096, 1, key="kv_batch")
@@ -33,12 +37,12 @@ dtype = cols[2].selectbox(t("kv_cache.dtype"), KV_DTYPES, index=KV_DTYPES.index(
 group = cols[3].number_input(
     t("kv_cache.group"), 1, 4096, limits.KV_GROUP_SIZE, key="kv_group", help=t("kv_cache.group_help")
 )
-block = cols[4].selectbox(t("kv_cache.block"), [None, 16, 32, 64, 128, 256], format_func=ui.block_label, key="kv_block")
+block = cols[4].selectbox(t("kv_cache.block"), [None, 16, 32, 64, 128, 256], format_func=block_label, key="kv_block")
 est = estimate(cfg, batch, seq_len, dtype, group, block)
 if cfg.max_positions and seq_len > cfg.max_positions:
     st.warning(t("kv_cache.too_long", seq_len=seq_len, max_positions=cfg.max_positions))
 
-st.subheader(f"{cfg.name}: {cfg.attention.upper()}")
+st.subheader(f"{tr(cfg.name, escape=markdown_text)}: {cfg.attention.upper()}")
 cols = st.columns(4)
 cols[0].metric(t("kv_cache.bytes_per_token"), f"{est.bytes_per_token:,}")
 cols[1].metric(t("kv_cache.total", batch=batch, seq_len=seq_len), human_bytes(est.total_bytes))
@@ -47,20 +51,20 @@ cols[2].metric(
     t("kv_cache.weights"), human_bytes(weights) if weights else t("kv_cache.unknown"), help=t("kv_cache.weights_help")
 )
 cols[3].metric(t("kv_cache.shape"), f"{cfg.n_layer} · {cfg.n_kv_head} · {cfg.head_dim}")
-ui.table(kind_table(cfg, est, dtype, group), key="kv_kinds", hide_index=True, width="stretch")
+table(kind_table(cfg, est, dtype, group), key="kv_kinds", headers=KIND_TABLE_HEADERS, hide_index=True, width="stretch")
 for note in cfg.notes:
-    st.caption(note)
+    st.caption(tr(note, escape=markdown_text))
 
 st.subheader(t("kv_cache.engines"))
 with st.expander(t("kv_cache.engine_settings")):
-    knobs = ui.kv_engine_knobs()
+    knobs = kv_engine_knobs()
 engines = engine_estimates(cfg, batch, seq_len, dtype, **knobs)
 left, right = st.columns([3, 2])
 with left:
     drawn = [(e.engine, e.total_bytes) for e in engines if e.total_bytes is not None]
-    ui.plotly(make_engine_figure(est.total_bytes, drawn), "kv_engines")
+    plotly(make_engine_figure(est.total_bytes, drawn), "kv_engines")
 with right:
-    st.markdown(describe_engines(est.total_bytes, engines))
+    st.markdown(tr(describe_engines(est.total_bytes, engines)))
 
 st.subheader(t("kv_cache.curves"))
 lengths = curve_lengths(max(seq_len, longest, 4 * (cfg.window or 0)))  # past a window, to show its plateau
@@ -72,19 +76,19 @@ for name, variant in variants(cfg).items():
         label = t("kv_cache.curve_heads", name=name, n_kv_head=variant.n_kv_head)
     curves[label] = memory_curve(variant, lengths, batch, dtype, group, block)
 curves["as configured"] = memory_curve(cfg, lengths, batch, dtype, group, block)  # drawn last, on top
-gpu_gb = ui.gpu_memory_input()
+gpu_gb = gpu_memory_input()
 fit = max_fit(cfg, round(gpu_gb * 10**9), dtype, seq_len=seq_len, group_size=group, block_size=block)
 free = fit["free_bytes"]
-ui.plotly(
+plotly(
     make_kv_length_figure({k: (lengths, v) for k, v in curves.items()}, gpu_bytes=free if free > 0 else None),
     "kv_lengths",
 )
-st.caption(describe_fit(fit, gpu_gb))
+st.caption(tr(describe_fit(fit, gpu_gb)))
 
 st.subheader(t("kv_cache.sharing"))
 if cfg.attention == "mla":
     st.info(t("kv_cache.mla", rank=cfg.kv_lora_rank, rope=cfg.qk_rope_head_dim, n_head=cfg.n_head))
 else:
-    ui.plotly(make_head_grouping_figure(cfg.n_head, cfg.n_kv_head), "kv_groups")
+    plotly(make_head_grouping_figure(cfg.n_head, cfg.n_kv_head), "kv_groups")
 
-ui.kv_checks(settings)
+kv_checks(settings)

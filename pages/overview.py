@@ -2,9 +2,10 @@
 
 import streamlit as st
 
-from attnviz import ui
-from attnviz.i18n import t
-from attnviz.token_display import markdown_text
+from attnviz.app.loading import current_record
+from attnviz.app.navigation import SECTIONS, frame_settings
+from attnviz.core.token_display import markdown_text
+from attnviz.i18n.translate import t
 
 TOKENS_SHOWN = 64  # the caption lists this many tokens, then "…"
 
@@ -13,7 +14,7 @@ st.markdown(t("overview.intro"))
 st.latex(r"\operatorname{Attention}(Q, K, V) = \operatorname{softmax}\!\left(\frac{QK^\top}{\sqrt{d_k}} + M\right) V")
 st.markdown(t("overview.formula", sqrt_dk=r"$\sqrt{d_k}$", d_model=r"$d_{\text{model}}$"))
 
-record = ui.current_record(ui.frame_settings())
+record = current_record(frame_settings())
 if record is not None:
     cols = st.columns(4)
     cols[0].metric(t("overview.metric_tokens"), f"{len(record.tokens):,}")
@@ -33,19 +34,8 @@ if record is not None:
     st.caption(t("overview.tokens_caption", tokens=shown, more=more))
 
 st.subheader(t("overview.pages"))
-PAGE_LINKS = [
-    ("pages/heads.py", t("overview.link_heads"), "🧠"),
-    ("pages/tokens.py", t("overview.link_tokens"), "🔤"),
-    ("pages/head_roles.py", t("overview.link_head_roles"), "🧩"),
-    ("pages/parity.py", t("overview.link_parity"), "⚖️"),
-    ("pages/generation.py", t("overview.link_generation"), "✍️"),
-    ("pages/padding.py", t("overview.link_padding"), "🧱"),
-    ("pages/masks.py", t("overview.link_masks"), "🎭"),
-    ("pages/kv_cache.py", t("overview.link_kv_cache"), "🗄️"),
-    ("pages/scaling.py", t("overview.link_scaling"), "📐"),
-    ("pages/training.py", t("overview.link_training"), "📉"),
-    ("pages/walkthrough.py", t("overview.link_walkthrough"), "🪜"),
-    ("pages/cost.py", t("overview.link_cost"), "⏱️"),
-]
-for path, label, icon in PAGE_LINKS:
-    st.page_link(path, label=label, icon=icon)
+for section, section_pages in SECTIONS.items():  # the menu's sections, each page with what it shows
+    st.markdown(f"**{t(f'nav_sections.{section}')}**")
+    for name, icon in section_pages.items():
+        if name != "overview":
+            st.page_link(f"pages/{name}.py", label=t(f"overview.link_{name}"), icon=icon)

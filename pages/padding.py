@@ -3,18 +3,21 @@
 import streamlit as st
 
 from attnviz import settings as limits
-from attnviz import ui
-from attnviz.figures import make_padding_mask_figure
-from attnviz.i18n import t
-from attnviz.source import ModelUnavailableError
-from attnviz.token_display import markdown_text, plain_text
+from attnviz.app.head_view import head_view
+from attnviz.app.loading import cached, require_source
+from attnviz.app.navigation import frame_settings
+from attnviz.app.widgets import layer_head_picker, plotly, show_error
+from attnviz.core.token_display import plain_text
+from attnviz.errors import ModelUnavailableError
+from attnviz.figures.padding import make_padding_mask_figure
+from attnviz.i18n.translate import t
 
 SIDES = ("right", "left")  # the radio's values; its labels are the session's language
 
 st.title(t("padding.title"))
 st.markdown(t("padding.intro"))
-settings = ui.frame_settings()
-source = ui.require_source(settings)
+settings = frame_settings()
+source = require_source(settings)
 if "pad_texts" not in st.session_state:
     st.session_state.pad_texts = t("padding.default_sentences")  # three lengths, in the session's language
 st.text_area(t("padding.sentences"), key="pad_texts", height=100)
@@ -29,27 +32,27 @@ if len(texts) > limits.PADDING_SENTENCES:
     texts = texts[: limits.PADDING_SENTENCES]
 n_tokens = min(settings.max_tokens, limits.PADDING_TOKENS)
 try:
-    batch = ui.cached(
+    batch = cached(
         "batch",
         (settings.spec, texts, n_tokens, side),
         lambda: source.run_batch(list(texts), n_tokens, side),
         t("padding.running"),
     )
 except ModelUnavailableError as err:
-    st.error(markdown_text(str(err)))
+    show_error(err)
     st.stop()
 if settings.max_tokens > limits.PADDING_TOKENS:
     st.caption(t("padding.cut", n=limits.PADDING_TOKENS))
 token_rows = [[token.text for token in r.tokens] for r in batch.records]
 st.subheader(t("padding.mask_header"))
 st.caption(t("padding.mask_caption"))
-ui.plotly(make_padding_mask_figure(batch.key_mask, token_rows), key="pad_mask")
+plotly(make_padding_mask_figure(batch.key_mask, token_rows), key="pad_mask")
 st.metric(t("padding.pad_weight"), f"{batch.pad_key_weight:.1e}")
 
 st.subheader(t("padding.attention_header"))
 first = batch.records[0]
-layer, head = ui.layer_head_picker(first.n_layer, first.n_head, key="pad")
+layer, head = layer_head_picker(first.n_layer, first.n_head, key="pad")
 for i, record in enumerate(batch.records):
     labels = [f"{j} {'▢ ' if token.pad else ''}{token.text}" for j, token in enumerate(record.tokens)]
     title = t("padding.sentence_title", i=i, text=plain_text(texts[i][:40]))
-    ui.head_view(record, layer, head, key=f"pad_sentence_{i}", labels=labels, title=title)
+    head_view(record, layer, head, key=f"pad_sentence_{i}", labels=labels, title=title)

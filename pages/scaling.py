@@ -2,36 +2,38 @@
 
 import streamlit as st
 
-from attnviz import scaling, ui
 from attnviz import settings as limits
-from attnviz.figures import (
+from attnviz.app.loading import cached, require_source, require_text
+from attnviz.app.navigation import frame_settings
+from attnviz.app.widgets import layer_head_picker, plotly, show_error, table
+from attnviz.errors import ModelUnavailableError
+from attnviz.figures.base import make_head_heatmap_figure
+from attnviz.figures.scaling import (
     make_gradient_figure,
-    make_head_heatmap_figure,
     make_layer_variance_figure,
     make_scaling_overview_figure,
     make_variance_figure,
 )
-from attnviz.i18n import t
-from attnviz.source import ModelUnavailableError
-from attnviz.token_display import markdown_text
+from attnviz.i18n.translate import t
+from attnviz.labs import scaling
 
 st.title(t("scaling.title"))
 st.markdown(t("scaling.intro"))
-settings = ui.frame_settings()
-source = ui.require_source(settings)
-ui.require_text(settings)
+settings = frame_settings()
+source = require_source(settings)
+require_text(settings)
 n_tokens = scaling.tokens_within_budget(source.n_layer, source.n_head, settings.max_tokens)
 key = settings.key(n_tokens)
 try:
-    record = ui.cached("record", key, lambda: source.run(settings.text, n_tokens), t("scaling.capturing"))
-    rows = ui.cached(
+    record = cached("record", key, lambda: source.run(settings.text, n_tokens), t("scaling.capturing"))
+    rows = cached(
         "scaling",
         key,
         lambda: scaling.scaling_rows(record, source.d_model, source.head_dim),
         t("scaling.recomputing"),
     )
 except (ModelUnavailableError, ValueError) as err:
-    st.error(markdown_text(str(err)))
+    show_error(err)
     st.stop()
 if n_tokens < settings.max_tokens and record.n_input_tokens > n_tokens:
     st.caption(
@@ -51,7 +53,7 @@ cols[1].metric("d_model", source.d_model)
 cols[2].metric("1/√d_k", f"{factors['sqrt_dk']:.4f}")
 cols[3].metric("1/√d_model", f"{factors['sqrt_dmodel']:.4f}")
 threshold = st.slider(t("scaling.threshold"), 0.5, 0.99, scaling.SATURATED, 0.01, key="scaling_threshold")
-table = rows.table(threshold)
+heads = rows.table(threshold)  # one row per head: its statistics under each scale
 
 st.subheader(t("scaling.every_head"))
 stat = st.radio(
@@ -61,10 +63,10 @@ stat = st.radio(
     horizontal=True,
     format_func=lambda name: t(f"scaling.stat_{name}"),
 )
-scale_titles = scaling.scale_titles()
-ui.plotly(make_scaling_overview_figure(table, stat, scale_titles), key="scaling_overview")
-collapsed = table[(table["saturated_share_none"] >= 0.5) & (table["saturated_share_sqrt_dk"] < 0.5)]
-means = {kind: table[f"saturated_share_{kind}"].mean() for kind in scaling.SCALE_KINDS}
+scale_titles = scaling.scale_titles()  # messages: each figure renders them in the reader's language
+plotly(make_scaling_overview_figure(heads, stat, scale_titles), key="scaling_overview")
+collapsed = heads[(heads["saturated_share_none"] >= 0.5) & (heads["saturated_share_sqrt_dk"] < 0.5)]
+means = {kind: heads[f"saturated_share_{kind}"].mean() for kind in scaling.SCALE_KINDS}
 st.caption(
     t(
         "scaling.averaged",
@@ -72,14 +74,14 @@ st.caption(
         none=means["none"],
         sqrt_dmodel=means["sqrt_dmodel"],
         collapsed=len(collapsed),
-        n_heads=len(table),
+        n_heads=len(heads),
     )
 )
 with st.expander(t("scaling.table")):
-    ui.table(table, key="scaling_table", hide_index=True, width="stretch")
+    table(heads, key="scaling_table", hide_index=True, width="stretch")
 
 st.subheader(t("scaling.one_head"))
-layer, head = ui.layer_head_picker(record.n_layer, record.n_head, key="scaling", with_mean=False)
+layer, head = layer_head_picker(record.n_layer, record.n_head, key="scaling", with_mean=False)
 multiple = st.select_slider(
     t("scaling.your_scale"),
     options=scaling.SLIDER_MULTIPLES,
@@ -107,7 +109,7 @@ for panel, (kind, factor) in zip(panels, shown.items(), strict=True):
         )
         if kind != "yours":
             fig.update_traces(showscale=False)  # one colour scale for all four: its bar is drawn once, on the right
-        ui.plotly(fig, key=f"scaling_head_{kind}")
+        plotly(fig, key=f"scaling_head_{kind}")
         st.caption(
             t(
                 "scaling.panel_stats",
@@ -125,22 +127,22 @@ st.caption(
 st.subheader(t("scaling.variance"))
 left, right = st.columns(2)
 with left:
-    ui.plotly(make_variance_figure(scaling.random_variance()), key="scaling_variance_random")
+    plotly(make_variance_figure(scaling.random_variance()), key="scaling_variance_random")
     st.caption(t("scaling.variance_random"))
 with right:
     layers = rows.layer_variance()
-    ui.plotly(make_layer_variance_figure(layers, source.head_dim), key="scaling_variance_layers")
+    plotly(make_layer_variance_figure(layers, source.head_dim), key="scaling_variance_layers")
     st.caption(t("scaling.variance_model", low=layers["ratio_to_dk"].min(), high=layers["ratio_to_dk"].max()))
 
 st.subheader(t("scaling.gradient"))
-curve = ui.cached(
+curve = cached(
     "gradient",
     (*key, layer, head),
     lambda: scaling.gradient_curve(record, layer, head, scaling.gradient_multiples(factors)),
     t("scaling.measuring_gradients"),
 )
 markers = {kind: factors[kind] / factors["sqrt_dk"] for kind in scaling.SCALE_KINDS}
-ui.plotly(make_gradient_figure(curve, markers, scale_titles), key="scaling_gradient")
+plotly(make_gradient_figure(curve, markers, scale_titles), key="scaling_gradient")
 st.caption(
     t("scaling.gradient_caption", vanishing=scaling.VANISHING, rows=scaling.GRADIENT_ROWS, layer=layer, head=head)
 )

@@ -2,27 +2,23 @@
 
 import streamlit as st
 
-from attnviz import settings, ui
-from attnviz.i18n import t
-from attnviz.scaling import scale_titles
-from attnviz.training import (
-    TARGET,
-    TARGET_WINDOW,
-    TrainingConfig,
-    describe_runs,
-    results_column_names,
-    results_table,
-    training_macs,
-)
-from attnviz.training_figures import make_training_figure
+from attnviz import settings
+from attnviz.app.navigation import frame_settings
+from attnviz.app.widgets import plotly, table
+from attnviz.figures.training import make_training_figure
+from attnviz.i18n.translate import t, tr
+from attnviz.labs.scaling import scale_titles
+from attnviz.labs.training.report import describe_runs, results_column_names, results_table
+from attnviz.labs.training.runs import TARGET, TARGET_WINDOW, TrainingConfig, training_macs
+from pages.widgets.training import TRAINING_LIVE, capped_training, finished_trainings
 
 LAST = "training_config"  # the settings this session last trained: the widgets come back to them
-LIVE = ui.TRAINING_LIVE  # the curves of the training in progress, which a stop leaves behind
+LIVE = TRAINING_LIVE  # the curves of the training in progress, which a stop leaves behind
 OPTIMISERS = ("sgd", "adam")
 
 st.title(t("training.title"))
 st.markdown(t("training.intro"))
-ui.frame_settings()
+frame_settings()
 
 
 def _default_learning_rate() -> None:
@@ -85,12 +81,12 @@ st.caption(
 )
 
 
-cache = ui.finished_trainings()
+cache = finished_trainings()
 cached = config in cache
 results = None
 if st.button(t("training.train"), key="training_train", type="primary") or cached:
     results = cache.get_or_compute(
-        config, lambda: ui.capped_training(config)
+        config, lambda: capped_training(config)
     )  # a Stop interrupts it (a rerun): nothing is stored
     st.session_state[LAST] = config
     st.session_state.pop(LIVE, None)
@@ -101,28 +97,27 @@ live = st.session_state.get(LIVE)
 if results is None and live is not None and live["config"] == config:
     st.warning(t("training.stopped", step=live["step"], steps=config.steps))
     fig = make_training_figure(live["losses"], live["accuracies"], steps=config.steps, n_values=config.values)
-    ui.plotly(fig, key="training_stopped_chart")
+    plotly(fig, key="training_stopped_chart")
 elif results is None:
     st.info(t("training.press_train"))
 else:
     losses = {r.scale: r.losses for r in results}
     accuracies = {r.scale: r.accuracies for r in results}
-    ui.plotly(
-        make_training_figure(losses, accuracies, steps=config.steps, n_values=config.values), key="training_chart"
-    )
+    plotly(make_training_figure(losses, accuracies, steps=config.steps, n_values=config.values), key="training_chart")
     st.caption(t("training.chart_caption", window=TARGET_WINDOW, values=config.values, target=TARGET))
-    names = results_column_names()  # the table's English columns (the CLI's) in the session's language
-    table = results_table(results)
-    table["scale"] = [scale_titles()[r.scale] for r in results]  # results_table's titles are the CLI's English
+    headers = results_column_names()  # the table's English columns (the CLI's), to show in the reader's words
+    runs = results_table(results)
+    runs["scale"] = [scale_titles()[r.scale] for r in results]  # results_table's titles are the CLI's English
     formats = {"factor": "%.4f", "loss": "%.4f", "accuracy": "percent", "stuck rows": "percent", "seconds": "%.1f"}
-    ui.table(
-        table.rename(columns=names),
+    table(
+        runs,
         key="training_table",
+        headers=headers,
         hide_index=True,
-        column_config={names[column]: st.column_config.NumberColumn(format=f) for column, f in formats.items()},
+        column_config={tr(headers[column]): st.column_config.NumberColumn(format=f) for column, f in formats.items()},
     )
     st.caption(
         t("training.table_caption", sequences=settings.TRAIN_EVAL_SEQUENCES, target=TARGET, window=TARGET_WINDOW)
     )
     st.subheader(t("training.look_for"))
-    st.markdown("\n\n".join(describe_runs(results, config)))
+    st.markdown("\n\n".join(tr(note) for note in describe_runs(results, config)))

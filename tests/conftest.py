@@ -25,14 +25,14 @@ def pytest_sessionfinish(session, exitstatus):
 
 @pytest.fixture(scope="session")
 def smollm2():
-    from attnviz.hf_source import load_hf_source
+    from attnviz.models.hf.loading import load_hf_source
 
     return load_hf_source("smollm2")
 
 
 @pytest.fixture(scope="session")
 def minilm():
-    from attnviz.hf_source import load_hf_source
+    from attnviz.models.hf.loading import load_hf_source
 
     return load_hf_source("minilm")
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import argparse
 
-from attnviz.bundled import BUNDLED
-from attnviz.i18n import catalogue
+from attnviz.i18n.catalogue import catalogue
+from attnviz.models.hf.bundled import BUNDLED
 from tools.browser import (
     ROOT,
     choose_sidebar_option,

@@ -2,13 +2,13 @@
 
 import pytest
 
-from attnviz import training
+from attnviz.labs.training import runs as training
 from tests.integration.chromium import browser, page, server  # noqa: F401 (pytest finds fixtures by name here)
 
 
 @pytest.fixture
 def count_trainings(monkeypatch):
-    """How often the Training page really trains (``ui.train_live`` looks ``training.train_scale`` up on each call)."""
+    """How often the Training page really trains (``train_live`` looks ``training.train_scale`` up on each call)."""
     calls = []
     real = training.train_scale
 

@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from attnviz.embedded import EmbeddedConfig, EmbeddedModel
-from attnviz.token_display import markdown_text
+from attnviz.core.token_display import markdown_text
+from attnviz.models.embedded.config import EmbeddedConfig
+from attnviz.models.embedded.model import EmbeddedModel
 from tests.plotly_json import decode, spec_of
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -133,7 +134,7 @@ WIDGETS = {
 
 def test_every_widget_has_a_key():
     missing = []
-    for path in [ROOT / "app.py", ROOT / "attnviz" / "ui.py", *(ROOT / "pages").glob("*.py")]:
+    for path in [ROOT / "app.py", *(ROOT / "attnviz" / "app").glob("*.py"), *(ROOT / "pages").rglob("*.py")]:
         for node in ast.walk(ast.parse(path.read_text())):
             if (
                 isinstance(node, ast.Call)
@@ -237,10 +238,11 @@ def test_local_path_errors_are_shown_not_raised(tmp_path):
 
 
 def test_missing_bundled_model_shows_how_to_install(monkeypatch):
-    from attnviz import bundled, ui
+    from attnviz.app.loading import load_source
+    from attnviz.models.hf import bundled
 
     monkeypatch.setattr(bundled, "package_dir", lambda package: None)
-    ui.load_source.clear()  # a model loaded by an earlier test would still be cached in this process
+    load_source.clear()  # a model loaded by an earlier test would still be cached in this process
     at = app()
     at.selectbox(key="model").set_value("minilm").run()
     at.switch_page("pages/heads.py").run()
@@ -307,10 +309,10 @@ def test_8192_tokens_draw_pooled_with_a_full_resolution_window():
 
 
 def test_a_capture_over_the_servers_cache_bound_is_refused_with_what_to_do(monkeypatch):
-    from attnviz import ui
+    from attnviz.app.loading import result_cache
 
     monkeypatch.setenv("ATTNVIZ_CACHE_MB", "1")
-    ui.result_cache.clear()
+    result_cache.clear()
     try:
         at = app()
         at.number_input(key="max_tokens").set_value(2048)
@@ -323,7 +325,7 @@ def test_a_capture_over_the_servers_cache_bound_is_refused_with_what_to_do(monke
         assert any("Lower **Max tokens** to 384 or fewer" in e.value for e in at.error)
         assert not at.get("plotly_chart")
     finally:
-        ui.result_cache.clear()
+        result_cache.clear()
 
 
 def test_a_single_token_is_explained_and_minilm_warns_about_unknown_chinese():

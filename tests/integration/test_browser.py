@@ -134,7 +134,7 @@ def test_12_heads_of_512_tokens_stay_under_1_5mb_and_zoom_to_full_resolution(ser
 
 
 def test_choosing_smollm2_in_the_sidebar_generates(server, page):
-    from attnviz.bundled import BUNDLED
+    from attnviz.models.hf.bundled import BUNDLED
     from tools.browser import choose_sidebar_option
 
     page.goto(f"{server}/generation")
@@ -207,7 +207,7 @@ def test_uploading_a_mask_gets_a_diagnosis_and_a_pickle_is_refused(server, page,
 def test_switching_the_language_keeps_a_translated_choice(server, page):
     """The browser sends a choice back as the label it showed: after a switch to 中文 no English label matches, so
     Streamlit would reset the choice and the browser would go on showing the English label. The language switch
-    decodes every choice first and sends it back in Chinese (ui._pin_choices)."""
+    decodes every choice first and sends it back in Chinese (pin_choices)."""
     page.goto(f"{server}/heads")
     wait_for_charts(page, 3)
     wait_until_idle(page)

@@ -6,7 +6,7 @@ On every page: no Streamlit exception box, no console error, and HTML/JS typed i
 
 import pytest
 
-from attnviz.sources import CHOICES
+from attnviz.models.registry import CHOICES
 from tests.integration.chromium import assert_no_exception
 from tools.browser import choose_sidebar_option, set_sidebar_value, wait_until_idle
 
@@ -32,7 +32,7 @@ NAV = [
     "Walkthrough",
     "Cost",
 ]
-MODELS = list(CHOICES.values())  # the embedded default, MiniLM, SmolLM2: as the sidebar names them
+MODELS = list(map(str, CHOICES.values()))  # the embedded default, MiniLM, SmolLM2: as the sidebar names them
 
 
 def watch_console(page) -> list[str]:

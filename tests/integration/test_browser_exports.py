@@ -8,8 +8,8 @@ import torch
 from safetensors.torch import load as load_safetensors
 
 from attnviz import settings
-from attnviz.embedded import EmbeddedConfig
-from attnviz.sources import EMBEDDED, SourceSpec, open_source
+from attnviz.models.embedded.config import EmbeddedConfig
+from attnviz.models.registry import EMBEDDED, SourceSpec, open_source
 from tests.integration.chromium import assert_no_exception
 from tools.browser import wait_for_charts, wait_until_idle
 

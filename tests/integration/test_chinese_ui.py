@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from attnviz.bundled import BUNDLED
-from attnviz.i18n import set_language
+from attnviz.i18n.translate import set_language
+from attnviz.models.hf.bundled import BUNDLED
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = sorted(p.name for p in (ROOT / "pages").glob("*.py"))

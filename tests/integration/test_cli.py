@@ -6,7 +6,7 @@ import math
 import pytest
 
 from attnviz import __version__
-from attnviz.devices import available_devices
+from attnviz.core.devices import available_devices
 from tests.cli import attnviz
 
 MISSING_DEVICE = next(d for d in ("cuda", "mps") if d not in available_devices())

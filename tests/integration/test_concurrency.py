@@ -13,9 +13,10 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from attnviz.bundled import BUNDLED
-from attnviz.embedded import EmbeddedConfig, EmbeddedModel
-from attnviz.record import token_labels
+from attnviz.models.embedded.config import EmbeddedConfig
+from attnviz.models.embedded.model import EmbeddedModel
+from attnviz.models.hf.bundled import BUNDLED
+from attnviz.models.record import token_labels
 from benchmarks.concurrency import Session
 from tools.browser import CHROMIUM_FLAGS, ROOT, chromium_path, streamlit_server
 

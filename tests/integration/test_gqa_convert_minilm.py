@@ -1,6 +1,6 @@
 """MHA -> GQA/MQA on a pretrained MiniLM layer: exact at g = 1, far off before uptraining, memory as promised."""
 
-from attnviz.gqa_convert import JS_MAX, gqa_whatif
+from attnviz.labs.kv.gqa import JS_MAX, gqa_whatif
 
 TEXT = "The quick brown fox jumps over the lazy dog. It was not amused, and went home to sleep."
 

@@ -5,7 +5,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from attnviz import head_roles, ui
+from attnviz.app.loading import result_cache
+from attnviz.labs import head_roles
 from tests.integration.tiny_models import tiny
 from tests.plotly_json import spec_of
 
@@ -58,7 +59,7 @@ def test_the_threshold_slider_changes_the_groups():
 
 def test_the_dead_role_shows_in_the_table_and_the_map(monkeypatch):
     monkeypatch.setattr(head_roles, "DEAD_OUTPUT_SHARE", 10.0)  # every head is "dead": the page must say so
-    ui.result_cache().clear()  # roles cached by another test were labelled under the real threshold
+    result_cache().clear()  # roles cached by another test were labelled under the real threshold
     at = app("default")
     table = at.dataframe[0].value
     assert (table["role"] == "dead").all() and table["output_share"].notna().all()
@@ -86,7 +87,7 @@ def test_stability_over_my_own_prompts():
 
 def test_a_slow_sink_selection_waits_for_the_button(monkeypatch):
     monkeypatch.setattr(head_roles, "SINK_CONFIRM_SECONDS", 0.0)  # every selection counts as slow
-    ui.result_cache().clear()  # a result cached by another test would be shown without asking
+    result_cache().clear()  # a result cached by another test would be shown without asking
     at = app("default")
     at.toggle(key="roles_sink").set_value(True).run()
     at.multiselect(key="roles_lengths").set_value([64, 128]).run()
@@ -116,7 +117,7 @@ def test_a_model_without_outputs_says_the_dead_role_is_not_available(smollm2, tm
 
 def test_finding_dead_heads_on_a_large_model_waits_to_be_asked(monkeypatch):
     monkeypatch.setattr(head_roles, "OUTPUT_AUTO_MACS", 0)  # as a local 7B folder: over the bound
-    ui.result_cache().clear()
+    result_cache().clear()
     at = app("default")
     assert "about 0 s" in at.toggle(key="roles_dead").label
     assert any("outputs not measured" in c.value for c in at.caption)

@@ -6,7 +6,7 @@ import numpy as np
 import torch
 from streamlit.testing.v1 import AppTest
 
-from attnviz.figures import MASKED_LEVEL, grid_view, make_head_grid_figure, selected_tile
+from attnviz.figures.heads import MASKED_LEVEL, grid_view, make_head_grid_figure, selected_tile
 from tests.plotly_json import decode, spec_of
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from attnviz import bundled
-from attnviz.bundled import convert_gguf, converted_dir, is_converted, smollm2_gguf
-from attnviz.hf_source import load_hf_source as load_model
-from attnviz.source import AttentionSource, GenerationUnsupportedError, ModelUnavailableError
+from attnviz.errors import GenerationUnsupportedError, ModelUnavailableError
+from attnviz.models.hf import bundled
+from attnviz.models.hf.bundled import convert_gguf, converted_dir, is_converted, smollm2_gguf
+from attnviz.models.hf.loading import load_hf_source as load_model
+from attnviz.models.source import AttentionSource
 from tests.conftest import TEST_CACHE
 
 TOL = 1e-5
@@ -55,7 +56,7 @@ def test_gguf_conversion_reports_progress_and_leaves_a_complete_folder(tmp_path,
     config = json.loads((out / "config.json").read_text())
     assert config["architectures"] == ["LlamaForCausalLM"] and "quantization_config" not in config
     assert (out / "model.safetensors").stat().st_size > 100_000_000
-    assert progress[-1][0] == 1.0 and any("Dequantising" in m for _, m in progress)
+    assert progress[-1][0] == 1.0 and any("Dequantising" in str(m) for _, m in progress)
     assert [p.name for p in tmp_path.iterdir() if p.is_dir()] == ["smollm2"]  # no temporary folder left behind
     again = []
     assert convert_gguf(smollm2_gguf(), out=out, progress=lambda f, m: again.append(m)) == out
@@ -67,7 +68,7 @@ def test_gguf_conversion_reports_progress_and_leaves_a_complete_folder(tmp_path,
 def test_records_follow_the_contract(minilm, smollm2):
     enc = minilm.run("The cat sat on the mat.", 64)
     w = all_weights(enc)
-    assert w.shape == (6, 12, 9, 9) and enc.mask_summary() == "no mask (every key)" and not enc.causal
+    assert w.shape == (6, 12, 9, 9) and str(enc.mask_summary()) == "no mask (every key)" and not enc.causal
     assert torch.allclose(w.sum(-1), torch.ones(6, 12, 9), atol=1e-5)
     assert enc.outputs.hidden.shape == (9, 384) and enc.outputs.next_token_logits is None
     dec = smollm2.run("The cat sat on the mat.", 64)
@@ -75,7 +76,7 @@ def test_records_follow_the_contract(minilm, smollm2):
     assert w.shape[:2] == (30, 9) and dec.n_kv_head == 3 and dec.causal
     assert w.triu(diagonal=1).abs().max().item() == 0.0
     assert torch.equal(dec.mask(5), torch.ones(dec.q_len, dec.q_len, dtype=torch.bool).tril())
-    assert dec.mask_summary() == "causal" and dec.outputs.next_token_logits.shape == (smollm2.config.vocab_size,)
+    assert str(dec.mask_summary()) == "causal" and dec.outputs.next_token_logits.shape == (smollm2.config.vocab_size,)
 
 
 def test_wordpiece_tokens_read_as_text(minilm):
@@ -138,7 +139,7 @@ def test_padding_puts_zero_weight_on_pads_and_changes_nothing_real(name, side, r
 
 
 def test_greedy_generation_matches_transformers_and_labels_rows_right(smollm2):
-    from attnviz.hf_attention import reference
+    from attnviz.models.hf.attention import reference
 
     prompt = "The capital of France is"
     gen = smollm2.generate(prompt, 6, 64)

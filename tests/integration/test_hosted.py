@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from attnviz.bundled import minilm_dir
-from attnviz.hosted import TrainingLedger
-from attnviz.sources import CHOICES
+from attnviz.app.hosted import TrainingLedger
+from attnviz.models.hf.bundled import minilm_dir
+from attnviz.models.registry import CHOICES
 
 ROOT = Path(__file__).resolve().parents[2]
 REFUSED = "That model is not offered on this server"
@@ -24,10 +24,11 @@ def hosted(monkeypatch):
 
 SIDEBAR_SCRIPT = """
 import streamlit as st
-from attnviz import ui
+from attnviz.app.loading import current_record, require_source, within_budget
+from attnviz.app.sidebar import sidebar
 
-settings_ = st.session_state["settings"] = ui.sidebar()
-record = ui.current_record(settings_)
+settings_ = st.session_state["settings"] = sidebar()
+record = current_record(settings_)
 if record is not None:
     st.text(f"{record.model_name}: {record.n_layer} x {record.n_head} heads")
 """
@@ -61,7 +62,7 @@ def test_a_hosted_server_refuses_any_link_to_a_path_or_hub_id_with_the_same_word
     assert at.session_state["model"] == "default"
     assert at.text[0].value.startswith("embedded default (d_model=64, n_head=4, n_layer=2")
     # no path box, and no choice that opens one
-    assert at.selectbox(key="model").options == list(CHOICES.values())
+    assert at.selectbox(key="model").options == list(map(str, CHOICES.values()))
     assert not [w for w in at.text_input if w.key == "model_path"]
 
 
@@ -96,18 +97,19 @@ def test_an_operators_folder_is_offered_and_loads_on_a_hosted_server(hosted, mon
     at.selectbox(key="model").set_value(str(folder)).run()
     assert not at.exception and not at.error, [e.value for e in at.error]
     assert at.session_state["model"] == str(folder)
-    assert at.selectbox(key="model").options == [*CHOICES.values(), "our-minilm", "not-here"]
+    assert at.selectbox(key="model").options == [*map(str, CHOICES.values()), "our-minilm", "not-here"]
     assert at.text[0].value.endswith(": 6 x 12 heads")  # MiniLM's record, read from the operator's folder
     assert at.session_state["settings"].spec.source == str(folder)
 
 
 BUDGET_SCRIPT = """
 import streamlit as st
-from attnviz import ui
+from attnviz.app.loading import require_source, within_budget
+from attnviz.app.sidebar import sidebar
 
-settings_ = ui.sidebar()
-source = ui.require_source(settings_)
-if ui.within_budget(settings_, source):
+settings_ = sidebar()
+source = require_source(settings_)
+if within_budget(settings_, source):
     st.session_state.captures = st.session_state.get("captures", 0) + 1
     st.text(f"captured {settings_.max_tokens}")
 """

@@ -11,8 +11,9 @@ import transformers
 from streamlit.testing.v1 import AppTest
 
 from attnviz import cli
-from attnviz.hf_source import load_hf_source
-from attnviz.source import ModelUnavailableError, running
+from attnviz.errors import ModelUnavailableError
+from attnviz.models.hf.loading import load_hf_source
+from attnviz.models.source import running
 from tests.cli import ROOT, attnviz
 from tests.integration.tiny_models import tiny
 
@@ -142,7 +143,7 @@ def test_invisible_characters_in_a_models_tokens_are_visible(smollm2):
 
 
 def test_generated_byte_pieces_read_like_the_prompts(smollm2):
-    from attnviz.token_display import generated_tokens
+    from attnviz.core.token_display import generated_tokens
 
     ids = smollm2.tokenizer("它是猫", add_special_tokens=False)["input_ids"]
     tokens = generated_tokens(smollm2.tokenizer, ids, set(smollm2.tokenizer.all_special_ids))

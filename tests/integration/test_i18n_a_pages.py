@@ -12,20 +12,16 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-from attnviz import ui
-from attnviz.cost import path_titles, tiling_example
-from attnviz.embedded import EmbeddedConfig, EmbeddedModel
-from attnviz.figures import (
-    grid_show_labels,
-    grid_show_options,
-    make_cost_figure,
-    make_head_heatmap_figure,
-    make_pooled_head_figure,
-    make_tiling_figure,
-)
-from attnviz.head_stats import STAT_COLUMNS, describe_flags
-from attnviz.i18n import set_language
-from attnviz.parity import BUGS, bug_title
+from attnviz.core.head_stats import STAT_COLUMNS, describe_flags
+from attnviz.figures.base import make_head_heatmap_figure
+from attnviz.figures.cost import make_cost_figure, make_tiling_figure
+from attnviz.figures.heads import grid_show_labels, grid_show_options, make_pooled_head_figure
+from attnviz.i18n.translate import set_language, tr
+from attnviz.labs.cost.paths import path_titles, tiling_example
+from attnviz.models.embedded.config import EmbeddedConfig
+from attnviz.models.embedded.model import EmbeddedModel
+from attnviz.models.hf.parity import BUGS, bug_title
+from pages.widgets.heads import grid_figure
 from tests.plotly_json import spec_of
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -158,9 +154,9 @@ def test_cost_page_tiling_in_chinese(zh):
 
 
 def test_parity_bug_titles_in_both_languages(zh):
-    assert bug_title("no_scale") == "完全不缩放"
+    assert tr(bug_title("no_scale")) == "完全不缩放"
     set_language("en")
-    assert {name: bug_title(name) for name in BUGS} == BUGS  # the CLI's English, unchanged
+    assert {name: str(bug_title(name)) for name in BUGS} == BUGS  # the CLI's English, unchanged
 
 
 def test_figures_speak_the_session_language(zh):
@@ -174,21 +170,21 @@ def test_figures_speak_the_session_language(zh):
     cost = spec_of(make_cost_figure(rows, "peak_mb", path_titles(), predicted=[(256, 2.0)], limit=1000))
     assert cost["layout"]["yaxis"]["title"]["text"] == "峰值内存 (MB)"
     assert [trace["name"] for trace in cost["data"]] == [
-        path_titles()["naive"],
+        tr(path_titles()["naive"]),
         "朴素，预测值（2 · n_head · n² 个浮点数）",
     ]
     example = tiling_example(8, 4)
     assert spec_of(make_tiling_figure(example.steps, example.weights))["data"][0]["name"].startswith("块 0：")
     labels = grid_show_labels(grid_show_options(STAT_COLUMNS))
     assert labels["all heads"] == "所有头" and labels["sorted by entropy"] == "按 entropy 排序"
-    assert "注意力汇聚" in describe_flags()
+    assert "注意力汇聚" in tr(describe_flags())
 
 
 def test_english_figures_keep_their_words():
     w = torch.full((2, 2), 0.5)
     fig = spec_of(make_head_heatmap_figure(w, ["0 a", "1 b"], ["0 a", "1 b"], q_hover=["0 a", "1 b%{z}"]))
     assert fig["data"][0]["hovertemplate"] == "query %{y}<br>key %{x}<br>weight %{z:.5f}<extra></extra>"
-    assert describe_flags().startswith("uniform (entropy_norm ≥ 0.9), saturated (max weight ≥ 0.9)")
+    assert str(describe_flags()).startswith("uniform (entropy_norm ≥ 0.9), saturated (max weight ≥ 0.9)")
 
 
 def test_the_cached_grid_is_drawn_again_in_the_other_language():
@@ -196,7 +192,7 @@ def test_the_cached_grid_is_drawn_again_in_the_other_language():
     flag = "only heads flagged sink"
 
     def dimmed_text() -> set[str]:
-        spec = spec_of(ui.grid_figure(("i18n_a",), 1.0, record, flag))
+        spec = spec_of(grid_figure(("i18n_a",), 1.0, record, flag))
         texts = next(trace for trace in spec["data"] if trace.get("name") == "tiles")["text"]
         return {line for text in texts for line in text.split("<br>") if line.startswith(("(", "（"))}
 

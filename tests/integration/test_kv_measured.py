@@ -1,4 +1,4 @@
-"""The KV cache a model really holds equals attnviz.kv_memory's estimate to the byte, and decoding with it is exact.
+"""The KV cache a model really holds equals attnviz.labs.kv.memory's estimate to the byte, and decoding with it is exact.
 
 SmolLM2-135M (30 layers, 9 query heads, 3 K/V heads, head_dim 64, float32 on
 the CPU) through transformers' DynamicCache and through our own layers'
@@ -8,17 +8,13 @@ KVCache; the embedded model's blocks with KVCache as MHA, GQA and MQA.
 import pytest
 import torch
 
-from attnviz.attention import KVCache
-from attnviz.embedded import EmbeddedConfig, EmbeddedModel
-from attnviz.kv_measure import (
-    decode_timing,
-    dynamic_cache_tensors,
-    embedded_step,
-    measured_cache_bytes,
-    measured_embedded_cache,
-    prefill_our_layers,
-)
-from attnviz.kv_memory import estimate, kv_config_of, load_config
+from attnviz.core.attention import KVCache
+from attnviz.labs.kv.config import kv_config_of, load_config
+from attnviz.labs.kv.measure import decode_timing, measured_cache_bytes, recompute_seconds_at
+from attnviz.labs.kv.memory import estimate
+from attnviz.models.embedded.config import EmbeddedConfig
+from attnviz.models.embedded.model import EmbeddedModel
+from attnviz.models.hf.kv import dynamic_cache_tensors, prefill_our_layers
 
 TEXT = "The quick brown fox jumps over the lazy dog, and the cat watches from the fence."
 LENGTHS = (1, 7, 64, 200)
@@ -69,7 +65,7 @@ def test_embedded_kvcache_bytes_equal_the_estimate_exactly(n_kv_head):
 
 def test_embedded_kvcache_in_bf16_equals_the_estimate():
     model = EmbeddedModel(EmbeddedConfig(d_model=64, n_head=8, n_kv_head=2, n_layer=2, causal=True))
-    measured = measured_embedded_cache(model, TEXT, 33, batch=2, dtype=torch.bfloat16)
+    measured = measured_cache_bytes(model, TEXT, 33, batch=2, dtype=torch.bfloat16)
     assert measured.dtype == "bfloat16"
     assert measured.total_bytes == estimate(kv_config_of(model), batch=2, seq_len=33, dtype="bf16").total_bytes
     assert next(model.parameters()).dtype == torch.float32  # a copy was cast, not the model
@@ -80,20 +76,28 @@ def test_smollm2_decoding_with_the_cache_gives_the_recomputed_tokens(smollm2):
     recomputed = decode_timing(smollm2, "The capital of France is", 8, mode="recompute")
     assert cached.tokens == recomputed.tokens
     assert len(cached.seconds_per_token) == 8 and cached.positions[0] == cached.n_prompt
+    # a sampled recompute step reads exactly that prefix: it predicts the token the full run did
+    decoder = smollm2.greedy_decoder("The capital of France is", use_cache=False)
+    decoder.seek(cached.tokens[:5])
+    assert decoder.step() == cached.tokens[5]
+    assert len(recompute_seconds_at(smollm2, "The capital of France is", cached.tokens, [0, 7])) == 2
 
 
 def test_embedded_decoding_with_kvcache_equals_a_full_causal_forward():
     model = EmbeddedModel(EmbeddedConfig(d_model=64, n_head=8, n_kv_head=2, n_layer=3, causal=True))
     x = torch.randn(1, 12, 64, generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
-        full = embedded_step(model, x, None)  # (1, 12, d_model)
+        full = model.forward_blocks(x, None)  # (1, 12, d_model)
         caches = [KVCache() for _ in range(3)]
-        steps = [embedded_step(model, x[:, :5], caches)]  # a prefill of 5, then one token at a time
-        steps += [embedded_step(model, x[:, t : t + 1], caches) for t in range(5, 12)]
+        steps = [model.forward_blocks(x[:, :5], caches)]  # a prefill of 5, then one token at a time
+        steps += [model.forward_blocks(x[:, t : t + 1], caches) for t in range(5, 12)]
     assert (torch.cat(steps, dim=1) - full).abs().max().item() < 1e-5
     cached = decode_timing(model, "the cat sat on the mat", 16, mode="cache")
     recomputed = decode_timing(model, "the cat sat on the mat", 16, mode="recompute")
     assert cached.tokens == recomputed.tokens
+    decoder = model.greedy_decoder("the cat sat on the mat", use_cache=False)
+    decoder.seek(cached.tokens[:9])
+    assert decoder.step() == cached.tokens[9]  # a sampled step reads exactly the prefix the full run did
 
 
 def test_decoding_errors_name_the_problem():

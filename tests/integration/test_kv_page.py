@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from tests.markdown import as_read
 from tests.plotly_json import spec_of
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -64,7 +65,7 @@ def test_a_pasted_config_a_bad_one_and_the_bundled_models():
     at.text_area(key="kv_paste").input("{not json").run()
     assert not at.exception and any("is not JSON" in e.value for e in at.error)
     at.text_area(key="kv_paste").input(json.dumps({"model_type": "llama", "hidden_size": 64})).run()
-    assert not at.exception and any("num_hidden_layers" in e.value for e in at.error)
+    assert not at.exception and any("num_hidden_layers" in as_read(e.value) for e in at.error)
     at.radio(key="kv_source").set_value("bundled").run()
     at.selectbox(key="kv_bundled").set_value("smollm2").run()
     assert not at.exception and metrics(at)["bytes per token (all layers, no window)"] == "23,040"

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from attnviz.i18n import set_language
+from attnviz.i18n.translate import set_language
 
 ROOT = Path(__file__).resolve().parents[2]
 

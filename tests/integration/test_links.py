@@ -5,7 +5,7 @@ from pathlib import Path
 from streamlit.testing.v1 import AppTest
 
 from attnviz import settings
-from attnviz.sources import EMBEDDED
+from attnviz.models.registry import EMBEDDED
 from tests.plotly_json import spec_of
 
 ROOT = Path(__file__).resolve().parents[2]

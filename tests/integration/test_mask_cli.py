@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from attnviz.masks import causal_mask, padding_mask
+from attnviz.core.masks import causal_mask, padding_mask
 from tests.cli import attnviz
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -7,8 +7,8 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-from attnviz.mask_effects import leak_cuts, leak_test
-from attnviz.mask_gallery import gallery
+from attnviz.labs.masks.effects import leak_cuts, leak_test
+from attnviz.labs.masks.gallery import gallery
 from tests.plotly_json import decode, spec_of
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -63,7 +63,7 @@ def test_the_page_with_every_bundled_model(model):
     assert at.success and "No problem found" in at.success[0].value  # the causal default is what the model expects
     table = at.dataframe[0].value
     bugs = gallery(8, causal=True)
-    assert list(table["bug"]) == [b.title for b in bugs]
+    assert list(table["bug"]) == [str(b.title) for b in bugs]
     assert (table["the doctor finds"] != "").all()  # the doctor catches every bug
 
     at.selectbox(key="mask_kind").set_value("sliding").run()

@@ -2,10 +2,11 @@
 
 import pytest
 
-from attnviz import parity as parity_module
 from attnviz import settings
-from attnviz.parity import PARITY_TOLERANCE, reproduce
-from attnviz.source import ParityUnsupportedError
+from attnviz.errors import ParityUnsupportedError
+from attnviz.models.hf import parity as parity_module
+from attnviz.models.hf.parity import reproduce
+from attnviz.models.record import PARITY_TOLERANCE
 
 TEXT = "The trophy did not fit in the suitcase because it was too big. 注意力机制很有用。"
 
@@ -19,7 +20,7 @@ def test_every_head_of_every_layer_matches_exactly(name, request):
     assert result.worst == 0.0, result.max_abs_diff  # the same float32 operations in the same order
     assert result.matches
     assert result.ours.shape == result.theirs.shape == (model.n_layer, model.n_head, len(ids), len(ids))
-    assert set(result.masks) == {"causal" if model.causal else "no mask (every key)"}
+    assert set(map(str, result.masks)) == {"causal" if model.causal else "no mask (every key)"}
 
 
 def test_without_rope_the_decoder_does_not_match(smollm2, monkeypatch):

@@ -8,11 +8,12 @@ import pytest
 import torch
 
 from attnviz import cli
-from attnviz.embedded import EmbeddedConfig, EmbeddedModel
-from attnviz.head_stats import STAT_COLUMNS, head_statistics
-from attnviz.hf_source import load_hf_source
-from attnviz.parity import Parity
-from attnviz.source import AttentionSource
+from attnviz.core.head_stats import STAT_COLUMNS, head_statistics
+from attnviz.models.embedded.config import EmbeddedConfig
+from attnviz.models.embedded.model import EmbeddedModel
+from attnviz.models.hf.loading import load_hf_source
+from attnviz.models.record import Parity
+from attnviz.models.source import AttentionSource
 from tests.integration.tiny_models import tiny
 
 TOL = 1e-5
@@ -60,7 +61,7 @@ def test_a_decoder_whose_config_names_its_base_class_is_still_causal(smollm2, tm
     source = load_hf_source(str(folder))
     assert source.causal and not source.can_generate
     record = source.run(TEXT, 64)
-    assert record.mask_summary() == "causal" and every_weight(record).triu(1).abs().max().item() == 0.0
+    assert str(record.mask_summary()) == "causal" and every_weight(record).triu(1).abs().max().item() == 0.0
     assert source.check_parity(TEXT, 64).worst <= TOL
     # and with no architectures at all
     config = json.loads((folder / "config.json").read_text())
@@ -76,7 +77,7 @@ def test_a_sliding_window_shorter_than_the_text_is_applied_shown_and_compared(sm
     folder = tiny(tmp_path / "mistral", smollm2, MistralConfig, MistralForCausalLM, sliding_window=4)
     source = load_hf_source(str(folder))
     record = source.run(TEXT, 64)
-    assert record.mask_summary() == "causal, sliding window of 4"
+    assert str(record.mask_summary()) == "causal, sliding window of 4"
     weights, mask = every_weight(record), record.mask(0)
     assert mask.sum(-1).max().item() == 4 and not mask[10, :7].any()  # query 10 sees keys 7..10 only
     assert weights[..., ~mask].abs().max().item() == 0.0
@@ -106,9 +107,9 @@ def test_hybrid_local_and_global_layers_report_each_layers_mask(smollm2, tmp_pat
     )
     source = load_hf_source(str(folder))
     record = source.run(TEXT, 64)
-    assert [record.keys(layer).describe() for layer in range(4)] == ["causal, sliding window of 4", "causal"] * 2
+    assert [str(record.keys(layer).describe()) for layer in range(4)] == ["causal, sliding window of 4", "causal"] * 2
     assert (
-        record.mask_summary()
+        str(record.mask_summary())
         == "L0: causal, sliding window of 4; L1: causal; L2: causal, sliding window of 4; L3: causal"
     )
     assert record.layers[0].softcap == source.config.attn_logit_softcapping
@@ -131,7 +132,7 @@ def test_cli_parity_that_fails_exits_1_with_one_line(monkeypatch, capsys, minilm
 @pytest.mark.parametrize("name", ["minilm", "smollm2"])
 def test_the_capture_changes_nothing_the_model_computes(name, request):
     """The captured pass's hidden states and logits equal a plain forward with the model's own eager attention."""
-    from attnviz.hf_attention import reference
+    from attnviz.models.hf.attention import reference
 
     source = request.getfixturevalue(name)
     record = source.run(TEXT, 128)

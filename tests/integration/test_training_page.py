@@ -7,8 +7,10 @@ from pathlib import Path
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from attnviz import training
-from attnviz.training import SCALE_KINDS, TrainingConfig, runs_as_json, train_scale, train_variant
+from attnviz.labs.scaling import SCALE_KINDS
+from attnviz.labs.training import runs as training
+from attnviz.labs.training.report import clearly_worse, runs_as_json
+from attnviz.labs.training.runs import TrainingConfig, train_scale, train_variant
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -18,8 +20,8 @@ def test_the_default_run_shows_the_stuck_loss_and_is_deterministic():
     results = {r.scale: r for r in train_scale()}
     dk, none, dmodel = results["sqrt_dk"], results["none"], results["sqrt_dmodel"]
     assert dk.final_accuracy >= 0.9
-    assert none.final_loss > dk.final_loss and training.clearly_worse(none, dk)
-    assert dmodel.final_loss > dk.final_loss and training.clearly_worse(dmodel, dk)
+    assert none.final_loss > dk.final_loss and clearly_worse(none, dk)
+    assert dmodel.final_loss > dk.final_loss and clearly_worse(dmodel, dk)
     assert all(r.steps_done == config.steps and not r.stopped for r in results.values())
     # the same seed gives the same run, in lockstep with the others or alone
     again = train_variant(config, "none")

@@ -12,13 +12,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
-from attnviz.attention import fused_attention, scaled_dot_product_attention
-from attnviz.embedded import EmbeddedConfig, EmbeddedModel
-from attnviz.kv_memory import ConfigError, config_from_dict, estimate, parse_config_json
-from attnviz.mask_doctor import diagnose, parse_expect, parse_lengths
-from attnviz.mask_io import MaskFileError, read_mask_bytes
-from attnviz.token_display import MARKDOWN_SPECIAL, markdown_text, plain_text
-from attnviz.tokenizer import tokenize
+from attnviz.core.attention import fused_attention, scaled_dot_product_attention
+from attnviz.core.token_display import MARKDOWN_SPECIAL, markdown_text, plain_text
+from attnviz.core.tokenizer import tokenize
+from attnviz.errors import ConfigError, MaskFileError
+from attnviz.labs.kv.config import KVConfig, config_from_dict, parse_config_json
+from attnviz.labs.kv.memory import estimate
+from attnviz.labs.masks.doctor import diagnose, parse_expect, parse_lengths
+from attnviz.labs.masks.reading import read_mask_bytes
+from attnviz.models.embedded.config import EmbeddedConfig
+from attnviz.models.embedded.model import EmbeddedModel
 from tests.property import ran
 from tests.property.strategies import any_char, text
 from tests.property.test_cli import config_json, mask_file
@@ -88,13 +91,21 @@ def test_attention_matches_torch_or_refuses_clearly(inputs):
     output, weights = scaled_dot_product_attention(q, k, v, mask, is_causal=causal)
     assert output.shape == q.shape and weights.shape == full
     assert torch.isfinite(output).all() and torch.isfinite(weights).all()
-    rows = weights.sum(-1)  # (B, n_head, q_len): 1, or 0 for a row with no key
-    assert torch.allclose(rows, torch.ones_like(rows), atol=TOLERANCE) | (rows == 0).all() or bool(
-        ((rows - 1).abs() < TOLERANCE).logical_or(rows == 0).all()
-    )
+    # every row is a convex combination of the values: weights in [0, 1] summing to 1 (0 for a row with no key),
+    # so each output lies between the smallest and largest value its row attends to, dimension by dimension
+    rows = weights.sum(-1)  # (B, n_head, q_len)
+    assert ((weights >= 0) & (weights <= 1 + TOLERANCE)).all()
+    attended = rows > 0
+    assert ((rows[attended] - 1).abs() <= TOLERANCE).all() and (output[~attended] == 0).all()
+    rep = q.shape[1] // k.shape[1]
+    values = v.repeat_interleave(rep, 1)[:, :, None]  # (B, n_head, 1, k_len, head_dim)
+    seen_keys = (weights > 0)[..., None]  # (B, n_head, q_len, k_len, 1)
+    low = torch.where(seen_keys, values, torch.inf).amin(-2)  # (B, n_head, q_len, head_dim)
+    high = torch.where(seen_keys, values, -torch.inf).amax(-2)
+    inside = (output >= low - TOLERANCE) & (output <= high + TOLERANCE)
+    assert inside[attended].all(), "an output left the hull of the values it attends to"
     fused = fused_attention(q, k, v, mask, is_causal=causal)
     assert torch.allclose(fused, output, atol=TOLERANCE), (fused - output).abs().max()
-    rep = q.shape[1] // k.shape[1]
     kx, vx = k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1)  # (B, n_head, k_len, head_dim)
     mask = None if mask is None else mask.expand(full)  # torch's SDPA reads no 1-D mask
     if causal:
@@ -155,6 +166,53 @@ def test_config_json_gives_config_error_only(data, seq_len, dtype):
     except ValueError:
         return
     assert result.total_bytes >= 0
+
+
+BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}  # unquantised: no group scales, so the formula is plain
+
+
+@st.composite
+def kv_configs(draw) -> KVConfig:
+    """Any cache geometry: MHA, GQA or MQA over full, sliding and linear layers, or MLA latents."""
+    n_layer, n_kv_head = draw(st.integers(1, 96)), draw(st.integers(1, 16))
+    n_head, head_dim = n_kv_head * draw(st.integers(1, 8)), draw(st.sampled_from([8, 64, 80, 128, 256]))
+    if draw(st.integers(0, 3)) == 0:
+        rank, rope = draw(st.integers(16, 1024)), draw(st.sampled_from([32, 64]))
+        return KVConfig(
+            "mla", n_layer, n_head, n_head, head_dim, n_head * head_dim, ("mla",) * n_layer, None, rank, rope
+        )
+    kinds = tuple(draw(st.lists(st.sampled_from(["full", "sliding", "linear"]), min_size=n_layer, max_size=n_layer)))
+    window = draw(st.integers(1, 8192)) if "sliding" in kinds else None
+    return KVConfig("gqa", n_layer, n_head, n_kv_head, head_dim, n_head * head_dim, kinds, window)
+
+
+def formula(cfg: KVConfig, batch: int, seq_len: int, dtype: str) -> int:
+    """The KV cache by hand: K and V rows of every KV head (one latent row under MLA) for each token a layer holds."""
+    total = 0
+    for kind in cfg.layer_kinds:
+        per_token = {
+            "full": 2 * cfg.n_kv_head * cfg.head_dim,
+            "sliding": 2 * cfg.n_kv_head * cfg.head_dim,
+            "linear": 0,
+            "mla": (cfg.kv_lora_rank or 0) + (cfg.qk_rope_head_dim or 0),
+        }[kind]
+        held = min(seq_len, cfg.window) if kind == "sliding" else seq_len
+        total += batch * held * per_token * BYTES[dtype]
+    return total
+
+
+@settings(max_examples=200)
+@given(kv_configs(), st.integers(1, 2**20), st.integers(1, 64), st.sampled_from(list(BYTES)))
+def test_a_kv_estimate_is_the_formula_and_never_shrinks_as_the_text_grows(cfg, seq_len, batch, dtype):
+    ran("library kv estimate")
+    result = estimate(cfg, batch, seq_len, dtype)
+    assert result.total_bytes == formula(cfg, batch, seq_len, dtype) == sum(result.per_layer)
+    assert result.bytes_per_token == formula(cfg, 1, 1, dtype)  # one token, every layer, before any window
+    longer = estimate(cfg, batch, seq_len + 1, dtype).total_bytes
+    assert longer >= result.total_bytes
+    if all(kind in ("full", "mla") for kind in cfg.layer_kinds):
+        assert longer > result.total_bytes  # no window, no linear layer: every token costs
+    assert estimate(cfg, 2 * batch, seq_len, dtype).total_bytes == 2 * result.total_bytes
 
 
 @settings(max_examples=200)

@@ -1,0 +1,133 @@
+"""One head drawn large: whole at full resolution when it fits, else pooled with a box-select zoom to any window
+at full resolution and any query row (the Heads, Generation and Padding pages).
+
+:func:`head_view` returns what it drew (:class:`DrawnHead`), so a page exports exactly that without reading the
+view's widget state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import streamlit as st
+from torch import Tensor
+
+from attnviz.app.widgets import plotly
+from attnviz.core.token_display import plain_text
+from attnviz.figures.base import head_label, make_head_heatmap_figure
+from attnviz.figures.heads import make_pooled_head_figure, make_row_figure
+from attnviz.i18n.translate import t
+from attnviz.models.record import AttentionRecord, Head
+
+# full-resolution windows under a pooled view, tokens a side (512 x 512 float32 weights is 1 MiB sent)
+WINDOW_SIDES = (128, 256, 512)
+
+
+@dataclass(frozen=True, eq=False)
+class DrawnHead:
+    """What :func:`head_view` drew: the rows and columns it shows at full resolution (the whole head when it fits),
+    and on a long text the pooled map above them (``pooled``, by ``pool``: "max" or "mean")."""
+
+    rows: tuple[int, int]
+    cols: tuple[int, int]
+    pooled: Tensor | None = None
+    pool: str | None = None
+
+
+def resolution_note(record: AttentionRecord) -> str:
+    """What the large view shows, in words."""
+    if record.full_view:
+        return t("views.full_resolution", q_len=record.q_len, k_len=record.k_len)
+    b = record.bin_size
+    return t("views.pooled", q_len=record.q_len, q_cells=-(-record.q_len // b), k_cells=-(-record.k_len // b), b=b)
+
+
+def head_view(
+    record: AttentionRecord,
+    layer: int,
+    head: Head,
+    key: str,
+    *,
+    gamma: float = 1.0,
+    labels: list[str] | None = None,
+    title: str | None = None,
+) -> DrawnHead:
+    """One head drawn large: whole at full resolution when it fits, else pooled with a zoom to full resolution."""
+    whole = None if labels else record.labels(full=True)  # whole tokens on hover where the axis labels are cut
+    labels = labels or record.labels()
+    title = title or f"L{layer} {head_label(head)}"
+    if record.full_view:
+        weights = record.weights(layer, head)
+        fig = make_head_heatmap_figure(
+            weights, labels, labels, title=title, gamma=gamma, mask=record.mask(layer), q_hover=whole, k_hover=whole
+        )
+        plotly(fig, key=f"{key}_large")
+        st.caption(resolution_note(record))
+        return DrawnHead((0, record.q_len), (0, record.k_len))
+    st.caption(resolution_note(record))
+    kinds = {"max": t("views.pool_max"), "mean": t("views.pool_mean")}
+    kind = st.radio(t("views.pooling"), list(kinds), key=f"{key}_pool", horizontal=True, format_func=kinds.get)
+    pooled = record.pooled(layer, head, kind)
+    if kind == "max":
+        pooled_title = t("views.pooled_title_max", title=title)
+    else:
+        pooled_title = t("views.pooled_title_mean", title=title)
+    fig = make_pooled_head_figure(
+        pooled, record.bin_size, record.q_len, record.k_len, title=pooled_title, gamma=gamma, kind=kind
+    )
+    event = plotly(fig, key=f"{key}_pooled", on_select="rerun", selection_mode=("box",))
+    box = _selected_box(event)
+    if box is not None and box != st.session_state.get(f"{key}_box"):  # a new selection moves the window once;
+        st.session_state[f"{key}_box"] = box  # the inputs stay editable while it stays selected
+        st.session_state[f"{key}_q0"] = min(box[0], record.q_len - 1)
+        st.session_state[f"{key}_k0"] = min(box[1], record.k_len - 1)
+    if f"{key}_side" not in st.session_state:
+        st.session_state[f"{key}_side"] = WINDOW_SIDES[1]
+    cols = st.columns(3)
+    side = int(cols[2].select_slider(t("views.window"), WINDOW_SIDES, key=f"{key}_side", help=t("views.window_help")))
+    forget = {
+        "on_change": st.session_state.pop,
+        "args": (f"{key}_box", None),
+    }  # typing frees the box to be chosen again
+    q0 = cols[0].number_input(
+        t("views.queries_from"), 0, max(0, record.q_len - 1), key=f"{key}_q0", step=side // 2, **forget
+    )
+    k0 = cols[1].number_input(
+        t("views.keys_from"), 0, max(0, record.k_len - 1), key=f"{key}_k0", step=side // 2, **forget
+    )
+    rows = (int(q0), min(record.q_len, int(q0) + side))
+    cols_ = (int(k0), min(record.k_len, int(k0) + side))
+    window = record.weights(layer, head, rows, cols_)
+    mask = record.mask(layer, rows, cols_)
+    fig = make_head_heatmap_figure(
+        window,
+        labels[rows[0] : rows[1]],
+        labels[cols_[0] : cols_[1]],
+        title=t("views.window_title", title=title, q0=rows[0], q1=rows[1] - 1, k0=cols_[0], k1=cols_[1] - 1),
+        gamma=gamma,
+        mask=mask,
+        q_hover=whole and whole[rows[0] : rows[1]],
+        k_hover=whole and whole[cols_[0] : cols_[1]],
+    )
+    plotly(fig, key=f"{key}_window")
+    row = st.number_input(t("views.one_row"), 0, record.q_len - 1, key=f"{key}_row")
+    weights = record.weights(layer, head, (int(row), int(row) + 1), (0, record.k_len))[0]
+    plotly(
+        make_row_figure(
+            weights, labels, visible=record.mask(layer, (int(row), int(row) + 1))[0], title=plain_text(labels[row])
+        ),
+        key=f"{key}_row_fig",
+    )
+    return DrawnHead(rows, cols_, pooled, kind)
+
+
+def _selected_box(event) -> tuple[int, int] | None:
+    """The top-left (query, key) of a box selection on a pooled view, in token positions."""
+    try:
+        box = event.selection.box[0]
+    except (AttributeError, IndexError, KeyError, TypeError):
+        return None
+    xs, ys = box.get("x") or [], box.get("y") or []
+    if not xs or not ys:
+        return None
+    return max(0, round(min(ys))), max(0, round(min(xs)))

@@ -1,0 +1,244 @@
+"""Models and results, loaded and cached once per process, with what the reader is told while they load.
+
+Pages call :func:`current_source` / :func:`current_record` and get a source or a
+record (or a message has already been shown and they stop), so no page deals
+with models, caching or bad input itself.
+
+Caching, deliberately:
+- sources (models) live in ``st.cache_resource``: loaded once per process, shared read-only;
+- records, batches, generations and parity results live in one :class:`~attnviz.app.cache.BoundedCache`
+  per process, handed out by reference (no copy per rerun) and bounded in bytes
+  (``ATTNVIZ_CACHE_MB``, default 2,048 MB; at most 32 entries). Their keys hold no language: the library's
+  results are the same in every language, and their words are rendered as the page draws.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+
+import streamlit as st
+
+from attnviz import settings
+from attnviz.app import hosted
+from attnviz.app.cache import BoundedCache
+from attnviz.app.state import Settings
+from attnviz.app.widgets import show_error
+from attnviz.core.budget import request_cost
+from attnviz.core.capture import predicted_nbytes
+from attnviz.core.token_display import markdown_text, typed_special
+from attnviz.errors import ModelUnavailableError
+from attnviz.i18n.message import msg
+from attnviz.i18n.translate import t, tr
+from attnviz.models.record import LABEL_CHARS, AttentionRecord, cut_tokens
+from attnviz.models.registry import SourceSpec, open_source, preparation_note, prepare_source
+from attnviz.models.source import AttentionSource
+
+_LOAD_LOCK = threading.Lock()
+
+
+@st.cache_resource(max_entries=8, show_spinner=False)
+def load_source(spec: SourceSpec) -> AttentionSource:
+    """One model per spec, loaded once per process and shared read-only by every session.
+
+    Streamlit computes each spec once, but two specs (MiniLM and SmolLM2 asked for at the same moment) load in two
+    threads at once, and transformers' first import is not thread-safe (``cannot import name 'AutoConfig'``): loads
+    take turns. Eight entries: five people on the embedded model's variants, MiniLM and SmolLM2 no longer push each
+    other out and reload. Each load says so on the server's stderr (``attnviz: loaded … in 1.2 s``), so an operator,
+    and the concurrency test, can count them.
+    """
+    with _LOAD_LOCK:
+        start = time.perf_counter()
+        source = open_source(spec)
+    print(f"attnviz: loaded {spec.title} [{source.name}] in {time.perf_counter() - start:.1f} s", file=sys.stderr)
+    return source
+
+
+@st.cache_resource(show_spinner=False)
+def result_cache() -> BoundedCache:
+    """The process's one cache of records and other large results (see the module docstring)."""
+    mb = int(os.environ.get(settings.CACHE_MB_ENV, settings.CACHE_MB_DEFAULT))
+    return BoundedCache(max_bytes=mb * 2**20, max_entries=settings.CACHE_ENTRIES)
+
+
+def cached(kind: str, key: tuple, compute, spinner: str):
+    """A large result by (kind, key), computed once per process (while a spinner says what is happening)."""
+    cache = result_cache()
+    if (kind, key) in cache:
+        return cache.get_or_compute((kind, key), compute)
+    with st.spinner(spinner):
+        return cache.get_or_compute((kind, key), compute)
+
+
+def source_for(spec: SourceSpec) -> AttentionSource | None:
+    """The loaded model, with progress while a one-time step runs; None after showing why it cannot load."""
+    try:
+        note = preparation_note(spec)
+        if note:
+            with st.status(tr(note), expanded=True) as status:
+                bar = st.progress(0.0, text=t("sources.starting"))
+                prepare_source(spec, progress=lambda fraction, message: bar.progress(fraction, text=tr(message)))
+                status.update(label=t("sources.ready", title=spec.title), state="complete", expanded=False)
+        with st.spinner(t("sources.loading", title=spec.title)):
+            return load_source(spec)
+    except ModelUnavailableError as err:
+        show_error(err)  # the message quotes the user's path: data, not Markdown
+        return None
+
+
+def current_source(settings_: Settings) -> AttentionSource | None:
+    """The sidebar's model, loaded; None after telling the user why not."""
+    if settings_.error or settings_.spec is None:
+        show_error(settings_.error or msg("sources.choose_model"))
+        return None
+    return source_for(settings_.spec)
+
+
+def require_source(settings_: Settings) -> AttentionSource:
+    """The sidebar's model, loaded; otherwise the page stops after saying why."""
+    source = current_source(settings_)
+    if source is None:
+        st.stop()
+    return source
+
+
+def require_text(settings_: Settings, hint: str | None = None) -> None:
+    """Stop the page with ``hint`` (by default: type some text) while the sidebar's text is empty."""
+    if not settings_.text.strip():
+        st.info(hint or t("views.type_some_text"))
+        st.stop()
+
+
+def fits_the_cache(source: AttentionSource, settings_: Settings) -> bool:
+    """Whether the capture's record fits this server's result cache; says why not, and what to do, when not.
+
+    A record over the bound could not be kept, so every rerun would capture it again.
+    """
+    n_tokens = len(source.encode(settings_.text, settings_.max_tokens).tokens)
+    dims = (source.n_layer, source.n_head, source.n_kv_head, source.head_dim)
+    need, bound = predicted_nbytes(*dims, n_tokens), result_cache().max_bytes
+    if need <= bound:
+        return True
+    fit = max((n for n in range(16, n_tokens, 16) if predicted_nbytes(*dims, n) <= bound), default=0)
+    st.error(
+        t(
+            "ui_capture.too_large",
+            n_tokens=n_tokens,
+            need_mb=need / 2**20,
+            bound_mb=bound / 2**20,
+            env=settings.CACHE_MB_ENV,
+            fit=fit,
+        )
+    )
+    return False
+
+
+def record_for(source: AttentionSource, settings_: Settings) -> AttentionRecord:
+    """The capture of the sidebar's text, from the shared cache."""
+    return cached(
+        "record",
+        settings_.key(),
+        lambda: source.run(settings_.text, settings_.max_tokens),
+        t("sources.capturing"),
+    )
+
+
+def current_record(settings_: Settings) -> AttentionRecord | None:
+    """The record for the sidebar's settings, or None after telling the user why not."""
+    source = current_source(settings_)
+    if source is None:
+        return None
+    if not settings_.text.strip():
+        st.info(t("sources.type_text"))
+        return None
+    try:
+        if not fits_the_cache(source, settings_) or not within_budget(settings_, source):
+            return None
+        record = record_for(source, settings_)
+    except ModelUnavailableError as err:
+        show_error(err)
+        return None
+    if not record.tokens:
+        st.info(t("sources.no_tokens"))
+        return None
+    if len(record.tokens) == 1:
+        st.info(t("sources.single_token"))
+        return None
+    note = st.session_state.pop("example_note", None)
+    if note:
+        st.info(tr(note))
+    coverage_warning(record)
+    typed = typed_special(record.tokens)
+    if typed:
+        st.info(t("hostile.typed_special", tokens=", ".join(markdown_text(text) for text in typed)))
+    if record.truncated:
+        why = (
+            t("sources.raise_max_tokens")
+            if len(record.tokens) >= settings_.max_tokens
+            else t("sources.model_limit", n=len(record.tokens))
+        )
+        st.warning(t("sources.truncated", n_input=record.n_input_tokens, n=len(record.tokens), why=why))
+    return record
+
+
+LONG_TOKENS_LISTED = 20  # cut tokens listed whole under the chart
+
+
+def coverage_warning(record: AttentionRecord) -> None:
+    """Warn when the model's tokenizer read much of the text as its unknown token, and name a model that reads it."""
+    real = [token for token in record.tokens if not token.special and not token.pad]
+    unknown = sum(token.unknown for token in real)
+    if real and unknown / len(real) >= settings.UNKNOWN_SHARE_WARNING:
+        st.warning(t("views.unknown_tokens", model=markdown_text(record.model_name), unknown=unknown, n=len(real)))
+    cut = cut_tokens(record.tokens)
+    if cut:
+        if len(cut) > 1:
+            st.caption(t("views.long_tokens_cut", n=len(cut), chars=LABEL_CHARS))
+        else:
+            st.caption(t("views.long_token_cut", chars=LABEL_CHARS))
+        with st.expander(t("views.long_tokens")):
+            for i, text in cut[:LONG_TOKENS_LISTED]:
+                st.text(f"{i}: {text}")
+            if len(cut) > LONG_TOKENS_LISTED:
+                st.caption(t("views.and_more", n=len(cut) - LONG_TOKENS_LISTED))
+
+
+BUDGET_CONFIRMED = "budget_confirmed"  # the settings' keys this session chose to run over the budget
+
+
+def within_budget(settings_: Settings, source: AttentionSource) -> bool:
+    """Whether to capture the sidebar's text with ``source``: tokens x layers x heads within the request budget.
+
+    Over it, a hosted server refuses with the numbers and what to change; a local one says the same and offers a
+    button that runs it anyway (remembered for these settings in this session).
+    """
+    n_tokens = len(source.encode(settings_.text, settings_.max_tokens).tokens)
+    cost = request_cost(source.n_layer, source.n_head, source.n_kv_head, source.head_dim, n_tokens)
+    if not cost.over:
+        return True
+    gb, seconds = f"{cost.peak_gb:,.1f}", f"{cost.seconds:,.0f}"
+    why = t(
+        "hosted.over_budget",
+        tokens=f"{cost.tokens:,}",
+        n_layer=cost.n_layer,
+        n_head=cost.n_head,
+        head_tokens=f"{cost.head_tokens:,}",
+        budget=f"{cost.budget:,}",
+        gb=gb,
+        seconds=seconds,
+    )
+    change = t("hosted.budget_change", max_tokens=f"{cost.max_tokens:,}", layer_heads=f"{cost.max_layer_heads:,}")
+    if hosted.is_hosted():
+        st.error(f"{why} {change}")  # numbers only: nothing in it is the user's
+        return False
+    confirmed = st.session_state.setdefault(BUDGET_CONFIRMED, set())
+    if settings_.key() in confirmed:
+        st.caption(t("hosted.over_budget_confirmed", gb=gb, seconds=seconds))
+        return True
+    st.warning(f"{why} {change} {t('hosted.local_confirm')}")
+    if st.button(t("hosted.run_anyway", gb=gb, seconds=seconds), key="budget_run_anyway"):
+        confirmed.add(settings_.key())
+        return True
+    return False

@@ -1,0 +1,137 @@
+"""The shared sidebar: language, text, model, device and the token limit, drawn once per run in app.py's frame."""
+
+from __future__ import annotations
+
+import sys
+
+import streamlit as st
+
+from attnviz import settings
+from attnviz.app import hosted
+from attnviz.app.hosted import model_label, model_options
+from attnviz.app.links import link_settings
+from attnviz.app.state import Settings, init_state, pin_choices
+from attnviz.app.widgets import show_error
+from attnviz.core.devices import DEVICE_CHOICES, resolve_device
+from attnviz.i18n.catalogue import LANGUAGES
+from attnviz.i18n.message import msg
+from attnviz.i18n.translate import language_from_locale, set_language, t
+from attnviz.models.embedded.config import EmbeddedConfig
+from attnviz.models.registry import EMBEDDED, SourceSpec
+
+# Pickled checkpoints load only when the server was started with this flag:
+#   streamlit run app.py -- --allow-pickle
+ALLOW_PICKLE = "--allow-pickle" in sys.argv[1:]
+
+EXAMPLE_KEYS = dict(zip(settings.EXAMPLES, ("en_cat", "en_pronouns", "zh_cat", "zh_attention", "mixed"), strict=True))
+
+
+def example_name(name: str) -> str:
+    """An example's name in the session's language (the option value stays the English name)."""
+    return t(f"examples.{EXAMPLE_KEYS[name]}")
+
+
+def _use_example() -> None:
+    """Put the example in the text box; a Chinese example switches MiniLM, which reads almost no Chinese, to SmolLM2."""
+    st.session_state.text = settings.EXAMPLES[st.session_state.example]
+    if st.session_state.example in settings.CHINESE_EXAMPLES and st.session_state.get("model") == "minilm":
+        st.session_state.model = settings.CHINESE_MODEL
+        st.session_state.example_note = msg("sidebar.chinese_switch")
+
+
+def _bounded_input(container, label: str, bound: settings.Bound, key: str, **kwargs) -> None:
+    container.number_input(label, min_value=bound.low, max_value=bound.high, key=key, **kwargs)
+
+
+def choose_language() -> str:
+    """The session's language: a link's ``?lang=`` first, else the browser's (``st.context.locale``), else English;
+    then the sidebar's switch leads. Set for the rest of the run (:func:`attnviz.i18n.translate.set_language`) and kept in
+    the link."""
+    if "lang" not in st.session_state:
+        asked = st.query_params.get("lang")
+        st.session_state.lang = asked if asked in LANGUAGES else language_from_locale(st.context.locale)
+    with st.sidebar:
+        st.selectbox(
+            t("sidebar.language"), list(LANGUAGES), key="lang", format_func=LANGUAGES.get, on_change=pin_choices
+        )
+    set_language(st.session_state.lang)
+    if st.query_params.get("lang") != st.session_state.lang:
+        st.query_params["lang"] = st.session_state.lang
+    return st.session_state.lang
+
+
+def sidebar() -> Settings:
+    """Draw the shared sidebar and return the settings it holds."""
+    init_state()
+    choose_language()
+    link_settings()
+    with st.sidebar:
+        st.header(t("sidebar.text_header"))
+        st.selectbox(
+            t("sidebar.example"),
+            list(settings.EXAMPLES),
+            key="example",
+            on_change=_use_example,
+            format_func={name: example_name(name) for name in settings.EXAMPLES}.get,  # this run's language
+        )
+        st.text_area(t("sidebar.text"), key="text", height=110)
+        _bounded_input(
+            st, t("sidebar.max_tokens"), settings.MAX_TOKENS, "max_tokens", step=16, help=t("sidebar.max_tokens_help")
+        )
+
+        st.header(t("sidebar.model_header"))
+        offered = model_options()
+        if not hosted.allowed_model(st.session_state.model, offered):  # a stale value, or "path" on a hosted server
+            st.session_state.model, st.session_state.model_refused = EMBEDDED, True
+        if st.session_state.pop("model_refused", False):
+            show_error(msg("hosted.model_refused"))
+        st.selectbox(
+            t("sidebar.model"), list(offered), key="model", format_func={m: model_label(m) for m in offered}.get
+        )
+        if st.session_state.model == "path":
+            st.text_input(t("sidebar.model_path"), key="model_path", placeholder=t("sidebar.model_path_placeholder"))
+        with st.expander(t("sidebar.embedded"), expanded=st.session_state.model == EMBEDDED):
+            st.caption(t("sidebar.embedded_caption"))
+            cols = st.columns(2)
+            _bounded_input(cols[0], "d_model", settings.D_MODEL, "d_model", step=2)
+            _bounded_input(cols[1], "n_head", settings.N_HEAD, "n_head")
+            _bounded_input(cols[0], "n_kv_head", settings.N_KV_HEAD, "n_kv_head", help=t("sidebar.n_kv_head_help"))
+            _bounded_input(cols[1], "n_layer", settings.N_LAYER, "n_layer")
+            _bounded_input(cols[0], "seed", settings.SEED, "seed")
+            cols[1].checkbox(t("sidebar.causal"), key="causal", help=t("sidebar.causal_help"))
+
+        st.header(t("sidebar.device_header"))
+        st.selectbox(t("sidebar.device"), DEVICE_CHOICES, key="device")
+        try:
+            device = resolve_device(st.session_state.device)
+            st.caption(t("sidebar.running_on", device=device))
+        except ValueError as err:
+            show_error(err)
+            device = resolve_device("auto")
+
+        spec, error = None, None
+        source = st.session_state.model
+        try:
+            if source == EMBEDDED:
+                config = EmbeddedConfig(
+                    d_model=int(st.session_state.d_model),
+                    n_head=int(st.session_state.n_head),
+                    n_kv_head=int(st.session_state.n_kv_head) or None,
+                    n_layer=int(st.session_state.n_layer),
+                    seed=int(st.session_state.seed),
+                    causal=bool(st.session_state.causal),
+                )
+                spec = SourceSpec(EMBEDDED, device, config)
+            elif source == "path":
+                path = st.session_state.model_path.strip()
+                if not path:
+                    raise ValueError(msg("sidebar.type_a_path"))
+                spec = SourceSpec(path, device, allow_pickle=ALLOW_PICKLE)
+            elif source in hosted.operator_models():
+                spec = SourceSpec(source, device, allow_pickle=ALLOW_PICKLE)
+            else:
+                spec = SourceSpec(source, device)
+        except ValueError as err:
+            error = msg("sidebar.invalid", error=err)
+            show_error(error)
+    return Settings(text=st.session_state.text, max_tokens=int(st.session_state.max_tokens), spec=spec, error=error)

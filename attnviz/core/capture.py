@@ -1,0 +1,378 @@
+"""Attention captured in bounded memory, one query chunk at a time, as FlashAttention tiles the softmax.
+
+A full record of every weight is (n_layer, n_head, T, T): 283 MB for SmolLM2 at
+512 tokens and about 72 GB at 8,192. The weights are never all needed at
+once, so each layer is computed in chunks of query rows and reduced as it goes.
+What is kept, per layer, at full float32 precision:
+
+- every per-row statistic of every head (:data:`ROW_STATS`): O(n_head · T);
+- the log-sum-exp of every row, so any single weight is ``exp(q·k·scale - lse)``;
+- pooled maps at display resolution, max- and mean-pooled, at most
+  :data:`POOL_SIDE` cells a side per head (and the max-pooled mean over heads);
+- the layer's q and k after rotation (exactly what entered the softmax), so any
+  head, or any window of one, is recomputed at full resolution on demand
+  (:func:`weights_window`): O(T · (n_head + n_kv_head) · head_dim);
+- the mask the layer really applied, as :class:`attnviz.core.masks.KeyRanges` (O(T)).
+
+The output ``weights · v`` is computed from the same chunks, so a model whose
+attention runs through :func:`capture_attention` computes what its eager
+attention would (to float32 rounding), and the pages show weights from the
+very pass that produced the model's outputs.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from attnviz.core.attention import attention_scores, group_size, weighted_values
+from attnviz.core.masks import KeyRanges
+from attnviz.i18n.message import msg
+
+ROW_STATS = (
+    "entropy",
+    "max_weight",
+    "first_token_weight",
+    "prev_token_weight",
+    "self_weight",
+    "mean_distance",
+    "lse",
+)
+POOL_SIDE = 256  # pooled maps have at most this many cells a side (the pooled large view)
+GRID_SIDE = 64  # ... and this many when only the grid's tiles need them
+FULL_VIEW_TOKENS = 384  # up to this many tokens a head is drawn whole at full resolution (589 kB of float32)
+POOL_CELL_BUDGET = 24 * 2**20  # cells per pooled-map kind over all heads of all layers (96 MB in float32)
+CHUNK_ELEMENTS = 2**22  # scores held at once on a CPU: n_head x chunk rows x keys (16 MB in float32)
+DEVICE_CHUNK_ELEMENTS = 2**26  # on an accelerator, fewer and larger chunks keep kernel launches few (256 MB)
+WINDOW_CELLS = 512 * 512  # the largest full-resolution window produced on demand, per head
+
+
+def pool_bin(q_len: int, n_heads_total: int) -> int:
+    """Tokens per pooled cell (a side), so that pooled maps are at display resolution and no more.
+
+    A head short enough for the full-resolution view needs pooled maps only for
+    the grid's tiles (GRID_SIDE cells a side); a longer one is drawn pooled
+    (POOL_SIDE). All ``n_heads_total`` heads together stay within POOL_CELL_BUDGET cells.
+    """
+    side = GRID_SIDE if q_len <= FULL_VIEW_TOKENS else POOL_SIDE
+    side = min(side, max(1, math.isqrt(POOL_CELL_BUDGET // max(1, n_heads_total))))
+    return max(1, math.ceil(q_len / side))
+
+
+def pooled_counts(keys: KeyRanges, bin_size: int) -> Tensor:
+    """How many visible cells each pooled bin holds: (ceil(q_len / b), ceil(k_len / b)) float32."""
+    q_len, k_len = keys.q_len, keys.k_len
+    n_q, n_k = math.ceil(q_len / bin_size), math.ceil(k_len / bin_size)
+    starts = torch.arange(n_k) * bin_size  # (n_k,)
+    ends = (starts + bin_size).clamp(max=k_len)
+    overlap = torch.minimum(keys.hi[:, None], ends) - torch.maximum(keys.lo[:, None], starts)  # (q_len, n_k)
+    overlap = F.pad(overlap.clamp_min(0).float(), (0, 0, 0, n_q * bin_size - q_len))  # (n_q * b, n_k)
+    return overlap.view(n_q, bin_size, n_k).sum(dim=1)  # (n_q, n_k)
+
+
+def predicted_nbytes(n_layer: int, n_head: int, n_kv_head: int, head_dim: int, q_len: int, keep_qk: bool = True) -> int:
+    """What the captures of a whole model will hold for ``q_len`` tokens, in bytes, before running it.
+
+    Per layer: the row statistics (n_head x q_len each), three pooled maps at the
+    bin :func:`pool_bin` picks, the mask's two integers a row, and q and k.
+    """
+    b = pool_bin(q_len, n_layer * n_head)
+    cells = math.ceil(q_len / b) ** 2
+    per_layer = len(ROW_STATS) * n_head * q_len * 4 + (2 * n_head + 1) * cells * 4 + 2 * q_len * 8
+    if keep_qk:
+        per_layer += (n_head + n_kv_head) * q_len * head_dim * 4
+    return n_layer * per_layer
+
+
+@dataclass
+class LayerCapture:
+    """What one layer's attention did to one sequence, in bounded memory (all on the CPU).
+
+    rows: {name: (n_head, q_len)} for each of :data:`ROW_STATS` (NaN where a
+    statistic has no meaning, e.g. the previous token of row 0).
+    pooled_max, pooled_mean: (n_head, P, Pk) with P = ceil(q_len / bin_size);
+    bins that hold no visible cell are NaN. mean_pooled_max: (P, Pk), the
+    max-pooled mean over heads.
+    q: (n_head, q_len, head_dim) and k: (n_kv_head, k_len, head_dim), float32,
+    or None when the capture was asked not to keep them.
+    """
+
+    rows: dict[str, Tensor]
+    pooled_max: Tensor
+    pooled_mean: Tensor
+    mean_pooled_max: Tensor
+    keys: KeyRanges
+    bin_size: int
+    scale: float
+    softcap: float | None = None
+    q: Tensor | None = None
+    k: Tensor | None = None
+    nbytes: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        tensors = [*self.rows.values(), self.pooled_max, self.pooled_mean, self.mean_pooled_max]
+        tensors += [t for t in (self.q, self.k, self.keys.lo, self.keys.hi) if t is not None]
+        self.nbytes = sum(t.numel() * t.element_size() for t in tensors)
+
+
+def _scores(q: Tensor, k: Tensor, scale: float, softcap: float | None) -> Tensor:
+    """q (n_head, C, hd) x k (n_kv_head, W, hd) -> scores (n_head, C, W) in float32, as the inspectable path has them."""
+    scores = attention_scores(q[None].float(), k[None].float(), scale)[0]  # (n_head, C, W)
+    if softcap is not None:  # Gemma-2 style logit soft-capping, applied where the model applies it
+        scores = scores.div_(softcap).tanh_().mul_(softcap)
+    return scores
+
+
+def _masked_parts(keys: KeyRanges, r0: int, r1: int, a0: int, a1: int) -> list[tuple[int, int]]:
+    """Column ranges (relative to a0) of the window a0..a1-1 that may hold masked cells for rows r0..r1-1.
+
+    Between the largest ``lo`` and the smallest ``hi`` every row sees every key,
+    so only the columns outside that band need the mask: for a causal chunk,
+    just the chunk's own diagonal block.
+    """
+    lo, hi = keys.lo[r0:r1], keys.hi[r0:r1]
+    live = hi > lo
+    if not bool(live.all()):
+        return [(0, a1 - a0)]
+    inner_lo, inner_hi = int(lo.max()), int(hi.min())
+    if inner_lo >= inner_hi:
+        return [(0, a1 - a0)]
+    parts = [(0, inner_lo - a0), (inner_hi - a0, a1 - a0)]
+    return [(s, e) for s, e in parts if e > s]
+
+
+def _diagonals(q_pos: Tensor) -> list[tuple[str, Tensor]]:
+    """The key each single-weight statistic reads: the query itself, the previous token, the first token."""
+    return [("self_weight", q_pos), ("prev_token_weight", q_pos - 1), ("first_token_weight", torch.zeros_like(q_pos))]
+
+
+def _fill_dead_rows(rows: dict[str, Tensor], r0: int, r1: int, q_pos: Tensor) -> None:
+    """Statistics of rows that see no key: weight 0 everywhere (NaN where the key does not exist)."""
+    rows["lse"][:, r0:r1] = -math.inf
+    for name in ("entropy", "max_weight", "mean_distance"):
+        rows[name][:, r0:r1] = 0.0
+    for name, key in _diagonals(q_pos):
+        rows[name][:, r0:r1] = torch.where(key >= 0, 0.0, math.nan)
+
+
+def _pool_keys(w: Tensor, b: int) -> tuple[Tensor, Tensor]:
+    """Max and sum over each run of ``b`` keys: (h, C, W) -> (h, C, ceil(W / b)) each; the last run may be short."""
+    full = w.shape[-1] // b * b
+    runs = w[..., :full].unflatten(-1, (full // b, b))  # (h, C, W // b, b), a view
+    maxima, sums = [runs.amax(dim=-1)], [runs.sum(dim=-1)]
+    if full < w.shape[-1]:
+        maxima.append(w[..., full:].amax(dim=-1, keepdim=True))
+        sums.append(w[..., full:].sum(dim=-1, keepdim=True))
+    return torch.cat(maxima, dim=-1), torch.cat(sums, dim=-1)
+
+
+def _row_bins(x: Tensor, r0: int, b: int) -> Tensor:
+    """Rows r0.. of (h, C, Wb) grouped into their bins of ``b``: (h, n_bins, b, Wb); rows outside the chunk weigh 0."""
+    top, bottom = r0 % b, -(r0 + x.shape[1]) % b
+    padded = F.pad(x, (0, 0, top, bottom))
+    return padded.view(x.shape[0], padded.shape[1] // b, b, x.shape[-1])
+
+
+def _mean_distance(w: Tensor, q_pos: Tensor, a0: int) -> Tensor:
+    """Σ_j w·|i - j| for each row: w (n_head, C, W) over keys a0.., q_pos (C,) -> (n_head, C).
+
+    Keys before the chunk's first position d0 are summed as (i - d0)·Σw + Σ w·(d0 - j),
+    and keys after its last position as the mirror image: two matvecs of
+    non-negative terms, so nothing large cancels. Only the C x C block around
+    the diagonal is weighted cell by cell. (i·Σw - Σ w·j in one matvec loses a
+    previous-token head's distance of 1 to float32 cancellation at long inputs.)
+    """
+    n_head, chunk, width = w.shape
+    first, last = int(q_pos[0]), int(q_pos[-1])
+    near_lo, near_hi = min(max(first - a0, 0), width), min(max(last + 1 - a0, 0), width)
+    k_pos = torch.arange(a0, a0 + width, device=w.device, dtype=torch.float32)  # (W,)
+    qf = q_pos.float()
+    total = torch.zeros(n_head, chunk, device=w.device)
+    if near_lo > 0:  # keys before the chunk's first position: weight and weighted distance in one matvec
+        ones = torch.ones(near_lo, device=w.device)
+        left = w[..., :near_lo] @ torch.stack([ones, first - k_pos[:near_lo]], dim=-1)  # (n_head, C, 2)
+        total += (qf - first) * left[..., 0] + left[..., 1]
+    if near_hi > near_lo:
+        distance = (qf[:, None] - k_pos[None, near_lo:near_hi]).abs()  # (C, near)
+        total += (w[..., near_lo:near_hi] * distance).sum(dim=-1)
+    if near_hi < width:  # keys after the chunk's last position
+        ones = torch.ones(width - near_hi, device=w.device)
+        right = w[..., near_hi:] @ torch.stack([ones, k_pos[near_hi:] - last], dim=-1)  # (n_head, C, 2)
+        total += (last - qf) * right[..., 0] + right[..., 1]
+    return total
+
+
+def capture_attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    keys: KeyRanges,
+    *,
+    scale: float,
+    bin_size: int,
+    softcap: float | None = None,
+    keep_qk: bool = True,
+) -> tuple[Tensor, LayerCapture]:
+    """One layer's attention for one sequence, chunk by chunk: the output and its capture.
+
+    q: (n_head, q_len, head_dim); k: (n_kv_head, k_len, head_dim); v: (n_kv_head,
+    k_len, v_dim), after any rotation; ``keys`` is the mask the model applies
+    (queries are the last q_len of the k_len positions). Returns the output
+    (n_head, q_len, v_dim) in q's dtype, equal to softmax(q·kᵀ·scale + mask)·v
+    with fully masked rows as zeros, and the :class:`LayerCapture`. Work stays
+    on q's device; only reduced results (and q and k) move to the CPU.
+    """
+    n_head, q_len, _ = q.shape
+    n_kv_head, k_len, _ = k.shape
+    group_size(n_head, n_kv_head)
+    if keys.q_len != q_len or keys.k_len != k_len:
+        raise ValueError(f"mask is {keys.q_len} x {keys.k_len} but attention is {q_len} x {k_len}")
+    device, b = q.device, bin_size
+    offset = k_len - q_len  # query i sits at position offset + i
+    n_q, n_k = math.ceil(q_len / b), math.ceil(k_len / b)
+    out = torch.zeros(n_head, q_len, v.shape[-1], device=device, dtype=torch.float32)
+    rows = {name: torch.full((n_head, q_len), math.nan, device=device) for name in ROW_STATS}
+    pooled_max = torch.zeros(n_head, n_q, n_k, device=device)
+    pooled_sum = torch.zeros(n_head, n_q, n_k, device=device)
+    mean_max = torch.zeros(n_q, n_k, device=device)
+    c_first, c_last = keys.key_span(0, q_len)
+    budget = CHUNK_ELEMENTS if device.type == "cpu" else DEVICE_CHUNK_ELEMENTS
+    chunk = max(1, budget // max(1, n_head * (c_last - c_first)))
+    chunk = chunk // b * b if chunk >= b else chunk  # whole bins when they fit: no bin to merge
+
+    for r0 in range(0, q_len, chunk):
+        r1 = min(q_len, r0 + chunk)
+        q_pos = torch.arange(r0, r1, device=device) + offset  # (C,) absolute positions
+        c0, c1 = keys.key_span(r0, r1)
+        if c1 <= c0:  # every row of the chunk is fully masked: zero weights, zero output
+            _fill_dead_rows(rows, r0, r1, q_pos)
+            continue
+        a0, a1 = c0 // b * b, min(k_len, -(-c1 // b) * b)  # key window, aligned to pooled bins
+        s = _scores(q[:, r0:r1], k[:, a0:a1], scale, softcap)  # (n_head, C, W)
+        parts = _masked_parts(keys, r0, r1, a0, a1)
+        keep = {(ps, pe): keys.block(r0, r1, a0 + ps, a0 + pe).to(device) for ps, pe in parts}
+        for (ps, pe), kp in keep.items():
+            s[..., ps:pe].masked_fill_(~kp, -math.inf)
+        m = s.amax(dim=-1, keepdim=True)  # (n_head, C, 1)
+        dead = torch.isneginf(m)
+        m = m.masked_fill(dead, 0.0)
+        s.sub_(m)  # s - max: -inf where masked
+        e = torch.exp(s)  # (n_head, C, W) unnormalised weights
+        for (ps, pe), kp in keep.items():
+            s[..., ps:pe].masked_fill_(~kp, 0.0)  # so 0 * (s - m) stays 0 where masked
+        z = e.sum(dim=-1, keepdim=True)  # (n_head, C, 1)
+        e_dot_s = (e * s).sum(dim=-1)  # (n_head, C): Σ e·(s - m), for the entropy
+        z_safe = torch.where(z > 0, z, torch.ones_like(z))
+        w = e.div_(z_safe)  # (n_head, C, W) the weights; fully masked rows are 0
+        z1 = z_safe[..., 0]
+
+        rows["lse"][:, r0:r1] = torch.where(dead[..., 0], -math.inf, m[..., 0] + z1.log())
+        rows["entropy"][:, r0:r1] = torch.where(dead[..., 0], 0.0, z1.log() - e_dot_s / z1)
+        rows["max_weight"][:, r0:r1] = torch.where(dead[..., 0], 0.0, 1.0 / z1)
+        for name, key in _diagonals(q_pos):
+            col = key - a0
+            inside = (col >= 0) & (col < w.shape[-1])
+            picked = w.gather(-1, col.clamp(0, w.shape[-1] - 1).expand(n_head, -1)[..., None])[..., 0]
+            value = torch.where(inside, picked, 0.0)  # a key outside the window is masked: weight 0
+            rows[name][:, r0:r1] = torch.where(key >= 0, value, math.nan)
+        rows["mean_distance"][:, r0:r1] = _mean_distance(w, q_pos, a0)
+        out[:, r0:r1] = weighted_values(w[None], v[None, :, a0:a1].float())[0]  # (n_head, C, v_dim)
+
+        # pooled maps: each row's keys into bins of b first (cheap: the last dim is contiguous), then rows
+        # into bins, on the b-times smaller result; merge into bins an earlier chunk may have started
+        col_max, col_sum = _pool_keys(w, b)  # (n_head, C, Wb) each
+        head_mean_max, _ = _pool_keys(w.mean(dim=0, keepdim=True), b)  # (1, C, Wb)
+        n_bins = -(-(r1 - r0 + r0 % b) // b)
+        rb, cb = slice(r0 // b, r0 // b + n_bins), slice(a0 // b, a0 // b + col_max.shape[-1])
+        pooled_max[:, rb, cb] = torch.maximum(pooled_max[:, rb, cb], _row_bins(col_max, r0, b).amax(dim=2))
+        pooled_sum[:, rb, cb] += _row_bins(col_sum, r0, b).sum(dim=2)
+        mean_max[rb, cb] = torch.maximum(mean_max[rb, cb], _row_bins(head_mean_max, r0, b).amax(dim=2)[0])
+
+    counts = pooled_counts(keys, b).to(device)  # (n_q, n_k)
+    empty = counts == 0
+    capture = LayerCapture(
+        rows={name: value.cpu() for name, value in rows.items()},
+        pooled_max=pooled_max.masked_fill(empty, math.nan).cpu(),
+        pooled_mean=(pooled_sum / counts.clamp_min(1)).masked_fill(empty, math.nan).cpu(),
+        mean_pooled_max=mean_max.masked_fill(empty, math.nan).cpu(),
+        keys=keys,
+        bin_size=b,
+        scale=float(scale),
+        softcap=softcap,
+        q=q.detach().float().cpu() if keep_qk else None,
+        k=k.detach().float().cpu() if keep_qk else None,
+    )
+    return out.to(q.dtype), capture
+
+
+def head_scores(capture: LayerCapture, head: int, rows: tuple[int, int], cols: tuple[int, int]) -> Tensor:
+    """One head's scores q·k·scale (soft-capped where the model caps), before any mask: (r1 - r0, c1 - c0)."""
+    if capture.q is None or capture.k is None:
+        raise ValueError("this capture did not keep q and k; run it with keep_qk=True")
+    (r0, r1), (c0, c1) = rows, cols
+    n_rep = capture.q.shape[0] // capture.k.shape[0]
+    q = capture.q[head : head + 1, r0:r1]  # (1, R, hd)
+    k = capture.k[head // n_rep : head // n_rep + 1, c0:c1]  # (1, C, hd): the K head this query head reads (GQA)
+    return _scores(q, k, capture.scale, capture.softcap)[0]  # (R, C)
+
+
+def weights_window(
+    capture: LayerCapture,
+    head: int | None,
+    rows: tuple[int, int],
+    cols: tuple[int, int],
+    limit: int = WINDOW_CELLS,
+) -> Tensor:
+    """Weights for query rows r0..r1-1 and keys c0..c1-1 at full resolution, from the kept q, k and log-sum-exps.
+
+    w = exp(q·k·scale - lse), 0 where the mask hides the key. ``head`` None gives
+    every head: (n_head, r1 - r0, c1 - c0); a head index gives (r1 - r0, c1 - c0).
+    ValueError beyond ``limit`` cells per head.
+    """
+    if capture.q is None or capture.k is None:
+        raise ValueError("this capture did not keep q and k; run it with keep_qk=True")
+    (r0, r1), (c0, c1) = rows, cols
+    if (r1 - r0) * (c1 - c0) > limit:
+        raise ValueError(msg("bounds.window_too_large", rows=r1 - r0, cols=c1 - c0, limit=limit))
+    heads = slice(None) if head is None else slice(head, head + 1)
+    q = capture.q[heads, r0:r1]  # (h, R, hd)
+    n_rep = capture.q.shape[0] // capture.k.shape[0]
+    k = capture.k[:, c0:c1] if head is None else capture.k[head // n_rep : head // n_rep + 1, c0:c1]  # (h_kv, C, hd)
+    scores = _scores(q, k, capture.scale, capture.softcap)  # (h, R, C)
+    lse = capture.rows["lse"][heads, r0:r1, None]  # (h, R, 1)
+    weights = torch.exp(scores - lse.masked_fill(torch.isneginf(lse), 0.0))
+    keep = capture.keys.block(r0, r1, c0, c1) & ~torch.isneginf(lse)  # (h, R, C)
+    weights = weights.masked_fill(~keep, 0.0)
+    return weights if head is None else weights[0]
+
+
+class CaptureSession:
+    """One forward pass captured layer by layer, for each sequence of a batch.
+
+    A model's attention calls :meth:`attend` once per layer, in order, with its
+    q, k and v; each sequence gets its own list of :class:`LayerCapture`.
+    """
+
+    def __init__(self, batch: int, q_len: int, n_heads_total: int, keep_qk: bool = True) -> None:
+        self.bin_size = pool_bin(q_len, n_heads_total)
+        self.keep_qk = keep_qk
+        self.layers: list[list[LayerCapture]] = [[] for _ in range(batch)]
+
+    def attend(
+        self, q: Tensor, k: Tensor, v: Tensor, keys: list[KeyRanges], scale: float, softcap: float | None = None
+    ) -> Tensor:
+        """q (B, n_head, T, hd), k and v (B, n_kv_head, S, hd), one mask per sequence -> output (B, n_head, T, hd)."""
+        if len(keys) != q.shape[0] or len(self.layers) != q.shape[0]:
+            raise ValueError(f"{len(keys)} masks and {len(self.layers)} sequences for a batch of {q.shape[0]}")
+        outputs = []
+        for b, sequence in enumerate(self.layers):
+            out, capture = capture_attention(
+                q[b], k[b], v[b], keys[b], scale=scale, bin_size=self.bin_size, softcap=softcap, keep_qk=self.keep_qk
+            )
+            sequence.append(capture)
+            outputs.append(out)
+        return torch.stack(outputs)  # (B, n_head, T, hd)

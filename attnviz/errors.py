@@ -1,0 +1,63 @@
+"""Every error attnviz raises for something a user can fix, in one leaf module that every layer may import.
+
+Each carries a :class:`~attnviz.i18n.message.Message`: ``str(err)`` is the
+English sentence the CLI prints in one line; the app shows the same message in
+the reader's language (``attnviz.app.widgets.show_error``). Programming errors
+stay the built-in ones.
+"""
+
+from __future__ import annotations
+
+from attnviz import settings
+from attnviz.i18n.message import msg
+
+
+class ModelUnavailableError(RuntimeError):
+    """A model cannot be loaded or run; the message says why and what to do."""
+
+
+class ParityUnsupportedError(ValueError):
+    """There is no other implementation of this source's attention to compare ours with."""
+
+
+class GenerationUnsupportedError(ValueError):
+    """The source has no language-model head to generate with."""
+
+
+class ConfigError(ValueError):
+    """A config that cannot be read or used; the one-line message names the missing or bad field."""
+
+
+class MaskFileError(ValueError):
+    """A mask file that cannot be read safely: pickled, corrupt, unsupported or too large. One line."""
+
+
+class ExportTooLargeError(ValueError):
+    """A tensor export over the bound; the message gives both sizes."""
+
+
+class TrainingCapError(ValueError):
+    """A session asked for more training time than hosted mode allows it in the window."""
+
+    def __init__(self, used_s: float, needed_s: float, wait_s: float):
+        self.used_s, self.needed_s, self.wait_s = used_s, needed_s, wait_s
+        super().__init__(
+            msg(
+                "bounds.training_cap",
+                used=used_s,
+                minutes=settings.TRAIN_SESSION_WINDOW_S // 60,
+                needed=needed_s,
+                cap=settings.TRAIN_SESSION_SECONDS,
+            )
+        )
+
+
+def first_line(err: BaseException) -> str:
+    """An exception's first line of text (its type's name when it has none), for a one-line message; a first
+    line that only announces the next ("…:") is joined with it."""
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    if not lines:
+        return type(err).__name__
+    if lines[0].endswith(":") and len(lines) > 1:  # "Class validation error for validator …:" then the reason
+        return f"{lines[0]} {lines[1]}"
+    return lines[0]

@@ -1,0 +1,221 @@
+"""attnviz's attention inside a Hugging Face model's real layers, through transformers' ``AttentionInterface``.
+
+A model loaded with ``attn_implementation="attnviz"`` calls :func:`attention_forward`
+from every attention layer with that layer's q, k (after RoPE) and v and the
+mask the model built. What the function does depends on the calling thread's
+mode (a ``ContextVar``, so sessions sharing one model never see each other's):
+
+- no mode: the fast path, :func:`attnviz.core.attention.fused_attention` (torch's
+  fused SDPA, with ``is_causal`` where the mask is plain causal);
+- :func:`capturing` a :class:`~attnviz.core.capture.CaptureSession`: the chunked
+  capture, which keeps statistics, pooled maps, q and k in bounded memory and
+  computes the output from the same weights;
+- :func:`overriding_mask`: every layer attends under a mask the user gave
+  instead of its own (the Mask lab's empirical tests);
+- :func:`reference`: the model's own eager attention (its modeling file's
+  ``eager_attention_forward``), returning full weights, and recording the mask
+  each layer applied. Parity and the exactness tests compare against it.
+
+Masks are built by transformers' ``sdpa_mask`` (bool, True = may attend, or
+None when plain causal or full), registered for the same name.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor
+
+from attnviz.core.attention import fused_attention
+from attnviz.core.capture import CaptureSession
+from attnviz.core.masks import KeyRanges
+from attnviz.errors import ModelUnavailableError
+
+IMPLEMENTATION = "attnviz"
+# keyword arguments of the attention interface that change the math and that we cannot honour
+UNSUPPORTED = ("s_aux", "sinks", "position_bias", "attention_bias")
+
+
+@dataclass
+class ReferenceRun:
+    """What a reference (eager) pass saw: for each layer, the mask of each sequence."""
+
+    keys: list[list[KeyRanges]] = field(default_factory=list)
+
+
+@dataclass(frozen=True, eq=False)
+class MaskOverride:
+    """A mask every layer applies instead of its own: bool (True = may attend) or additive float, (q_len, k_len)."""
+
+    mask: Tensor
+
+
+_mode: ContextVar[CaptureSession | ReferenceRun | MaskOverride | None] = ContextVar(
+    "attnviz_attention_mode", default=None
+)
+# transformers hands every layer of a kind the same mask tensor: read each one once per pass
+_seen_masks: ContextVar[dict | None] = ContextVar("attnviz_seen_masks", default=None)
+_registered = False
+
+
+def register() -> None:
+    """Make ``attn_implementation="attnviz"`` known to transformers (idempotent)."""
+    global _registered
+    if _registered:
+        return
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+    AttentionInterface.register(IMPLEMENTATION, attention_forward)
+    AttentionMaskInterface.register(IMPLEMENTATION, sdpa_mask)
+    _registered = True
+
+
+@contextmanager
+def _mode_set(mode: CaptureSession | ReferenceRun | MaskOverride) -> Iterator[None]:
+    token, memo = _mode.set(mode), _seen_masks.set({})
+    try:
+        yield
+    finally:
+        _mode.reset(token)
+        _seen_masks.reset(memo)
+
+
+@contextmanager
+def capturing(session: CaptureSession) -> Iterator[CaptureSession]:
+    """Within this block, this thread's forward passes are captured into ``session``."""
+    with _mode_set(session):
+        yield session
+
+
+@contextmanager
+def overriding_mask(mask: Tensor) -> Iterator[None]:
+    """Within this block, every layer of this thread's passes attends under ``mask`` (q_len, k_len) instead."""
+    with _mode_set(MaskOverride(mask)):
+        yield
+
+
+@contextmanager
+def reference() -> Iterator[ReferenceRun]:
+    """Within this block, this thread's forward passes run the model's own eager attention."""
+    run = ReferenceRun()
+    with _mode_set(run):
+        yield run
+
+
+def _keep(mask: Tensor) -> Tensor:
+    """A transformers mask as bool "may attend": bool passes through; additive floats keep their 0 cells."""
+    if mask.dtype == torch.bool:
+        return mask
+    return mask > torch.finfo(mask.dtype).min / 2
+
+
+def layer_keys(mask: Tensor | None, batch: int, q_len: int, k_len: int, causal: bool) -> list[KeyRanges]:
+    """The mask a layer was given, one :class:`KeyRanges` per sequence.
+
+    ``None`` means what torch's SDPA makes of it: causal when the layer is causal
+    and reads more than one query, else every key.
+    """
+    if mask is None:
+        keys = KeyRanges.causal(q_len, k_len) if causal and q_len > 1 else KeyRanges.full(q_len, k_len)
+        return [keys] * batch
+    seen = _seen_masks.get()
+    if seen is not None and id(mask) in seen and seen[id(mask)][0] is mask:
+        return seen[id(mask)][1]
+    keep = _keep(mask)  # (B or 1, 1, q_len, k_len)
+    ranges = []
+    for b in range(batch):
+        row = keep[b if keep.shape[0] > 1 else 0, 0]  # (q_len, k_len)
+        try:
+            ranges.append(KeyRanges.from_mask(row))
+        except ValueError as err:
+            raise ModelUnavailableError(f"attnviz cannot represent this model's attention mask: {err}") from err
+    if seen is not None:
+        seen[id(mask)] = (mask, ranges)  # holding the tensor keeps its id from being reused
+    return ranges
+
+
+def _eager(module) -> object:
+    """The eager attention of the module's own modeling file (what ``attn_implementation="eager"`` runs)."""
+    eager = getattr(sys.modules.get(type(module).__module__), "eager_attention_forward", None)
+    if eager is None:
+        raise ModelUnavailableError(f"{type(module).__name__} has no eager_attention_forward to compare with")
+    return eager
+
+
+def _additive(keys: list[KeyRanges], dtype: torch.dtype, device) -> Tensor:
+    """The masks as eager attention takes them: 0 where kept, the dtype's minimum elsewhere: (B, 1, q, k)."""
+    keep = torch.stack([k.dense() for k in keys])[:, None].to(device)
+    return torch.where(keep, torch.zeros((), dtype=dtype, device=device), torch.finfo(dtype).min)
+
+
+def attention_forward(
+    module: torch.nn.Module,
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    attention_mask: Tensor | None,
+    dropout: float = 0.0,
+    scaling: float | None = None,
+    softcap: float | None = None,
+    **kwargs,
+) -> tuple[Tensor, Tensor | None]:
+    """The attention of one layer: query (B, n_head, T, hd), key/value (B, n_kv_head, S, hd).
+
+    Returns (output (B, T, n_head, hd), weights or None), as every transformers
+    attention function does.
+    """
+    present = [name for name in UNSUPPORTED if kwargs.get(name) is not None]
+    if present:
+        raise ModelUnavailableError(
+            f"attnviz's attention does not support {', '.join(present)} (in {type(module).__name__})"
+        )
+    batch, _, q_len, _ = query.shape
+    k_len = key.shape[2]
+    scale = scaling if scaling is not None else query.shape[-1] ** -0.5
+    causal = kwargs.get("is_causal")
+    causal = bool(getattr(module, "is_causal", True) if causal is None else causal)  # as transformers' sdpa reads it
+    mode = _mode.get()
+    if isinstance(mode, CaptureSession):
+        keys = layer_keys(attention_mask, batch, q_len, k_len, causal)
+        output = mode.attend(query, key, value, keys, scale, softcap)  # (B, n_head, T, hd)
+        return output.transpose(1, 2).contiguous(), None
+    if isinstance(mode, MaskOverride):
+        mask = mode.mask.to(query.device)
+        if mask.is_floating_point():
+            mask = mask.to(query.dtype)  # (q_len, k_len), added to the scores in the model's dtype
+        if softcap is not None:  # the cap acts before the mask: eager attention, which applies it there
+            additive = (
+                mask
+                if mask.is_floating_point()
+                else torch.zeros_like(mask, dtype=query.dtype).masked_fill(~mask, torch.finfo(query.dtype).min)
+            )
+            return _eager(module)(
+                module,
+                query,
+                key,
+                value,
+                additive[None, None],
+                dropout=dropout,
+                scaling=scale,
+                softcap=softcap,
+                **kwargs,
+            )
+        output = fused_attention(query, key, value, mask, scale, dropout)  # (B, n_head, T, hd)
+        return output.transpose(1, 2).contiguous(), None
+    if isinstance(mode, ReferenceRun) or softcap is not None:
+        keys = layer_keys(attention_mask, batch, q_len, k_len, causal)
+        if isinstance(mode, ReferenceRun):
+            mode.keys.append(keys)
+        eager_mask = _additive(keys, query.dtype, query.device)
+        extra = {"softcap": softcap} if softcap is not None else {}
+        return _eager(module)(module, query, key, value, eager_mask, dropout=dropout, scaling=scale, **extra, **kwargs)
+    plain_causal = attention_mask is None and causal and q_len > 1
+    mask = _keep(attention_mask) if attention_mask is not None else None
+    output = fused_attention(query, key, value, mask, scale, dropout, is_causal=plain_causal)  # (B, n_head, T, hd)
+    return output.transpose(1, 2).contiguous(), None

@@ -1,0 +1,228 @@
+"""Loading a Hugging Face model as an :class:`~attnviz.models.hf.source.HFSource`: a bundled model, a local folder or a
+hub id, through attnviz's attention. Everything a user's folder can get wrong is refused here, before any
+weight is read where it can be, in one line (:class:`~attnviz.errors.ModelUnavailableError`).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import torch
+
+from attnviz.errors import ModelUnavailableError
+from attnviz.i18n.message import msg
+from attnviz.models.hf.attention import IMPLEMENTATION, register
+from attnviz.models.hf.bundled import Progress
+from attnviz.models.hf.paths import resolve_source
+from attnviz.models.hf.source import HFSource, attention_modules
+from attnviz.models.source import (
+    first_line,
+)
+
+LM_SUFFIXES = ("ForCausalLM", "LMHeadModel")
+
+
+def _has_lm_head(config, where: str) -> bool:
+    """Whether to load the model with its language-model head.
+
+    The architectures list says so when it names a ``*ForCausalLM`` class. When
+    it is missing, a checkpoint that holds ``lm_head`` weights has one.
+    """
+    names = config.architectures or []
+    if names:
+        return any(n.endswith(LM_SUFFIXES) for n in names)
+    folder = Path(where)
+    if not folder.is_dir():
+        return False
+    from safetensors import safe_open
+
+    for file in folder.glob("*.safetensors"):
+        with safe_open(str(file), framework="pt") as handle:
+            if any(name.startswith("lm_head.") for name in handle.keys()):  # noqa: SIM118 (a safetensors handle)
+                return True
+    return False
+
+
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer.model",
+    "vocab.txt",
+    "vocab.json",
+    "spiece.model",
+    "sentencepiece.bpe.model",
+)
+
+
+def check_config(config, name: str) -> None:
+    """ModelUnavailableError, naming the field and its value, for a config no model can run with.
+
+    Checked before any weight is read: 0 layers, a negative head count or a width the heads do not
+    divide would otherwise fail (or, worse, run on nothing) deep inside the first forward pass.
+    """
+
+    def field(attr: str):
+        return getattr(config, attr, None)
+
+    def positive(attr: str, value) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ModelUnavailableError(
+                msg("model_errors.config_whole_number", name=name, field=attr, value=repr(value))
+            )
+        return value
+
+    positive("num_hidden_layers", field("num_hidden_layers"))
+    n_head = positive("num_attention_heads", field("num_attention_heads"))
+    d_model = positive("hidden_size", field("hidden_size"))
+    positive("vocab_size", field("vocab_size"))
+    n_kv_head = field("num_key_value_heads")
+    if n_kv_head is not None:
+        positive("num_key_value_heads", n_kv_head)
+        if n_head % n_kv_head:
+            raise ModelUnavailableError(
+                msg(
+                    "model_errors.kv_heads_divide",
+                    name=name,
+                    n_head=n_head,
+                    n_kv_head=n_kv_head,
+                    rest=n_head % n_kv_head,
+                )
+            )
+    head_dim = field("head_dim")
+    if head_dim is not None:
+        positive("head_dim", head_dim)
+    elif d_model % n_head:
+        raise ModelUnavailableError(
+            msg("model_errors.hidden_divide", name=name, d_model=d_model, n_head=n_head, rest=d_model % n_head)
+        )
+    positions = field("max_position_embeddings")
+    if positions is not None:
+        positive("max_position_embeddings", positions)
+
+
+def check_tokenizer_files(where: str, name: str) -> None:
+    """A local folder must hold a tokenizer: without one, every token would be [UNK]."""
+    folder = Path(where)
+    if folder.is_dir() and not any((folder / file).is_file() for file in TOKENIZER_FILES):
+        raise ModelUnavailableError(msg("model_errors.no_tokenizer", name=name, files=", ".join(TOKENIZER_FILES[:4])))
+
+
+def check_tokenizer(tokenizer, model: torch.nn.Module, name: str) -> None:
+    """A tokenizer with no vocabulary, or ids past the model's embedding, gives meaningless attention: refuse it."""
+    special = set(getattr(tokenizer, "all_special_ids", ()) or ())
+    size = len(tokenizer)
+    if size - len(special) < 1:
+        raise ModelUnavailableError(msg("model_errors.empty_vocabulary", name=name, size=size))
+    embedding = model.get_input_embeddings()
+    rows = getattr(embedding, "num_embeddings", None)
+    if isinstance(rows, int) and size > rows:
+        raise ModelUnavailableError(msg("model_errors.vocabulary_too_large", name=name, size=size, rows=rows))
+
+
+class _QuietLoadReport(logging.Filter):
+    """Drop transformers' multi-line LOAD REPORT for loads in this thread: the loader reports problems itself."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.local = threading.local()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (getattr(self.local, "loading", False) and "LOAD REPORT" in record.getMessage())
+
+
+_QUIET_REPORT = _QuietLoadReport()
+
+
+@contextmanager
+def _quiet_load_report() -> Iterator[None]:
+    report_logger = logging.getLogger("transformers.modeling_utils")
+    if _QUIET_REPORT not in report_logger.filters:
+        report_logger.addFilter(_QUIET_REPORT)
+    _QUIET_REPORT.local.loading = True
+    try:
+        yield
+    finally:
+        _QUIET_REPORT.local.loading = False
+
+
+def check_loading(info: dict, name: str) -> None:
+    """Refuse weights that do not fit the model: a mismatched or missing tensor would run with random values."""
+    mismatched = sorted(info.get("mismatched_keys") or ())
+    if mismatched:
+        key, stored, expected = mismatched[0]
+        more = msg("model_errors.and_more", n=len(mismatched) - 1) if len(mismatched) > 1 else ""
+        raise ModelUnavailableError(
+            msg(
+                "model_errors.mismatched",
+                name=name,
+                key=key,
+                stored=tuple(stored),
+                expected=tuple(expected),
+                more=more,
+            )
+        )
+    missing = sorted(info.get("missing_keys") or ())
+    if missing:
+        more = msg("model_errors.and_more", n=len(missing) - 1) if len(missing) > 1 else ""
+        raise ModelUnavailableError(msg("model_errors.missing", name=name, key=missing[0], more=more))
+
+
+def load_hf_source(
+    source: str, device: str = "cpu", allow_pickle: bool = False, progress: Progress | None = None
+) -> HFSource:
+    """Load a bundled model ("minilm", "smollm2"), a local folder or a hub id, read-only, through attnviz's attention.
+
+    Everything a user's folder can get wrong is refused here, in one line (ModelUnavailableError): an unusable
+    config, no tokenizer, weights whose shapes do not fit.
+    """
+    from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoTokenizer
+
+    register()
+    where, name, safetensors = resolve_source(source, progress, allow_pickle)
+    report = progress or (lambda fraction, message: None)
+    report(0.9, msg("model_errors.loading", name=name))
+    try:
+        config = AutoConfig.from_pretrained(where, trust_remote_code=False)
+        if getattr(config, "is_encoder_decoder", False):
+            raise ModelUnavailableError(msg("model_errors.encoder_decoder", name=name))
+        check_config(config, name)
+        check_tokenizer_files(where, name)
+        with_lm_head = _has_lm_head(config, where)
+        cls = AutoModelForCausalLM if with_lm_head else AutoModel
+        with _quiet_load_report():
+            model, info = cls.from_pretrained(
+                where,
+                attn_implementation=IMPLEMENTATION,
+                dtype=torch.float32,
+                trust_remote_code=False,
+                use_safetensors=safetensors,
+                ignore_mismatched_sizes=True,  # so that the mismatch is ours to report, in one line
+                output_loading_info=True,
+            )
+        check_loading(info, name)
+        tokenizer = AutoTokenizer.from_pretrained(where, trust_remote_code=False)
+        check_tokenizer(tokenizer, model, name)
+    except ModelUnavailableError:
+        raise
+    except Exception as err:  # corrupt files, unknown architectures, missing deps: all user-fixable
+        raise ModelUnavailableError(
+            msg("model_errors.could_not_load", source=repr(source), error=first_line(err))
+        ) from err
+    if not type(model)._supports_attention_backend:
+        raise ModelUnavailableError(msg("model_errors.no_attention_backend", name=name, cls=type(model).__name__))
+    modules = attention_modules(model)
+    causal = any(m.is_causal for m in modules) if modules else bool(getattr(config, "is_decoder", False))
+    model.eval().requires_grad_(False).to(device)
+    report(1.0, msg("model_errors.loaded", name=name))
+    return HFSource(
+        name=name,
+        source=source,
+        model=model,
+        tokenizer=tokenizer,
+        device=device,
+        causal=causal,
+        can_generate=with_lm_head and causal,
+    )

@@ -1,0 +1,227 @@
+"""Our attention runs a pretrained model's real layers, and we measure how closely.
+
+For every layer, the layer's own Q/K/V/O weights are copied into an
+:class:`attnviz.core.attention.MultiHeadAttention`, fed the hidden states that really
+entered that layer's attention (captured with a forward pre-hook), and its
+weights are compared with the model's own eager attention weights.
+
+Supported families: BERT-style encoders (separate query/key/value projections
+with bias) and Llama-style decoders (q/k/v/o projections, RoPE, GQA). Our
+layers get the mask each real layer applied (causal, a sliding window, padding),
+read from the reference pass, so a model's quirks are compared, not assumed.
+The reference holds every weight of every layer, so parity reads at most
+``settings.PARITY_TOKENS`` tokens.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Protocol
+
+import torch
+from torch import Tensor, nn
+
+from attnviz import settings
+from attnviz.core.attention import MultiHeadAttention, PositionRotation
+from attnviz.core.masks import KeyRanges
+from attnviz.core.rope import apply_rope, rope_rotation
+from attnviz.errors import ParityUnsupportedError
+from attnviz.i18n.message import Message, msg
+from attnviz.models.record import Parity
+
+
+class Reproducible(Protocol):
+    """What parity reads of a loaded Hugging Face model (an :class:`~attnviz.models.hf.source.HFSource` is one)."""
+
+    model: torch.nn.Module
+    n_head: int
+    n_kv_head: int
+
+    @property
+    def config(self) -> Any: ...
+
+    def reference_pass(self, ids: list[int]) -> tuple[Tensor, list[KeyRanges]]: ...
+
+
+BERT_STYLE = {"bert", "roberta", "xlm-roberta", "camembert", "electra"}
+LLAMA_STYLE = {"llama", "mistral", "qwen2"}
+
+
+# Known bugs the Parity page can put into our layers, to show that the check can fail.
+BUGS = {
+    "sqrt_dmodel": "scale by 1/√d_model instead of 1/√d_k",
+    "no_scale": "no scale at all",
+    "no_rope": "RoPE dropped",
+    "kv_tiled": "K/V heads shared wrongly: tiled (repeat) instead of grouped (repeat_interleave)",
+}
+
+
+def bug_title(name: str) -> Message:
+    """A bug of :data:`BUGS` as a message, to show (:data:`BUGS` keeps the English, for the CLI)."""
+    titles = {
+        "sqrt_dmodel": msg("parity.bug_sqrt_dmodel"),
+        "no_scale": msg("parity.bug_no_scale"),
+        "no_rope": msg("parity.bug_no_rope"),
+        "kv_tiled": msg("parity.bug_kv_tiled"),
+    }
+    return titles[name]
+
+
+def available_bugs(hf: Reproducible) -> dict[str, str]:
+    """The bugs that can be put into this model's layers: RoPE only for rotary decoders, K/V sharing only for GQA."""
+    names = ["sqrt_dmodel", "no_scale"]
+    if hf.config.model_type in LLAMA_STYLE:
+        names.append("no_rope")
+    if hf.n_kv_head < hf.n_head:
+        names.append("kv_tiled")
+    return {name: BUGS[name] for name in names}
+
+
+def supports(config) -> bool:
+    """Whether our layers can reproduce this model family's attention."""
+    return config.model_type in BERT_STYLE | LLAMA_STYLE
+
+
+def _copy_linear(dst: nn.Linear, src: nn.Linear) -> None:
+    dst.weight.copy_(src.weight)
+    if dst.bias is not None:
+        if src.bias is not None:
+            dst.bias.copy_(src.bias)
+        else:
+            dst.bias.zero_()
+
+
+def _rope_parameters(config) -> dict:
+    params = getattr(config, "rope_parameters", None) or getattr(config, "rope_scaling", None) or {}
+    params = dict(params)
+    params.setdefault("rope_theta", getattr(config, "rope_theta", 10000.0))
+    params.setdefault("rope_type", params.get("type", "default"))
+    return params
+
+
+def _model_rotation(rotary: nn.Module) -> PositionRotation:
+    """RoPE variants other than the default take their angles from the model's own module."""
+
+    def rotate(q: Tensor, k: Tensor, positions: Tensor) -> tuple[Tensor, Tensor]:
+        cos, sin = rotary(q, positions[None])  # (1, T, head_dim)
+        return apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+
+    return rotate
+
+
+def _copy_tiled(dst: nn.Linear, src: nn.Linear, n_kv_head: int, n_head: int) -> None:
+    """K or V projections for n_head heads where head h reads K/V head h % n_kv_head (the tiling bug):
+    weight (n_kv_head * hd, d_model) -> (n_head * hd, d_model), bias alike."""
+    heads = [h % n_kv_head for h in range(n_head)]
+    per_head = src.weight.view(n_kv_head, -1, src.weight.shape[-1])  # (n_kv_head, hd, d_model)
+    dst.weight.copy_(torch.cat([per_head[h] for h in heads]))
+    if src.bias is not None:
+        dst.bias.copy_(torch.cat([src.bias.view(n_kv_head, -1)[h] for h in heads]))
+
+
+def our_layers(
+    hf: Reproducible, tile_kv: bool = False
+) -> tuple[list[nn.Module], list[MultiHeadAttention], PositionRotation | None]:
+    """The model's attention modules and our copies of them, plus the RoPE hook (decoders).
+
+    ``tile_kv`` builds the copies with the classic GQA bug: query head h reads K/V
+    head h % n_kv_head instead of h // (n_head / n_kv_head).
+    """
+    config = hf.config
+    model_type = config.model_type
+    base = hf.model.base_model
+    ours: list[MultiHeadAttention] = []
+    with torch.no_grad():
+        if model_type in BERT_STYLE:
+            if getattr(config, "position_embedding_type", "absolute") != "absolute":
+                raise ParityUnsupportedError(
+                    msg("model_errors.relative_positions", kind=config.position_embedding_type)
+                )
+            theirs = [layer.attention.self for layer in base.encoder.layer]
+            for layer in base.encoder.layer:
+                attn = layer.attention
+                mha = MultiHeadAttention(config.hidden_size, config.num_attention_heads, bias=True)
+                _copy_linear(mha.w_q, attn.self.query)
+                _copy_linear(mha.w_k, attn.self.key)
+                _copy_linear(mha.w_v, attn.self.value)
+                _copy_linear(mha.w_o, attn.output.dense)
+                ours.append(mha)
+            rotate = None
+        elif model_type in LLAMA_STYLE:
+            theirs = [layer.self_attn for layer in base.layers]
+            head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+            for attn in theirs:
+                has_bias = attn.q_proj.bias is not None
+                n_head, n_kv_head = config.num_attention_heads, config.num_key_value_heads
+                mha = MultiHeadAttention(
+                    config.hidden_size,
+                    n_head,
+                    n_kv_head=n_head if tile_kv else n_kv_head,
+                    bias=has_bias,
+                    head_dim=head_dim,
+                )
+                _copy_linear(mha.w_q, attn.q_proj)
+                if tile_kv:
+                    _copy_tiled(mha.w_k, attn.k_proj, n_kv_head, n_head)
+                    _copy_tiled(mha.w_v, attn.v_proj, n_kv_head, n_head)
+                else:
+                    _copy_linear(mha.w_k, attn.k_proj)
+                    _copy_linear(mha.w_v, attn.v_proj)
+                mha.w_o.weight.copy_(attn.o_proj.weight)
+                if mha.w_o.bias is not None:
+                    mha.w_o.bias.zero_()
+                ours.append(mha)
+            params = _rope_parameters(config)
+            if params["rope_type"] == "default":
+                rotate = rope_rotation(head_dim, float(params["rope_theta"]))
+            else:
+                rotate = _model_rotation(base.rotary_emb)
+        else:
+            raise ParityUnsupportedError(
+                msg(
+                    "model_errors.parity_families",
+                    bert=", ".join(sorted(BERT_STYLE)),
+                    llama=", ".join(sorted(LLAMA_STYLE)),
+                    model_type=repr(model_type),
+                )
+            )
+    device = next(hf.model.parameters()).device
+    return theirs, [m.to(device).eval() for m in ours], rotate
+
+
+@torch.no_grad()
+def reproduce(hf: Reproducible, ids: list[int], bug: str | None = None) -> Parity:
+    """Run our layers on the inputs and masks each real attention layer saw; compare every head.
+
+    ``bug`` (a key of :func:`available_bugs`) puts a known mistake into our layers, to see the check fail.
+    """
+    if len(ids) > settings.PARITY_TOKENS:
+        raise ValueError(f"parity reads at most {settings.PARITY_TOKENS} tokens, not {len(ids)}")
+    if bug is not None and bug not in available_bugs(hf):
+        raise ValueError(f"bug {bug!r} does not apply to this model; choose from {list(available_bugs(hf))}")
+    theirs_modules, ours, rotate = our_layers(hf, tile_kv=bug == "kv_tiled")
+    if bug == "no_rope":
+        rotate = None
+    captured: list[Tensor] = []
+    owner = threading.get_ident()
+
+    def grab(module, args, kwargs):
+        # the model is shared between sessions: record only this thread's forward pass
+        if threading.get_ident() == owner:
+            captured.append(args[0] if args else kwargs["hidden_states"])
+
+    hooks = [m.register_forward_pre_hook(grab, with_kwargs=True) for m in theirs_modules]
+    try:
+        theirs_w, keys = hf.reference_pass(ids)  # (n_layer, n_head, T, T), each layer's mask
+    finally:
+        for hook in hooks:
+            hook.remove()
+    mine = []
+    for module, mha, hidden, layer_keys in zip(theirs_modules, ours, captured, keys, strict=True):
+        mask = layer_keys.dense().to(hidden.device)  # (T, T): what the model's own layer applied
+        scale = {"sqrt_dmodel": mha.d_model**-0.5, "no_scale": 1.0}.get(bug, getattr(module, "scaling", None))
+        _, weights = mha(hidden, hidden, hidden, mask=mask, rotate=rotate, scale=scale)
+        mine.append(weights[0])  # (n_head, T, T)
+    ours_w = torch.stack(mine).float().cpu()  # (n_layer, n_head, T, T)
+    diff = (ours_w - theirs_w).abs().amax(dim=(-2, -1)) if len(ids) else torch.zeros(ours_w.shape[:2])
+    return Parity(ours=ours_w, theirs=theirs_w, max_abs_diff=diff, keys=keys, bug=bug)

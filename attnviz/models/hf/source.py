@@ -1,0 +1,375 @@
+"""A Hugging Face encoder or decoder as an :class:`~attnviz.models.source.AttentionSource`.
+
+The model is loaded with ``attn_implementation="attnviz"`` (see
+:mod:`attnviz.models.hf.attention`), so its real layers call attnviz's attention:
+captured in bounded memory for :meth:`HFSource.run`, torch's fused kernel for
+generation, the model's own eager code for the parity reference. It is shared
+read-only between sessions.
+
+Whether a model is causal is read from what transformers loads, its attention
+modules' ``is_causal``, not from the config's ``architectures`` list (which may
+name a base class such as ``LlamaModel``, or be missing).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from attnviz import settings
+from attnviz.core.capture import CaptureSession
+from attnviz.core.masks import pad_row, padding_mask, positions_from_mask
+from attnviz.core.token_display import display_tokens, generated_tokens
+from attnviz.core.tokenizer import Token
+from attnviz.errors import GenerationUnsupportedError, ModelUnavailableError, ParityUnsupportedError
+from attnviz.i18n.message import msg
+from attnviz.models.hf.attention import IMPLEMENTATION, capturing, overriding_mask, reference
+from attnviz.models.hf.kv import HFDecoder, prefill_kv
+from attnviz.models.hf.parity import available_bugs, our_layers, reproduce, supports
+from attnviz.models.record import AttentionRecord, BatchRecord, GenerationRecord, ModelOutputs, Parity
+from attnviz.models.source import (
+    CachedKV,
+    Encoding,
+    LayerInput,
+    check_layer,
+    check_square_mask,
+    perturbed_ids,
+    running,
+)
+
+
+def attention_modules(model: torch.nn.Module) -> list[torch.nn.Module]:
+    return [m for m in model.modules() if type(m).__name__.endswith("Attention") and hasattr(m, "is_causal")]
+
+
+@dataclass(eq=False)
+class HFSource:
+    """A loaded Hugging Face model, read-only and shared between sessions."""
+
+    name: str
+    source: str
+    model: torch.nn.Module
+    tokenizer: object
+    device: str
+    causal: bool
+    can_generate: bool
+    random_weights = False
+
+    @property
+    def config(self):
+        return self.model.config
+
+    @property
+    def n_layer(self) -> int:
+        return self.config.num_hidden_layers
+
+    @property
+    def n_head(self) -> int:
+        return self.config.num_attention_heads
+
+    @property
+    def n_kv_head(self) -> int:
+        return getattr(self.config, "num_key_value_heads", None) or self.n_head
+
+    @property
+    def d_model(self) -> int:
+        return self.config.hidden_size
+
+    @property
+    def head_dim(self) -> int:
+        return getattr(self.config, "head_dim", None) or self.d_model // self.n_head
+
+    @property
+    def max_positions(self) -> int:
+        """The longest input the model can read (BERT's learned positions stop at 512).
+
+        RoBERTa-style embeddings count positions from ``padding_idx + 1``, so of
+        their 514 position rows only 512 are usable.
+        """
+        limit = int(getattr(self.config, "max_position_embeddings", None) or settings.MAX_TOKENS.high)
+        padding_idx = getattr(getattr(self.model.base_model, "embeddings", None), "padding_idx", None)
+        return limit - (padding_idx + 1) if isinstance(padding_idx, int) else limit
+
+    @property
+    def supports_parity(self) -> bool:
+        return supports(self.config)
+
+    @property
+    def implementation(self) -> str:
+        modules = attention_modules(self.model)
+        layer = type(modules[0]).__name__ if modules else type(self.model).__name__
+        return f"transformers {layer} calling attnviz.capture (attn_implementation='{IMPLEMENTATION}')"
+
+    def encode(self, text: str, max_tokens: int, keep: str = "start") -> Encoding:
+        """Token ids cut to max_tokens (special tokens kept), display tokens, the uncut count.
+
+        ``keep="start"`` keeps the beginning of the text, ``"end"`` its end (a
+        generation prompt). The tokenizer is called without truncation: its
+        truncation setting is state shared by every session using the model.
+        """
+        if max_tokens < 1:
+            raise ValueError(msg("model_errors.at_least_one", name="max_tokens", value=max_tokens))
+        max_tokens = min(max_tokens, self.max_positions)
+        tok = self.tokenizer
+        fast = bool(getattr(tok, "is_fast", False))
+        enc = tok(text, add_special_tokens=True, return_special_tokens_mask=True, return_offsets_mapping=fast)
+        ids, special = list(enc["input_ids"]), list(enc["special_tokens_mask"])
+        offsets = [tuple(o) for o in enc["offset_mapping"]] if fast else None
+        n_input = len(ids)
+        if n_input > max_tokens:
+            lead = next((i for i, s in enumerate(special) if not s), n_input)
+            trail = next((i for i, s in enumerate(reversed(special)) if not s), 0)
+            room = max_tokens - lead - trail
+            if room < 1:
+                index = list(range(max_tokens))
+            elif keep == "end":
+                index = [*range(lead), *range(n_input - trail - room, n_input)]
+            else:
+                index = [*range(lead + room), *range(n_input - trail, n_input)]
+            ids, special = [ids[i] for i in index], [special[i] for i in index]
+            offsets = [offsets[i] for i in index] if offsets else None
+        return Encoding(ids=ids, tokens=display_tokens(text, ids, offsets, tok, special), n_input=n_input)
+
+    def forward(
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor | None = None,
+        position_ids: Tensor | None = None,
+        *,
+        output_attentions: bool = False,
+    ):
+        """One forward pass of the model (batch, T) in whatever attention mode this thread is in."""
+        kwargs = {"return_dict": True, "output_attentions": output_attentions}
+        if attention_mask is not None:
+            kwargs["attention_mask"] = attention_mask
+        if position_ids is not None:
+            kwargs["position_ids"] = position_ids
+        if self.can_generate:
+            kwargs["logits_to_keep"] = 1
+        with running(self.name):
+            return self.model(input_ids=input_ids, **kwargs)
+
+    @contextmanager
+    def _last_hidden(self) -> Iterator[list[Tensor]]:
+        """Collect the base model's last hidden states of this thread's passes (the model is shared)."""
+        grabbed: list[Tensor] = []
+        owner = threading.get_ident()
+
+        def grab(module, args, output):
+            if threading.get_ident() == owner:
+                grabbed.append(output[0] if isinstance(output, tuple) else output.last_hidden_state)
+
+        hook = self.model.base_model.register_forward_hook(grab)
+        try:
+            yield grabbed
+        finally:
+            hook.remove()
+
+    def _capture(
+        self, input_ids: Tensor, attention_mask: Tensor | None, position_ids: Tensor | None, keep_qk: bool
+    ) -> tuple[CaptureSession, Tensor, Tensor | None]:
+        """Run and capture a (batch, T) pass -> the session, last hidden (B, T, d_model), next-token logits (B, V)."""
+        batch, T = input_ids.shape
+        session = CaptureSession(batch, T, self.n_layer * self.n_head, keep_qk)
+        with capturing(session), self._last_hidden() as hidden:
+            out = self.forward(input_ids, attention_mask, position_ids)
+        if not session.layers[0] and T:
+            raise ModelUnavailableError(msg("model_errors.not_captured", name=self.name))
+        logits = out.logits[:, -1].float().cpu() if self.can_generate and T else None
+        return session, hidden[-1].float().cpu(), logits
+
+    def _record(
+        self, encoding: Encoding, layers, hidden: Tensor, logits: Tensor | None, tokens=None
+    ) -> AttentionRecord:
+        return AttentionRecord(
+            model_name=self.name,
+            tokens=tokens if tokens is not None else encoding.tokens,
+            layers=layers,
+            n_kv_head=self.n_kv_head,
+            causal=self.causal,
+            implementation=self.implementation,
+            n_input_tokens=encoding.n_input,
+            outputs=ModelOutputs(hidden=hidden, next_token_logits=logits),
+        )
+
+    @torch.no_grad()
+    def run(self, text: str, max_tokens: int, *, keep_qk: bool = True) -> AttentionRecord:
+        encoding = self.encode(text, max_tokens)
+        input_ids = torch.tensor([encoding.ids], dtype=torch.long, device=self.device)  # (1, T)
+        session, hidden, logits = self._capture(input_ids, None, None, keep_qk)
+        return self._record(encoding, session.layers[0], hidden[0], None if logits is None else logits[0])
+
+    def reference_weights(self, text: str, max_tokens: int) -> Tensor:
+        """Every weight from the model's own eager attention: (n_layer, n_head, T, T). Short inputs only."""
+        return self.reference_pass(self.encode(text, min(max_tokens, settings.PARITY_TOKENS)).ids)[0]
+
+    @torch.no_grad()
+    def reference_pass(self, ids: list[int]) -> tuple[Tensor, list]:
+        """The model's own eager attention on ``ids``: weights (n_layer, n_head, T, T) and each layer's mask.
+
+        Every weight at once, so only for short inputs (parity, exactness checks).
+        """
+        input_ids = torch.tensor([ids], dtype=torch.long, device=self.device)
+        with reference() as run:
+            out = self.forward(input_ids, output_attentions=True)
+        weights = torch.stack([a[0] for a in out.attentions]).float().cpu()
+        return weights, [keys[0] for keys in run.keys]
+
+    @torch.no_grad()
+    def run_batch(self, texts: list[str], max_tokens: int, side: str = "right") -> BatchRecord:
+        """Several texts padded to one length on ``side``; the model's own padding mask keeps pads out."""
+        encodings = [self.encode(t, max_tokens) for t in texts]
+        length = max(len(e.ids) for e in encodings)
+        pad_id = self.tokenizer.pad_token_id
+        if pad_id is None:
+            pad_id = self.tokenizer.eos_token_id or 0
+        pad_text = self.tokenizer.pad_token or "[PAD]"
+        pad = Token(pad_text, 0, 0, special=True, pad=True, raw=pad_text)
+        input_ids = torch.tensor([pad_row(e.ids, length, pad_id, side) for e in encodings], device=self.device)
+        key_mask = padding_mask([len(e.ids) for e in encodings], length, side=side)[:, 0, 0]  # (B, T)
+        position_ids = positions_from_mask(key_mask).to(self.device)
+        session, hidden, _ = self._capture(input_ids, key_mask.long().to(self.device), position_ids, True)
+        records = [
+            self._record(e, layers, hidden[b], None, tokens=pad_row(e.tokens, length, pad, side))
+            for b, (e, layers) in enumerate(zip(encodings, session.layers, strict=True))
+        ]
+        return BatchRecord(records=records, key_mask=key_mask, side=side)
+
+    @torch.no_grad()
+    def generate(self, prompt: str, n_new: int, max_tokens: int) -> GenerationRecord:
+        """Greedy decoding with the KV cache, then one captured pass over prompt + generated tokens.
+
+        Row ``p`` of the record is the attention of the token *at* position p (the
+        one being read), which is what predicts token p + 1. Decoding runs torch's
+        fused kernel with the model's KV cache; the capture's rows equal the
+        cached steps' rows (tested to 1e-5), and a single pass keeps memory bounded.
+        """
+        if not self.can_generate:
+            raise GenerationUnsupportedError(msg("model_errors.no_lm_head", name=self.name))
+        if n_new < 1:
+            raise ValueError(msg("model_errors.new_tokens", n=n_new))
+        encoding = self.encode(prompt, max(1, max_tokens - n_new), keep="end")
+        ids = list(encoding.ids)
+        generated: list[int] = []
+        eos = self.tokenizer.eos_token_id
+        with running(self.name):
+            out = self.model(input_ids=torch.tensor([ids], device=self.device), use_cache=True, logits_to_keep=1)
+            for step in range(n_new):
+                next_id = int(out.logits[0, -1].argmax())
+                generated.append(next_id)
+                if next_id == eos or step == n_new - 1:
+                    break
+                next_ids = torch.tensor([[next_id]], device=self.device)
+                out = self.model(input_ids=next_ids, cache=out.cache, use_cache=True)
+        new_tokens = generated_tokens(self.tokenizer, generated, set(self.tokenizer.all_special_ids))
+        everything = Encoding(
+            ids=ids + generated, tokens=encoding.tokens + new_tokens, n_input=len(ids) + len(generated)
+        )
+        input_ids = torch.tensor([everything.ids], dtype=torch.long, device=self.device)
+        session, hidden, logits = self._capture(input_ids, None, None, keep_qk=True)
+        record = self._record(everything, session.layers[0], hidden[0], logits[0])
+        return GenerationRecord(
+            record=record,
+            n_prompt=len(ids),
+            n_prompt_input=encoding.n_input,
+            generated_ids=generated,
+            text=self.tokenizer.decode(generated, skip_special_tokens=True),
+        )
+
+    @torch.no_grad()
+    def states_under_mask(
+        self, text: str, max_tokens: int, mask: Tensor, perturb_from: int | None = None, seed: int = 0
+    ) -> Tensor:
+        ids = self.encode(text, min(max_tokens, settings.MASK_TOKENS)).ids
+        check_square_mask(mask, len(ids))
+        if perturb_from is not None:
+            ids = perturbed_ids(ids, perturb_from, self.model.config.vocab_size, seed)
+        input_ids = torch.tensor([ids], dtype=torch.long, device=self.device)  # (1, T)
+        with overriding_mask(mask), self._last_hidden() as hidden:
+            self.forward(input_ids)
+        return hidden[-1][0].float().cpu()  # (T, d_model)
+
+    def parity_bugs(self) -> dict[str, str]:
+        return available_bugs(self) if self.supports_parity else {}
+
+    def check_parity(self, text: str, max_tokens: int, bug: str | None = None) -> Parity:
+        encoding = self.encode(text, min(max_tokens, settings.PARITY_TOKENS))
+        parity = reproduce(self, encoding.ids, bug)
+        parity.tokens = encoding.tokens
+        return parity
+
+    @torch.no_grad()
+    def attention_layer(self, text: str, max_tokens: int, layer: int) -> LayerInput:
+        """Layer ``layer`` as our MultiHeadAttention (a copy of its weights, see attnviz.models.hf.parity), the hidden states
+        that really entered it (a forward pre-hook on the model's own pass) and the mask it applied.
+
+        Reads at most settings.PARITY_TOKENS tokens: the mask comes from the reference pass, which holds every weight.
+        """
+        check_layer(layer, self.n_layer)
+        return self.attention_layers(text, max_tokens, [layer])[0]
+
+    def attention_layers(self, text: str, max_tokens: int, layers: Sequence[int] | None = None) -> list[LayerInput]:
+        """:meth:`attention_layer` for several layers (default: all) from one pass of the model."""
+        if not self.supports_parity:
+            raise ParityUnsupportedError(msg("model_errors.no_parity", model_type=repr(self.config.model_type)))
+        layers = list(range(self.n_layer)) if layers is None else list(layers)
+        for layer in layers:
+            check_layer(layer, self.n_layer)
+        encoding = self.encode(text, min(max_tokens, settings.PARITY_TOKENS))
+        theirs, ours, rotate = our_layers(self)
+        captured: dict[int, Tensor] = {}
+        owner = threading.get_ident()
+
+        def grabber(layer: int):
+            def grab(module, args, kwargs):
+                # the model is shared between sessions: keep only this thread's input
+                if threading.get_ident() == owner:
+                    captured.setdefault(layer, args[0] if args else kwargs["hidden_states"])
+
+            return grab
+
+        hooks = [theirs[layer].register_forward_pre_hook(grabber(layer), with_kwargs=True) for layer in set(layers)]
+        try:
+            _, keys = self.reference_pass(encoding.ids)
+        finally:
+            for hook in hooks:
+                hook.remove()
+        missing = sorted(set(layers) - set(captured))
+        if missing:
+            raise ModelUnavailableError(msg("model_errors.layer_did_not_run", name=self.name, layer=missing[0]))
+        inputs = []
+        for layer in layers:
+            hidden = captured[layer]  # (1, T, d_model)
+            scale = getattr(theirs[layer], "scaling", None)
+            inputs.append(
+                LayerInput(
+                    layer=layer,
+                    attention=ours[layer],
+                    hidden=hidden,
+                    mask=keys[layer].dense().to(hidden.device),  # (T, T): what the model's own layer applied
+                    rotate=rotate,
+                    scale=float(scale) if scale is not None else 1.0 / math.sqrt(self.head_dim),
+                    tokens=encoding.tokens,
+                    n_input=encoding.n_input,
+                )
+            )
+        return inputs
+
+    def prefill_kv(
+        self,
+        text_or_ids: str | Sequence[int] | Tensor,
+        n_tokens: int,
+        batch: int = 1,
+        implementation: str = "transformers",
+        dtype: torch.dtype | None = None,
+    ) -> CachedKV:
+        return prefill_kv(self, text_or_ids, n_tokens, batch, implementation, dtype)
+
+    def greedy_decoder(self, prompt: str, use_cache: bool = True) -> HFDecoder:
+        return HFDecoder(self, prompt, use_cache)

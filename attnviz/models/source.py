@@ -1,0 +1,257 @@
+"""The interface every model source implements, and what it hands back besides records.
+
+Pages and the CLI talk to an :class:`AttentionSource` and ask what it can do
+(``causal``, ``can_generate``, ``supports_parity``, ``random_weights``); they
+never look at concrete classes or model names. Adding a model family means
+adding one class that satisfies this protocol; no page changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+import torch
+from torch import Tensor
+
+from attnviz.core.tokenizer import Token
+from attnviz.errors import ModelUnavailableError, first_line
+from attnviz.i18n.message import msg
+
+if TYPE_CHECKING:
+    from attnviz.core.attention import MultiHeadAttention, PositionRotation
+    from attnviz.models.record import AttentionRecord, BatchRecord, GenerationRecord, Parity
+
+
+@contextmanager
+def running(name: str) -> Iterator[None]:
+    """Turn the ways a loaded model can fail while it runs into :class:`ModelUnavailableError`.
+
+    A config that loads but cannot run (a layer's shapes that do not fit, token ids past the
+    embedding), running out of memory and file-system errors are the user's model's problems, not
+    attnviz's: they are reported in one line, with the original error chained. Programming errors
+    (TypeError, AttributeError, KeyError …) are not caught here.
+    """
+    try:
+        yield
+    except ModelUnavailableError:
+        raise
+    except (torch.OutOfMemoryError, MemoryError) as err:
+        raise ModelUnavailableError(msg("model_errors.out_of_memory", name=name, error=first_line(err))) from err
+    except (RuntimeError, IndexError, OSError) as err:
+        raise ModelUnavailableError(msg("model_errors.failed_running", name=name, error=first_line(err))) from err
+
+
+@dataclass(frozen=True)
+class Encoding:
+    """A text as a source reads it.
+
+    ids: the model's token ids (None for a source without a vocabulary);
+    tokens: display tokens, one per position; n_input: how many tokens the text
+    had before it was cut to the token limit.
+    """
+
+    ids: list[int] | None
+    tokens: list[Token]
+    n_input: int
+
+
+@dataclass(frozen=True, eq=False)
+class LayerInput:
+    """One attention layer of a source as attnviz's own module, and exactly what entered it on one text.
+
+    Feeding ``hidden`` to ``attention`` with ``mask``, ``rotate`` and ``scale``
+    (``attention(hidden, hidden, hidden, mask=mask, rotate=rotate, scale=scale)``)
+    reruns the layer's attention as the model ran it.
+
+    layer: its index; attention: the layer as a :class:`~attnviz.core.attention.MultiHeadAttention`
+    (the model's own, or a copy of a pretrained layer's weights), read-only;
+    hidden: (1, T, d_model), the hidden states that entered it (after the block's
+    LayerNorm where there is one); mask: bool (T, T), True where a query may
+    attend, the mask the layer applied (None: every key); rotate: the RoPE hook
+    (Llama-style layers) or None; scale: the factor on q·k; tokens: the display
+    tokens read; n_input: how many tokens the text had before the cut.
+    """
+
+    layer: int
+    attention: MultiHeadAttention
+    hidden: Tensor
+    mask: Tensor | None
+    rotate: PositionRotation | None
+    scale: float
+    tokens: list[Token]
+    n_input: int
+
+
+def check_square_mask(mask: Tensor, n_tokens: int) -> None:
+    """ValueError unless ``mask`` is (n_tokens, n_tokens), bool or floating point."""
+    if tuple(mask.shape) != (n_tokens, n_tokens):
+        raise ValueError(msg("model_errors.mask_shape", shape=tuple(mask.shape), n=n_tokens))
+    if mask.dtype != torch.bool and not mask.is_floating_point():
+        raise TypeError(f"a mask must be bool (True = may attend) or an additive float, not {mask.dtype}")
+
+
+def perturbed_ids(ids: list[int], start: int, vocab_size: int, seed: int) -> list[int]:
+    """``ids`` with every id from ``start`` on replaced by another id of the vocabulary (seeded)."""
+    generator = torch.Generator().manual_seed(seed)
+    shift = torch.randint(1, vocab_size, (max(0, len(ids) - start),), generator=generator).tolist()
+    return ids[:start] + [(i + s) % vocab_size for i, s in zip(ids[start:], shift, strict=True)]
+
+
+def tiled(items: list, n: int) -> list:
+    """``items`` repeated and cut to exactly ``n`` (ValueError when there is nothing to repeat)."""
+    if n < 1:
+        raise ValueError(f"n_tokens ({n}) must be at least 1")
+    if not items:
+        raise ValueError(msg("kv_measure.no_tokens"))
+    return (items * (n // len(items) + 1))[:n]
+
+
+def check_batch(batch: int) -> None:
+    if batch < 1:
+        raise ValueError(f"batch ({batch}) must be at least 1")
+
+
+def check_layer(layer: int, n_layer: int) -> int:
+    """``layer`` if the model has it; ValueError with the range otherwise."""
+    if not 0 <= layer < n_layer:
+        raise ValueError(msg("model_errors.layer_range", layer=layer, last=n_layer - 1))
+    return layer
+
+
+KV_CACHES = ("transformers", "attnviz")  # whose cache a prefill fills: transformers' DynamicCache, attnviz's KVCache
+
+
+@dataclass(frozen=True, eq=False)
+class CachedKV:
+    """Every layer's cached keys and values after one prefill, as the cache holds them.
+
+    layers: one (keys, values) pair per layer, each (batch, n_kv_head, k_len, head_dim) (a sliding layer's k_len
+    may be shorter than the prefill); implementation: whose cache held them, one of :data:`KV_CACHES`.
+    """
+
+    layers: list[tuple[Tensor, Tensor]]
+    implementation: str
+
+
+class GreedyDecoder(Protocol):
+    """Greedy decoding of one prompt, a token at a time: what the KV cache page times.
+
+    ``n_prompt`` tokens were read from the prompt. With the cache, each :meth:`step` feeds only the last token
+    and attends over the cached keys and values; without it, each step runs the whole sequence again.
+    """
+
+    n_prompt: int
+
+    def step(self) -> int:
+        """Produce the next token id (appended to the sequence) and return it."""
+        ...
+
+    def seek(self, tokens: Sequence[int]) -> None:
+        """Without the cache only: make the sequence the prompt followed by ``tokens``, so the next step reads
+        exactly that prefix (a sampled stand-in for a long run)."""
+        ...
+
+
+@runtime_checkable
+class AttentionSource(Protocol):
+    """A model whose attention attnviz can capture.
+
+    Shapes: ``n_head`` query heads of ``head_dim`` sharing ``n_kv_head`` key/value
+    heads (MHA when equal, GQA/MQA when fewer), in ``n_layer`` layers of width
+    ``d_model``. ``max_positions`` is the longest input the model reads; ``device`` where it runs.
+    """
+
+    name: str
+    device: str | torch.device
+    n_layer: int
+    n_head: int
+    n_kv_head: int
+    head_dim: int
+    d_model: int
+    max_positions: int
+    implementation: str
+    random_weights: bool
+    causal: bool
+    can_generate: bool
+    supports_parity: bool
+
+    def encode(self, text: str, max_tokens: int, keep: str = "start") -> Encoding:
+        """Tokenise, cut to ``max_tokens`` keeping the "start" or the "end" of the text."""
+        ...
+
+    def run(self, text: str, max_tokens: int, *, keep_qk: bool = True) -> AttentionRecord:
+        """Capture every layer's attention on ``text`` (bounded memory, see attnviz.core.capture)."""
+        ...
+
+    def reference_weights(self, text: str, max_tokens: int) -> Tensor:
+        """Every weight at once from the source's own plain (eager) attention: (n_layer, n_head, T, T).
+
+        The yardstick the capture is tested against; reads at most settings.PARITY_TOKENS tokens.
+        """
+        ...
+
+    def run_batch(self, texts: list[str], max_tokens: int, side: str = "right") -> BatchRecord:
+        """Several texts padded to one length on ``side``, captured as one batch."""
+        ...
+
+    def generate(self, prompt: str, n_new: int, max_tokens: int) -> GenerationRecord:
+        """Greedy decoding; GenerationUnsupportedError unless ``can_generate``."""
+        ...
+
+    def check_parity(self, text: str, max_tokens: int, bug: str | None = None) -> Parity:
+        """attnviz's own layers on this model's weights against its attention; ParityUnsupportedError
+        unless ``supports_parity``. ``bug`` (a key of :meth:`parity_bugs`) breaks our layers on purpose."""
+        ...
+
+    def parity_bugs(self) -> dict[str, str]:
+        """The known bugs :meth:`check_parity` can put into our layers for this model: {key: what it does}."""
+        ...
+
+    def states_under_mask(
+        self, text: str, max_tokens: int, mask: Tensor, perturb_from: int | None = None, seed: int = 0
+    ) -> Tensor:
+        """The last hidden states (T, d_model) when every layer attends under ``mask`` instead of its own.
+
+        mask: bool (T, T), True = may attend, or additive float (T, T), for the
+        first min(max_tokens, settings.MASK_TOKENS) tokens. ``perturb_from``:
+        the tokens from that position on are replaced by others (seeded), the
+        Mask lab's leak test: with a mask that hides the future, earlier states
+        do not change.
+        """
+        ...
+
+    def attention_layer(self, text: str, max_tokens: int, layer: int) -> LayerInput:
+        """Layer ``layer``'s attention as our module, with the input, mask, RoPE and scale it really had.
+
+        Reads at most settings.PARITY_TOKENS tokens. ParityUnsupportedError when our
+        module cannot reproduce this source's layers (see ``supports_parity``).
+        """
+        ...
+
+    def attention_layers(self, text: str, max_tokens: int, layers: Sequence[int] | None = None) -> list[LayerInput]:
+        """:meth:`attention_layer` for several layers (default: all) from one pass of the model."""
+        ...
+
+    def prefill_kv(
+        self,
+        text_or_ids: str | Sequence[int] | Tensor,
+        n_tokens: int,
+        batch: int = 1,
+        implementation: str = "transformers",
+        dtype: torch.dtype | None = None,
+    ) -> CachedKV:
+        """Run a prefill of ``n_tokens`` tokens for ``batch`` sequences with a KV cache and hand back what it holds.
+
+        ``text_or_ids``: a text (tokenised, then repeated to n_tokens), a list of ids, or a (batch, T) tensor of
+        ids. ``implementation`` (one of :data:`KV_CACHES`) picks the cache where the source has both; ``dtype``
+        the activations' dtype (None: the model's own). Only the returned tensors outlive the call, so an
+        allocator's growth across it is the cache's.
+        """
+        ...
+
+    def greedy_decoder(self, prompt: str, use_cache: bool = True) -> GreedyDecoder:
+        """A :class:`GreedyDecoder` on ``prompt``; ValueError when this source cannot decode (an encoder)."""
+        ...

@@ -1,0 +1,41 @@
+"""The shared sidebar: an example fills the text (a Chinese one moves MiniLM to SmolLM2), a path must be typed."""
+
+from streamlit.testing.v1 import AppTest
+
+
+def script():
+    import streamlit as st
+
+    from attnviz.app.sidebar import sidebar
+
+    settings = sidebar()
+    st.text(repr((settings.text, settings.spec.source if settings.spec else None, settings.max_tokens)))
+    if settings.error is not None:
+        st.text(str(settings.error))
+    if "example_note" in st.session_state:
+        st.text(str(st.session_state.example_note))
+
+
+def test_the_defaults_open_the_embedded_model_on_the_default_text():
+    at = AppTest.from_function(script).run()
+    assert not at.exception
+    assert at.text[0].value == repr(("The cat sat on the mat because it was tired.", "default", 256))
+
+
+def test_a_chinese_example_moves_minilm_to_smollm2_and_says_so():
+    at = AppTest.from_function(script)
+    at.session_state["model"] = "minilm"
+    at.run()
+    at.sidebar.selectbox(key="example").set_value("中文: 猫").run()
+    assert not at.exception and at.text[0].value == repr(("猫坐在垫子上，因为它累了。", "smollm2", 256))
+    assert "SmolLM2" in at.text[1].value
+
+
+def test_a_path_must_be_typed_before_anything_opens():
+    at = AppTest.from_function(script)
+    at.session_state["model"] = "path"
+    at.run()
+    assert not at.exception and at.text[0].value.endswith("None, 256)") and len(at.error) == 1
+    assert (
+        at.text[1].value == "Invalid model settings: type the path of a local Hugging Face model folder (or a hub id)"
+    )

@@ -1,0 +1,229 @@
+"""The chunked capture against the inspectable path that holds every weight: statistics, pooled maps, heads."""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from attnviz.core import capture as capture_module
+from attnviz.core.attention import scaled_dot_product_attention
+from attnviz.core.capture import CaptureSession, capture_attention, pool_bin, pooled_counts, weights_window
+from attnviz.core.head_stats import row_statistics
+from attnviz.core.masks import KeyRanges
+
+TOL = 1e-5
+
+MASKS = {
+    "full": lambda n: KeyRanges.full(n),
+    "causal": lambda n: KeyRanges.causal(n),
+    "window 5": lambda n: KeyRanges.causal(n, window=5),
+    "left-padded causal": lambda n: KeyRanges.causal(n, start=7),
+    "right-padded encoder": lambda n: KeyRanges.span(n, 0, n - 6),
+}
+
+
+def inputs(n_head=6, n_kv_head=3, length=41, head_dim=16, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(n_head, length, head_dim, generator=g) * 2
+    k = torch.randn(n_kv_head, length, head_dim, generator=g) * 2
+    v = torch.randn(n_kv_head, length, head_dim, generator=g)
+    return q, k, v
+
+
+def reference(q, k, v, keys):
+    """Every weight at once: output (H, T, hd), weights (H, T, T)."""
+    out, w = scaled_dot_product_attention(q[None], k[None], v[None], mask=keys.dense())
+    return out[0], w[0]
+
+
+def assert_close(ours, theirs, tol=TOL):
+    """Equal to ``tol`` where defined, and NaN exactly where the other is."""
+    assert torch.equal(torch.isnan(ours), torch.isnan(theirs))
+    defined = ~torch.isnan(theirs)
+    assert (ours[defined] - theirs[defined]).abs().max().item() <= tol
+
+
+def pool(w, b, op):
+    """(H, T, S) -> (H, ceil(T/b), ceil(S/b)) by max or sum over whole b x b bins (zero padding)."""
+    T, S = w.shape[-2:]
+    padded = F.pad(w, (0, -S % b, 0, -T % b))
+    blocks = padded.view(w.shape[0], padded.shape[1] // b, b, padded.shape[2] // b, b)
+    return blocks.amax(dim=(2, 4)) if op == "max" else blocks.sum(dim=(2, 4))
+
+
+@pytest.fixture(params=[None, 1], ids=["one chunk", "many chunks"])
+def chunking(request, monkeypatch):
+    if request.param:  # chunks of a single pooled bin of rows: every boundary case at once
+        monkeypatch.setattr(capture_module, "CHUNK_ELEMENTS", 1)
+
+
+@pytest.mark.parametrize("bin_size", [1, 3, 8])
+@pytest.mark.parametrize("mask", list(MASKS))
+def test_capture_equals_every_weight_at_once(mask, bin_size, chunking):
+    q, k, v = inputs()
+    keys = MASKS[mask](q.shape[1])
+    ref_out, ref_w = reference(q, k, v, keys)
+    out, cap = capture_attention(q, k, v, keys, scale=16**-0.5, bin_size=bin_size)
+    assert (out - ref_out).abs().max().item() <= TOL
+    # statistics, on the rows that have a choice (row_statistics leaves the others NaN)
+    expected = row_statistics(ref_w, keys.dense())
+    live = ~torch.isnan(expected["entropy"])
+    for name in ("entropy", "max_weight", "first_token_weight", "prev_token_weight", "self_weight"):
+        assert_close(cap.rows[name][live], expected[name][live])
+    distance = expected["mean_distance"][live]  # tokens: float32 rounding grows with the distance
+    assert ((cap.rows["mean_distance"][live] - distance).abs() / distance.clamp_min(1)).max().item() <= TOL
+    # pooled maps, NaN exactly where a bin sees nothing
+    counts = pooled_counts(keys, bin_size)
+    empty = counts == 0
+    assert torch.equal(torch.isnan(cap.pooled_max[0]), empty)
+    assert (cap.pooled_max.nan_to_num(0) - pool(ref_w, bin_size, "max")).abs().max().item() <= TOL
+    mean = pool(ref_w, bin_size, "sum") / counts.clamp_min(1)
+    assert (cap.pooled_mean.nan_to_num(0) - mean.masked_fill(empty, 0)).abs().max().item() <= TOL
+    assert (
+        cap.mean_pooled_max.nan_to_num(0) - pool(ref_w.mean(0, keepdim=True), bin_size, "max")[0]
+    ).abs().max() <= TOL
+    # any head, any window, at full resolution from q, k and the log-sum-exps
+    T = q.shape[1]
+    assert (weights_window(cap, 4, (0, T), (0, T)) - ref_w[4]).abs().max().item() <= TOL
+    assert (weights_window(cap, None, (9, 20), (3, 30)) - ref_w[:, 9:20, 3:30]).abs().max().item() <= TOL
+
+
+def test_statistics_by_hand_on_a_previous_token_head():
+    # q·k is large exactly for the previous position: every row but the first puts ~all weight there
+    T, hd = 6, 8
+    k = torch.eye(T, hd)[None] * 40  # (1, T, hd): key j points along axis j
+    q = torch.roll(torch.eye(T, hd), shifts=1, dims=0)[None] * 40  # query i points along axis i - 1
+    q[0, 0] = 0.0
+    v = torch.randn(1, T, hd)
+    _, cap = capture_attention(q, k, v, KeyRanges.causal(T), scale=hd**-0.5, bin_size=1)
+    assert cap.rows["prev_token_weight"][0, 1:].min().item() > 0.999
+    assert math.isnan(cap.rows["prev_token_weight"][0, 0].item())  # row 0 has no previous token
+    assert cap.rows["mean_distance"][0, 1:].tolist() == pytest.approx([1.0] * (T - 1), abs=1e-3)
+    assert cap.rows["entropy"][0, 1:].max().item() < 1e-2
+    assert cap.rows["max_weight"][0, 0].item() == pytest.approx(1.0)  # row 0 sees only itself
+
+
+def test_fully_masked_rows_give_zeros_not_nan():
+    q, k, v = inputs(length=12)
+    keys = KeyRanges.causal(12, start=4)  # rows 0..3 of a left-padded decoder see nothing
+    out, cap = capture_attention(q, k, v, keys, scale=0.25, bin_size=2)
+    assert not torch.isnan(out).any() and out[:, :4].abs().max().item() == 0.0
+    assert torch.isneginf(cap.rows["lse"][:, :4]).all()
+    assert weights_window(cap, 0, (0, 12), (0, 12))[:4].abs().max().item() == 0.0
+    assert not torch.isnan(weights_window(cap, 0, (0, 12), (0, 12))).any()
+
+
+def test_softcap_is_applied_where_the_model_applies_it():
+    q, k, v = inputs(length=10)
+    _, cap = capture_attention(q, k, v, KeyRanges.full(10), scale=0.25, bin_size=1, softcap=2.0)
+    scores = torch.tanh((q @ k.repeat_interleave(2, 0).transpose(-1, -2)) * 0.25 / 2.0) * 2.0
+    assert (weights_window(cap, None, (0, 10), (0, 10)) - scores.softmax(-1)).abs().max().item() <= TOL
+
+
+def test_windows_are_bounded_and_need_q_and_k():
+    q, k, v = inputs(length=8)
+    _, cap = capture_attention(q, k, v, KeyRanges.full(8), scale=0.25, bin_size=1, keep_qk=False)
+    assert cap.q is None and cap.k is None
+    with pytest.raises(ValueError, match="keep_qk=True"):
+        weights_window(cap, 0, (0, 8), (0, 8))
+    _, cap = capture_attention(q, k, v, KeyRanges.full(8), scale=0.25, bin_size=1)
+    with pytest.raises(ValueError, match="over the limit of 16 cells"):
+        weights_window(cap, 0, (0, 8), (0, 8), limit=16)
+
+
+def test_pooled_maps_stay_within_their_budget():
+    # a head drawn whole needs pooled maps only for the grid's 64-cell tiles; a long one, 256 cells a side
+    assert pool_bin(40, 270) == 1 and pool_bin(384, 270) == 6 and pool_bin(385, 270) == 2 and pool_bin(512, 270) == 2
+    assert pool_bin(8192, 270) == 32
+    # 12 layers x 64 heads: cells shrink so every head of every layer stays within the budget
+    b = pool_bin(8192, 12 * 64)
+    assert 12 * 64 * math.ceil(8192 / b) ** 2 <= capture_module.POOL_CELL_BUDGET
+
+
+def test_session_captures_each_sequence_of_a_batch_apart():
+    q, k, v = inputs(length=9)
+    session = CaptureSession(batch=2, q_len=9, n_heads_total=6)
+    keys = [KeyRanges.causal(9), KeyRanges.causal(9, start=3)]
+    out = session.attend(torch.stack([q, q]), torch.stack([k, k]), torch.stack([v, v]), keys, 0.25)
+    assert out.shape == (2, 6, 9, 16)
+    assert [len(s) for s in session.layers] == [1, 1]
+    assert session.layers[1][0].keys is keys[1]
+    assert torch.equal(out[0], capture_attention(q, k, v, keys[0], scale=0.25, bin_size=1)[0])
+
+
+def test_mean_distance_keeps_its_precision_on_long_inputs():
+    """A previous-token head at 2,048 tokens: every row's distance is about 1.
+
+    It matches the eager path's to 1e-5 relative, and float64 truth as closely as the
+    eager path itself does; i·Σw - Σ w·j in float32 once lost it to cancellation (2e-4 off).
+    """
+    length, hd = 2048, 16
+    g = torch.Generator().manual_seed(0)
+    axes = torch.randn(length, hd, generator=g)
+    k = axes[None] * 6  # (1, T, hd)
+    q = torch.roll(axes, shifts=1, dims=0)[None] * 6  # query i looks like key i - 1
+    v = torch.zeros(1, length, 1)
+    _, cap = capture_attention(q, k, v, KeyRanges.causal(length), scale=hd**-0.5, bin_size=8)
+    scores = (q[0].double() @ k[0].double().T) * hd**-0.5
+    weights = scores.masked_fill(~KeyRanges.causal(length).dense(), -math.inf).softmax(-1)
+    positions = torch.arange(length, dtype=torch.float64)
+    truth = (weights * (positions[:, None] - positions[None, :]).abs()).sum(-1)  # float64
+    ours = cap.rows["mean_distance"][0].double()
+    _, eager = scaled_dot_product_attention(q[None], k[None], v[None], is_causal=True, scale=hd**-0.5)
+    eager = row_statistics(eager[0], KeyRanges.causal(length).dense())["mean_distance"][0].double()
+
+    def relative(a, b):
+        return ((a - b).abs() / b.clamp_min(1))[1:].max().item()
+
+    assert relative(ours, eager) <= TOL
+    assert relative(ours, truth) <= relative(eager, truth) * 1.01
+    assert cap.rows["prev_token_weight"][0, 100:].mean().item() > 0.5  # it really is a previous-token head
+
+
+def test_values_may_be_narrower_than_queries_and_keys():
+    """DeepSeek-style layers pass v with its own head size."""
+    q, k, _ = inputs(length=12)
+    v = torch.randn(3, 12, 5)
+    out, _ = capture_attention(q, k, v, KeyRanges.causal(12), scale=0.25, bin_size=2)
+    ref, _ = scaled_dot_product_attention(q[None], k[None], v[None], is_causal=True, scale=0.25)
+    assert out.shape == (6, 12, 5) and (out - ref[0]).abs().max().item() <= TOL
+
+
+def test_chunks_smaller_than_a_pooled_bin_merge_into_it(monkeypatch):
+    monkeypatch.setattr(capture_module, "CHUNK_ELEMENTS", 6 * 41 * 2)  # two query rows a chunk, bins of 5
+    q, k, v = inputs()
+    keys = KeyRanges.causal(41)
+    _, ref_w = reference(q, k, v, keys)
+    _, cap = capture_attention(q, k, v, keys, scale=16**-0.5, bin_size=5)
+    assert (cap.pooled_max.nan_to_num(0) - pool(ref_w, 5, "max")).abs().max().item() <= TOL
+    counts = pooled_counts(keys, 5)
+    mean = (pool(ref_w, 5, "sum") / counts.clamp_min(1)).masked_fill(counts == 0, 0)
+    assert (cap.pooled_mean.nan_to_num(0) - mean).abs().max().item() <= TOL
+
+
+def test_dead_rows_read_the_same_in_any_chunk(monkeypatch):
+    q, k, v = inputs(length=12)
+    keys = KeyRanges.causal(12, start=5)
+    _, whole = capture_attention(q, k, v, keys, scale=0.25, bin_size=1)
+    monkeypatch.setattr(capture_module, "CHUNK_ELEMENTS", 6 * 12)  # one row a chunk: rows 0..4 alone
+    _, split = capture_attention(q, k, v, keys, scale=0.25, bin_size=1)
+    for name in whole.rows:
+        torch.testing.assert_close(split.rows[name][:, :5], whole.rows[name][:, :5], rtol=0, atol=0, equal_nan=True)
+    assert (
+        whole.rows["entropy"][:, :5].abs().max().item() == 0.0
+        and torch.isnan(whole.rows["prev_token_weight"][:, 0]).all()
+    )
+
+
+@pytest.mark.parametrize("length", [30, 384, 700])
+@pytest.mark.parametrize("keep_qk", [True, False])
+def test_a_captures_size_is_known_before_it_runs(length, keep_qk):
+    from attnviz.core.capture import predicted_nbytes
+    from attnviz.models.embedded.config import EmbeddedConfig
+    from attnviz.models.embedded.model import EmbeddedModel
+
+    model = EmbeddedModel(EmbeddedConfig(d_model=32, n_head=4, n_kv_head=2, n_layer=3))
+    record = model.run(" ".join(["word"] * length), length, keep_qk=keep_qk)
+    captured = sum(layer.nbytes for layer in record.layers)
+    assert captured == predicted_nbytes(3, 4, 2, 8, length, keep_qk)

@@ -1,0 +1,27 @@
+"""RoPE: rotations keep lengths, and q·k depends only on the distance between positions."""
+
+import torch
+
+from attnviz.core.rope import apply_rope, rope_cos_sin, rope_inverse_frequencies, rope_rotation
+
+
+def test_rotation_keeps_norms_and_position_zero_is_identity():
+    x = torch.randn(1, 2, 5, 8)
+    cos, sin = rope_cos_sin(torch.arange(5), rope_inverse_frequencies(8, 10000.0))
+    y = apply_rope(x, cos, sin)
+    assert torch.allclose(y.norm(dim=-1), x.norm(dim=-1), atol=1e-5)
+    assert torch.allclose(y[:, :, 0], x[:, :, 0])
+
+
+def test_dot_product_depends_only_on_relative_position():
+    rotate = rope_rotation(16, 10000.0)
+    q = torch.randn(1, 1, 1, 16)
+    k = torch.randn(1, 1, 1, 16)
+
+    def score(p_q, p_k):
+        rq, _ = rotate(q, q, torch.tensor([p_q]))
+        rk, _ = rotate(k, k, torch.tensor([p_k]))
+        return (rq * rk).sum().item()
+
+    assert abs(score(5, 3) - score(12, 10)) < 1e-4
+    assert abs(score(5, 3) - score(5, 4)) > 1e-4

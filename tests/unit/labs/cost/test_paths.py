@@ -1,0 +1,53 @@
+"""The Cost page's library: tiling gives the plain softmax's answer, and the naive path's bound."""
+
+import pytest
+import torch
+
+from attnviz.labs.cost import paths as cost
+
+
+@pytest.mark.parametrize("block", [1, 3, 8, 64])
+def test_online_softmax_equals_the_plain_softmax(block):
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (
+        torch.randn(5, 16, generator=g) * 3,
+        torch.randn(37, 16, generator=g) * 3,
+        torch.randn(37, 16, generator=g),
+    )
+    tiled, steps = cost.online_softmax_attention(q, k, v, block)
+    plain = torch.softmax((q @ k.T) / 4.0, dim=-1) @ v
+    assert (tiled - plain).abs().max().item() <= 1e-5
+    assert len(steps) == -(-37 // block) and steps[-1].block[1] == 37
+    # the running max only grows, and the last one is the row's max score
+    ms = [s.m for s in steps]
+    assert ms == sorted(ms) and ms[-1] == pytest.approx(float((q[0] @ k.T / 4.0).max()), abs=1e-5)
+
+
+def test_tiling_example_matches_and_rejects_a_zero_block():
+    example = cost.tiling_example(24, 8, seed=3)
+    assert example.max_difference <= 1e-5 and example.weights.sum().item() == pytest.approx(1.0, abs=1e-6)
+    with pytest.raises(ValueError, match="block"):
+        cost.online_softmax_attention(torch.zeros(1, 4), torch.zeros(2, 4), torch.zeros(2, 4), 0)
+
+
+def test_naive_memory_and_where_it_stops_fitting():
+    assert cost.naive_bytes(8192) == 2 * 9 * 8192 * 8192 * 4  # 4.8 GB for one SmolLM2 layer
+    assert cost.naive_limit(cost.naive_bytes(4096)) == 4096
+    assert cost.naive_limit(cost.naive_bytes(4096) - 1) == 4095
+
+
+def test_every_path_gives_the_same_output():
+    q, k, v = cost._inputs(64, "cpu")
+    outs = [cost.run_path(path, q, k, v) for path in cost.PATHS]
+    for out in outs[1:]:
+        assert (out - outs[0]).abs().max().item() <= 1e-5
+    with pytest.raises(ValueError, match="path must be one of"):
+        cost.run_path("magic", q, k, v)
+
+
+def test_measure_reports_every_path_within_bounds():
+    rows = cost.measure([32, 64], "cpu", repeats=1)
+    assert {(r["path"], r["tokens"]) for r in rows} == {(p, n) for p in cost.PATHS for n in (32, 64)}
+    assert all(r["seconds"] > 0 and r["peak_mb"] >= 0 for r in rows)
+    with pytest.raises(ValueError, match="sizes must lie in"):
+        cost.measure([cost.MAX_TOKENS + 1])

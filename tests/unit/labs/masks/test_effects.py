@@ -1,0 +1,86 @@
+"""Masks as they act on real attention: hand-computed softmaxes, the gallery's bugs, and the leak test."""
+
+import math
+
+import pytest
+import torch
+
+from attnviz.labs.masks.effects import acting_weights, blocked_by, head_effect, leak_cuts, leak_test
+from attnviz.labs.masks.gallery import gallery
+from attnviz.models.embedded.config import EmbeddedConfig
+from attnviz.models.embedded.model import EmbeddedModel
+
+TEXT = "The cat sat on the mat because it was tired and then it slept all day long."
+
+
+def test_acting_weights_by_hand():
+    scores = torch.tensor([[0.0, 2.0], [math.log(3.0), 0.0]])
+    keep = torch.tensor([[True, False], [True, True]])
+    w = acting_weights(scores, keep)
+    assert torch.equal(w[0], torch.tensor([1.0, 0.0]))
+    assert torch.allclose(w[1], torch.tensor([0.75, 0.25]))
+    # the same keep mask cast to float and added hides nothing: row 0 is softmax([1, 2])
+    w = acting_weights(scores, keep.float())
+    e = math.exp(1.0)
+    assert w[0].tolist() == pytest.approx([e / (e + e**2), e**2 / (e + e**2)])
+
+
+def test_a_row_with_nothing_left_is_nan_and_float16_turns_minus_1e9_into_inf():
+    scores = torch.zeros(2, 2)
+    hidden_row = torch.tensor([[-1e9, -1e9], [0.0, 0.0]])
+    assert torch.isnan(acting_weights(scores, hidden_row.half())[0]).all()  # -1e9 rounds to -inf in float16
+    assert acting_weights(scores, hidden_row)[0].tolist() == [0.5, 0.5]  # float32 keeps it finite: uniform
+    finfo16 = torch.tensor([[torch.finfo(torch.float16).min] * 2, [0.0, 0.0]], dtype=torch.float16)
+    assert acting_weights(scores, finfo16)[0].tolist() == [0.5, 0.5]
+    assert torch.isnan(acting_weights(scores, torch.tensor([[False, False], [True, True]]))[0]).all()
+    with pytest.raises(TypeError, match="int64"):
+        acting_weights(scores, torch.ones(2, 2, dtype=torch.long))
+    assert blocked_by(hidden_row).tolist() == [[True, True], [False, False]]
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_every_gallery_bug_acts_differently_from_its_fix(causal):
+    T = 12
+    scores = torch.randn(T, T, generator=torch.Generator().manual_seed(0))
+    for bug in gallery(T, causal):
+        right, wrong = acting_weights(scores, bug.correct), acting_weights(scores, bug.buggy)
+        assert not torch.isnan(right).any(), bug.key  # every fix leaves each row a key
+        assert not torch.allclose(right, wrong.nan_to_num(-1.0)), bug.key
+        # the fix puts no weight where it means to hide (rows it hides whole are uniform, as Hugging Face's are)
+        on_hidden = right.masked_fill(bug.intended, 0.0)[bug.intended.any(-1)]
+        assert float(on_hidden.abs().max()) == 0.0, bug.key
+        if "fully_masked_row" in bug.kinds:
+            assert torch.isnan(wrong).any(-1).any(), bug.key
+    with pytest.raises(ValueError, match="at least 2"):
+        gallery(1, True)
+
+
+@pytest.fixture(scope="module")
+def causal_model():
+    return EmbeddedModel(EmbeddedConfig(d_model=32, n_head=4, n_layer=2, causal=True))
+
+
+def test_head_effect_of_the_models_own_mask_changes_nothing(causal_model):
+    record = causal_model.run(TEXT, 64)
+    T = record.q_len
+    causal = torch.ones(T, T, dtype=torch.bool).tril()
+    effect = head_effect(record, 1, 2, causal, causal)
+    assert effect.changed < 1e-6 and effect.leaked == 0.0 and effect.nan_rows == []
+    leak = head_effect(record, 1, 2, torch.ones(T, T, dtype=torch.bool), causal)
+    assert leak.leaked > 0.01 and leak.changed > 0.01
+    nan = head_effect(record, 1, 2, causal.tril(-1), causal)
+    assert nan.nan_rows == [0]
+
+
+def test_the_leak_test_catches_a_one_token_leak_on_the_embedded_model(causal_model):
+    T = len(causal_model.encode(TEXT, 64).tokens)
+    assert leak_cuts(T) == [T // 4, T // 2, 3 * T // 4]
+    causal = torch.ones(T, T, dtype=torch.bool).tril()
+    clean = leak_test(causal_model, TEXT, 64, causal)
+    assert not clean.leaks and clean.max_change == 0.0
+    leaky = leak_test(causal_model, TEXT, 64, torch.ones(T, T, dtype=torch.bool).tril(1))  # and the next token
+    # each of the 2 layers lets a row see one token further: the two rows before each change move, no other
+    assert leaky.leaked_rows == sorted({r for c in leak_cuts(T) for r in (c - 2, c - 1)})
+    assert torch.isnan(leaky.change[3 * T // 4 :]).all()  # rows after the last cut are never tested
+    bool_as_float = leak_test(causal_model, TEXT, 64, causal.float())
+    assert len(bool_as_float.leaked_rows) == 3 * T // 4  # nothing hidden: every tested row moves

@@ -1,0 +1,29 @@
+"""The package's declaration is true: the same pins as requirements.txt, the catalogues shipped, one command."""
+
+import tomllib
+from pathlib import Path
+
+import attnviz
+
+ROOT = Path(__file__).resolve().parents[2]
+PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
+
+
+def pins(path: Path) -> list[str]:
+    return [line.split("#")[0].strip() for line in path.read_text().splitlines() if line.split("#")[0].strip()]
+
+
+def test_the_runtime_dependencies_are_requirements_txt_with_its_pins():
+    assert PROJECT["project"]["dependencies"] == pins(ROOT / "requirements.txt")
+    assert all("==" in pin for pin in PROJECT["project"]["dependencies"])  # torch above all: unpinned pulls CUDA
+    constraints = set(pins(ROOT / "constraints.txt"))
+    assert set(PROJECT["project"]["dependencies"]) <= constraints
+    assert set(PROJECT["build-system"]["requires"]) <= constraints
+
+
+def test_the_command_and_the_catalogues_are_declared():
+    assert PROJECT["project"]["scripts"] == {"attnviz": "attnviz.cli:main"}
+    data = PROJECT["tool"]["setuptools"]["package-data"]["attnviz.i18n"]
+    shipped = {p.name for pattern in data for p in (ROOT / "attnviz" / "i18n").glob(pattern)}
+    assert shipped == {"en.toml", "zh.toml"}
+    assert Path(attnviz.__file__).resolve().parent == ROOT / "attnviz"  # the tests read this checkout's package
