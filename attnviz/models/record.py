@@ -289,17 +289,6 @@ class GenerationRecord:
         ]
 
 
-__all__ = [
-    "FULL_VIEW_TOKENS",
-    "WINDOW_CELLS",
-    "AttentionRecord",
-    "BatchRecord",
-    "GenerationRecord",
-    "Head",
-    "ModelOutputs",
-]
-
-
 PARITY_TOLERANCE = 1e-5  # float32: the largest |ours - model| over every weight that counts as equal
 
 
@@ -316,7 +305,7 @@ class Parity:
     bug: str | None = None  # a known bug put into our layers on purpose (BUGS), or None
 
     @property
-    def masks(self) -> list[str]:
+    def masks(self) -> list[Text]:
         """Each layer's mask, described ("causal", "causal, sliding window of 4")."""
         return [k.describe() for k in self.keys]
 
@@ -331,3 +320,19 @@ class Parity:
     @property
     def nbytes(self) -> int:
         return (self.ours.numel() + self.theirs.numel()) * 4
+
+
+__all__ = [
+    "FULL_VIEW_TOKENS",
+    "PARITY_TOLERANCE",
+    "WINDOW_CELLS",
+    "AttentionRecord",
+    "BatchRecord",
+    "GenerationRecord",
+    "Head",
+    "ModelOutputs",
+    "Parity",
+    "cut_tokens",
+    "short_text",
+    "token_labels",
+]

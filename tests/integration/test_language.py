@@ -47,3 +47,34 @@ def test_an_unknown_lang_falls_back_to_english():
     at.query_params["lang"] = "<script>"
     at.run()
     assert not at.exception and at.selectbox(key="lang").value == "en" and at.query_params["lang"] == "en"
+
+
+@pytest.mark.parametrize(
+    ("page", "method"),
+    [("heads", "run"), ("walkthrough", "attention_layer"), ("head_roles", "run"), ("masks", "states_under_mask")],
+)
+def test_a_language_switch_reruns_no_model_and_no_capture(monkeypatch, page, method):
+    """The library's results hold messages, not words: the cache keys carry no language, so switching it only
+    renders the same results again in the other language."""
+    from attnviz.app.loading import result_cache
+    from attnviz.models.embedded.model import EmbeddedModel
+
+    calls = []
+    real = getattr(EmbeddedModel, method)
+
+    def counted(self, *args, **kwargs):
+        calls.append(args[:1])
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(EmbeddedModel, method, counted)
+    result_cache().clear()
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at.session_state["causal"] = True
+    at.run()
+    at.switch_page(f"pages/{page}.py").run()
+    assert not at.exception and calls, f"the {page} page never called {method}"
+    before, english = len(calls), [h.value for h in at.subheader]
+    at.selectbox(key="lang").set_value("zh").run()
+    set_language("zh")
+    assert not at.exception and [h.value for h in at.subheader] != english  # the words changed
+    assert len(calls) == before, f"switching the language ran {method} again on the {page} page"

@@ -34,7 +34,6 @@ from attnviz.models.hf.kv import HFDecoder, prefill_kv
 from attnviz.models.hf.parity import available_bugs, our_layers, reproduce, supports
 from attnviz.models.record import AttentionRecord, BatchRecord, GenerationRecord, ModelOutputs, Parity
 from attnviz.models.source import (
-    CachedKV,
     Encoding,
     LayerInput,
     check_layer,
@@ -361,15 +360,7 @@ class HFSource:
             )
         return inputs
 
-    def prefill_kv(
-        self,
-        text_or_ids: str | Sequence[int] | Tensor,
-        n_tokens: int,
-        batch: int = 1,
-        implementation: str = "transformers",
-        dtype: torch.dtype | None = None,
-    ) -> CachedKV:
-        return prefill_kv(self, text_or_ids, n_tokens, batch, implementation, dtype)
+    prefill_kv = prefill_kv  # attnviz.models.hf.kv.prefill_kv, this source its first argument
 
     def greedy_decoder(self, prompt: str, use_cache: bool = True) -> HFDecoder:
         return HFDecoder(self, prompt, use_cache)

@@ -76,3 +76,15 @@ def test_streamlit_stops_uploads_over_the_largest_library_limit():
     # Streamlit's MB is 2**20 bytes: every file the library accepts gets through, little more does
     assert max(settings.MASK_MAX_BYTES, settings.KV_CONFIG_MAX_BYTES) == max_mb * 2**20
     assert config["browser"]["gatherUsageStats"] is False
+
+
+def test_the_sidebar_offers_a_path_only_off_a_hosted_server_and_names_every_choice(monkeypatch):
+    from attnviz.app.hosted import model_label, model_options
+
+    monkeypatch.setenv("ATTNVIZ_MODELS", "/models/ours")
+    monkeypatch.delenv("ATTNVIZ_HOSTED", raising=False)
+    assert list(model_options()) == ["default", "minilm", "smollm2", "/models/ours", "path"]
+    assert model_label("/models/ours") == "ours" and model_label("path") == "Local folder or hub id…"
+    assert model_label("default").startswith("Embedded default")  # a message, said in the reader's words
+    monkeypatch.setenv("ATTNVIZ_HOSTED", "1")
+    assert list(model_options()) == ["default", "minilm", "smollm2", "/models/ours"]
