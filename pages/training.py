@@ -4,8 +4,9 @@ import streamlit as st
 
 from attnviz import settings
 from attnviz.app.navigation import frame_settings
-from attnviz.app.widgets import plotly, table
+from attnviz.app.widgets import plotly, show_error, table
 from attnviz.figures.training import make_training_figure
+from attnviz.i18n.message import msg
 from attnviz.i18n.translate import t, tr
 from attnviz.labs.scaling import scale_titles
 from attnviz.labs.training.report import describe_runs, results_column_names, results_table
@@ -63,7 +64,7 @@ try:
         seed=int(st.session_state.training_seed),
     )
 except ValueError as err:
-    st.error(t("training.invalid", error=err))
+    show_error(msg("training.invalid", error=err))
     st.stop()
 st.caption(
     t(

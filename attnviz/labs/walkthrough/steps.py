@@ -128,7 +128,7 @@ def _spread(x: Tensor) -> tuple[float, float, float]:
     return float(finite.min()), float(finite.max()), std
 
 
-def _kv_sharing(n_head: int, n_kv_head: int) -> str:
+def _kv_sharing(n_head: int, n_kv_head: int) -> Text | str:
     if n_kv_head == n_head:
         return ""
     return msg("walkthrough_lib.kv_sharing", n_kv_head=n_kv_head, n_head=n_head, group=n_head // n_kv_head)

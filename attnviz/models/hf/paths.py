@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from attnviz.errors import ModelUnavailableError
-from attnviz.i18n.message import msg
+from attnviz.i18n.message import Text, msg
 from attnviz.models.hf.bundled import BUNDLED, Progress, prepared_folder
 
 PICKLE_PATTERNS = ("*.bin", "*.pt", "*.pth", "*.ckpt", "*.pkl")
@@ -32,7 +32,7 @@ def check_weights(folder: Path, allow_pickle: bool) -> bool:
 PATH_SHOWN_CHARS = 80  # a path in a message is cut to this many characters, with its length said
 
 
-def shown_path(source: str) -> str:
+def shown_path(source: str) -> Text | str:
     """A model path for a one-line message: quoted, and cut (its length said) when it is very long."""
     if len(source) <= PATH_SHOWN_CHARS:
         return repr(source)
