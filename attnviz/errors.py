@@ -8,7 +8,6 @@ stay the built-in ones.
 
 from __future__ import annotations
 
-from attnviz import settings
 from attnviz.i18n.message import msg
 
 
@@ -39,16 +38,11 @@ class ExportTooLargeError(ValueError):
 class TrainingCapError(ValueError):
     """A session asked for more training time than hosted mode allows it in the window."""
 
-    def __init__(self, used_s: float, needed_s: float, wait_s: float):
+    def __init__(self, used_s: float, needed_s: float, wait_s: float, *, cap_s: float, window_s: float):
         self.used_s, self.needed_s, self.wait_s = used_s, needed_s, wait_s
+        self.cap_s, self.window_s = cap_s, window_s
         super().__init__(
-            msg(
-                "bounds.training_cap",
-                used=used_s,
-                minutes=settings.TRAIN_SESSION_WINDOW_S // 60,
-                needed=needed_s,
-                cap=settings.TRAIN_SESSION_SECONDS,
-            )
+            msg("bounds.training_cap", used=used_s, minutes=int(window_s // 60), needed=needed_s, cap=cap_s)
         )
 
 

@@ -100,7 +100,7 @@ MASK_MAX_CELLS = 16 * 2**20  # B × T × T
 MASK_BLOCK_THRESHOLD = -1e4  # an additive value at most this blocks: -1e9, finfo(float16/32).min, HF's old -10000
 MASK_MAX_EXAMPLES = 10  # [q, k] examples per problem
 
-# `python -m attnviz kv-cache` and attnviz.labs.kv.memory: a config.json is bounded in bytes before it is parsed; the
+# `python -m attnviz kv-cache` and attnviz.labs.kv.config: a config.json is bounded in bytes before it is parsed; the
 # estimate is O(layers), so layers, sequences and lengths are bounded to keep every request's cost known
 KV_CONFIG_MAX_BYTES = 2**20  # real config.json files are a few KB; multimodal ones stay well under 100 KB
 KV_MAX_LAYERS = 10_000

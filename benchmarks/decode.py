@@ -6,7 +6,7 @@ one run, from a short prompt, float32 on the CPU with torch.set_num_threads(2):
 * the embedded model, d_model 256, 4 layers, 8 heads (MHA), causal, seed 0,
   decoded with attnviz's KVCache; it has no language-model head, so the next
   token is the argmax of the last hidden state against 512 made-up token
-  embeddings (see :func:`attnviz.labs.kv.measure.readout_table`);
+  embeddings (see :meth:`attnviz.models.embedded.model.EmbeddedModel.readout_table`);
 * SmolLM2-135M (30 layers, 9 query heads, 3 K/V heads) with transformers'
   DynamicCache against a full forward pass per step.
 

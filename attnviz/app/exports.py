@@ -24,7 +24,8 @@ from safetensors.torch import save as save_safetensors
 from torch import Tensor
 
 from attnviz.errors import ExportTooLargeError
-from attnviz.i18n.translate import t, tr
+from attnviz.i18n.message import msg
+from attnviz.i18n.translate import tr
 from attnviz.models.record import AttentionRecord, Head
 
 TENSOR_EXPORT_MAX_BYTES = 64 * 2**20  # one tensor download, before serialising
@@ -127,7 +128,7 @@ def tensor_file(export: TensorExport, fmt: str, max_bytes: int = TENSOR_EXPORT_M
     if fmt not in TENSOR_FORMATS:
         raise ValueError(f"tensor format must be one of {', '.join(TENSOR_FORMATS)}, not {fmt!r}")
     if export.nbytes > max_bytes:
-        raise ExportTooLargeError(t("bounds.export_too_large", size=export.nbytes / 2**20, limit=max_bytes / 2**20))
+        raise ExportTooLargeError(msg("bounds.export_too_large", size=export.nbytes / 2**20, limit=max_bytes / 2**20))
     tensors = _cpu(export.build())
     if fmt == "safetensors":
         return save_safetensors(tensors, metadata=export.metadata or None)

@@ -76,7 +76,7 @@ class TrainingLedger:
                 break
         if needed_s > self.cap_s:
             wait = math.inf
-        raise TrainingCapError(used, needed_s, max(0.0, wait))
+        raise TrainingCapError(used, needed_s, max(0.0, wait), cap_s=self.cap_s, window_s=self.window_s)
 
     def charge(self, seconds: float, now: float) -> None:
         self.spent.append((now, max(0.0, seconds)))

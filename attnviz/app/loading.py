@@ -80,8 +80,10 @@ def source_for(spec: SourceSpec) -> AttentionSource | None:
             with st.status(tr(note), expanded=True) as status:
                 bar = st.progress(0.0, text=t("sources.starting"))
                 prepare_source(spec, progress=lambda fraction, message: bar.progress(fraction, text=tr(message)))
-                status.update(label=t("sources.ready", title=spec.title), state="complete", expanded=False)
-        with st.spinner(t("sources.loading", title=spec.title)):
+                status.update(
+                    label=t("sources.ready", title=markdown_text(tr(spec.title))), state="complete", expanded=False
+                )
+        with st.spinner(t("sources.loading", title=markdown_text(tr(spec.title)))):
             return load_source(spec)
     except ModelUnavailableError as err:
         show_error(err)  # the message quotes the user's path: data, not Markdown

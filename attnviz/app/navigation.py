@@ -31,7 +31,6 @@ SECTIONS = {
         "cost": "⏱️",
     },
 }
-PAGES = {name: icon for section in SECTIONS.values() for name, icon in section.items()}
 
 
 def pages() -> dict[str, list[st.Page]]:

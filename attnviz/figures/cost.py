@@ -9,6 +9,7 @@ import plotly.graph_objects as go
 import torch
 from torch import Tensor
 
+from attnviz.i18n.message import Text
 from attnviz.i18n.translate import t, tr
 
 COST_COLORS = {"naive": "#d62728", "fused": "#1f77b4", "chunked": "#2ca02c"}
@@ -17,7 +18,7 @@ COST_COLORS = {"naive": "#d62728", "fused": "#1f77b4", "chunked": "#2ca02c"}
 def make_cost_figure(
     rows: list[dict],
     metric: str,
-    titles: dict[str, str],
+    titles: dict[str, Text | str],
     *,
     predicted: list[tuple[int, float]] | None = None,
     limit: int | None = None,

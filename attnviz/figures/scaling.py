@@ -9,12 +9,13 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from attnviz.figures.base import head_label
+from attnviz.i18n.message import Text
 from attnviz.i18n.translate import t, tr
 
 SCALE_COLORS = {"sqrt_dk": "#2ca02c", "none": "#d62728", "sqrt_dmodel": "#1f77b4"}
 
 
-def make_scaling_overview_figure(table: pd.DataFrame, stat: str, titles: dict[str, str]) -> go.Figure:
+def make_scaling_overview_figure(table: pd.DataFrame, stat: str, titles: dict[str, Text | str]) -> go.Figure:
     """One layer x head heatmap per scale, side by side on one colour scale: ``stat`` is entropy_norm or
     saturated_share, read from columns ``{stat}_{kind}``."""
     from plotly.subplots import make_subplots

@@ -1,6 +1,6 @@
 """Plotly figures for the Walkthrough page: one head of one step's tensor, pure functions from arrays to figures.
 
-Attention weights reuse :func:`attnviz.figures.make_head_heatmap_figure`, the
+Attention weights reuse :func:`attnviz.figures.base.make_head_heatmap_figure`, the
 app's one colour scale for weights. Every other tensor of a step (q, k, v,
 scores, outputs) can be any real number, so it gets a diverging scale centred
 on 0; a score masked to −inf is NaN here and shows as the grey background, as

@@ -18,6 +18,7 @@ together; :class:`PluralS` is English's plural "s", which other languages drop.
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -116,11 +117,11 @@ def render(value: Any, lang: str = DEFAULT_LANGUAGE, escape: Escape = None) -> s
 
 
 def _filled(value: Any, lang: str, escape: Escape) -> Any:
-    """A parameter as the template gets it: texts and exceptions as words, strings escaped when asked, numbers
-    as numbers (for ``{n:,}``)."""
-    if isinstance(value, Text | BaseException | str):
-        return render(value, lang, escape)
-    return value
+    """A parameter as the template gets it: numbers as numbers (for ``{n:,}``); anything else (a text, an
+    exception, a string, a path, a shape) as words, escaped when asked: it is data."""
+    if isinstance(value, numbers.Number):
+        return value
+    return render(value, lang, escape)
 
 
 __all__ = ["Joined", "Message", "PluralS", "Text", "carried", "concat", "join", "msg", "render"]

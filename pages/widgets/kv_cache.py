@@ -12,6 +12,7 @@ from attnviz.app import hosted
 from attnviz.app.loading import cached, current_source, require_source
 from attnviz.app.state import Settings
 from attnviz.app.widgets import plotly, show_error, show_info, table
+from attnviz.core.token_display import markdown_text
 from attnviz.errors import ConfigError, ModelUnavailableError
 from attnviz.figures.kv import make_decode_figure, make_whatif_figure
 from attnviz.i18n.message import msg
@@ -24,13 +25,7 @@ from attnviz.labs.kv.report import KV_MEASURE_LENGTHS, MEASURED_HEADERS, measure
 from attnviz.models.hf.bundled import BUNDLED
 
 KV_DEFAULT_PRESET = "gemma-2-9b"  # sliding and full layers: the plateau, and engines that differ
-KV_SOURCES = {
-    "preset": "A preset (a real model's config)",
-    "bundled": "A bundled model",
-    "upload": "A config.json (upload or paste)",
-    "folder": "A local model folder",
-    "sidebar": "The sidebar's model",
-}
+KV_SOURCES = ("preset", "bundled", "upload", "folder", "sidebar")  # titled by kv_ui.source_<how>
 
 
 def block_label(block: int | None) -> str:
@@ -138,7 +133,9 @@ KV_DECODE_TOKENS = (32, 64, 128)  # what one visitor may time on the page; the R
 
 def kv_checks(settings_: Settings) -> None:
     """The checks on the sidebar's model: its real cache against the estimate, decode speed, and MHA -> GQA."""
-    st.subheader(t("kv_ui.checked", model=settings_.spec.title if settings_.spec else t("kv_ui.no_model")))
+    st.subheader(
+        t("kv_ui.checked", model=markdown_text(tr(settings_.spec.title)) if settings_.spec else t("kv_ui.no_model"))
+    )
     source = current_source(settings_)
     if source is None:
         return

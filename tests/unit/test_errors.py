@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from attnviz import errors, settings
+from attnviz import errors
 from attnviz.i18n.message import Message, carried
 
 
@@ -28,8 +28,8 @@ def test_every_user_error_is_a_value_or_runtime_error_so_pages_catch_them_by_kin
 
 
 def test_the_training_cap_says_its_numbers_and_keeps_them():
-    err = errors.TrainingCapError(used_s=100.0, needed_s=45.0, wait_s=math.inf)
-    assert (err.used_s, err.needed_s, err.wait_s) == (100.0, 45.0, math.inf)
+    err = errors.TrainingCapError(used_s=100.0, needed_s=45.0, wait_s=math.inf, cap_s=120.0, window_s=3600.0)
+    assert (err.used_s, err.needed_s, err.wait_s, err.cap_s, err.window_s) == (100.0, 45.0, math.inf, 120.0, 3600.0)
     message = carried(err)
-    assert isinstance(message, Message) and message.values["cap"] == settings.TRAIN_SESSION_SECONDS
+    assert isinstance(message, Message) and message.values["cap"] == 120.0 and message.values["minutes"] == 60
     assert "100" in str(err) and "45" in str(err) and "\n" not in str(err)

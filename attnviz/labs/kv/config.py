@@ -16,7 +16,7 @@ from typing import Any
 
 from attnviz import settings
 from attnviz.errors import ConfigError
-from attnviz.i18n.message import Text, msg
+from attnviz.i18n.message import Text, carried, msg
 
 KV_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4")
 LAYER_KINDS = ("full", "sliding", "linear", "mla")
@@ -59,7 +59,7 @@ class KVConfig:
     enough (no vocab or MLP size, linear-attention layers, MoE layouts other than every layer / first-k-dense).
     """
 
-    name: str
+    name: Text | str  # a preset's title is a message; a file or folder name is data
     n_layer: int
     n_head: int
     n_kv_head: int
@@ -269,7 +269,7 @@ def _count_params(c: dict) -> int | None:
     return total
 
 
-def config_from_dict(raw: dict, name: str = "config") -> KVConfig:
+def config_from_dict(raw: dict, name: Text | str = "config") -> KVConfig:
     """A :class:`KVConfig` from a config.json's contents; ConfigError naming the field when it cannot be used.
 
     transformers reads the file when it knows its ``model_type`` (``AutoConfig.for_model``), so defaults such as
@@ -418,7 +418,7 @@ def _bundled_config(key: str) -> dict:
         with contextlib.redirect_stdout(None):
             return dict(load_gguf_checkpoint(str(gguf), return_tensors=False)["config"])
     except ModelUnavailableError as err:
-        raise ConfigError(str(err)) from err
+        raise ConfigError(carried(err) or str(err)) from err
 
 
 def load_config(path_or_name: str) -> KVConfig:

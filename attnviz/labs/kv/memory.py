@@ -7,7 +7,7 @@ of ``kv_lora_rank + qk_rope_head_dim`` values per token and layer instead: no he
 layer holds at most ``window`` tokens; a linear-attention or Mamba layer keeps a fixed-size recurrent state, which
 is NOT KV cache and is not counted here (it does not grow with the sequence).
 
-:func:`estimate` is the theoretical minimum. :func:`engine_estimates` applies what vLLM, llama.cpp and
+:func:`estimate` is the theoretical minimum. :func:`attnviz.labs.kv.engines.engine_estimates` applies what vLLM, llama.cpp and
 transformers' ``DynamicCache`` actually allocate, each rule with the source it comes from.
 
 An encoder (BERT, MiniLM) has no KV cache at inference: it reads the whole text at once. Its figures say what a

@@ -49,7 +49,7 @@ class LoadedMask:
     mask: Tensor
     name: str
     stored_dtype: str
-    notes: tuple[str, ...] = ()
+    notes: tuple[Text, ...] = ()
 
 
 def shown_name(filename: str) -> str:
@@ -123,7 +123,7 @@ def check_mask(mask: Tensor, name: str = "the mask") -> tuple[Tensor, list[Text]
     become float32. MaskFileError for complex or other dtypes, integers other
     than 0/1, NaN, +inf, and every shape :func:`check_shape` refuses.
     """
-    notes: list[str] = []
+    notes: list[Text] = []
     if mask.layout != torch.strided or mask.is_quantized:
         kind = "quantized" if mask.is_quantized else str(mask.layout).removeprefix("torch.")
         raise MaskFileError(msg("mask_io.layout", name=name, kind=kind))

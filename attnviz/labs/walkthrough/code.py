@@ -21,12 +21,6 @@ CALLED = "called"
 INNER_CALL = "inner call"
 CALLED_WITHIN = "called within"
 DEFINITION = "definition"
-RELATIONS = {  # in English; header() says them as messages (walkthrough_lib.relation_*)
-    CALLED: "this step called it",
-    INNER_CALL: "this step made the call these lines make, on the same tensors",
-    CALLED_WITHIN: "called by the code above",
-    DEFINITION: "where the layer this step called is built",
-}
 
 
 @dataclass(frozen=True)

@@ -13,15 +13,12 @@ from pathlib import Path
 
 import torch
 
-from attnviz.errors import ModelUnavailableError
+from attnviz.errors import ModelUnavailableError, first_line
 from attnviz.i18n.message import msg
 from attnviz.models.hf.attention import IMPLEMENTATION, register
 from attnviz.models.hf.bundled import Progress
 from attnviz.models.hf.paths import resolve_source
 from attnviz.models.hf.source import HFSource, attention_modules
-from attnviz.models.source import (
-    first_line,
-)
 
 LM_SUFFIXES = ("ForCausalLM", "LMHeadModel")
 

@@ -2,10 +2,11 @@
 
 from pathlib import Path
 
-from attnviz.app.navigation import PAGES, SECTIONS
+from attnviz.app.navigation import SECTIONS
 from attnviz.i18n.catalogue import catalogue
 
 ROOT = Path(__file__).resolve().parents[3]
+PAGES = [name for section in SECTIONS.values() for name in section]
 
 
 def test_every_page_is_in_exactly_one_section_and_overview_comes_first():

@@ -1,12 +1,13 @@
-"""The KV-cache presets: well-formed, sourced, and parsed by kv_memory into the geometry each model really has."""
+"""The KV-cache presets: well-formed, sourced, and parsed by attnviz.labs.kv.config into the geometry each model really has."""
 
 from urllib.parse import urlparse
 
 import pytest
 
+from attnviz.labs.kv.config import config_from_dict
 from attnviz.labs.kv.presets import PRESETS, Preset
 
-# What kv_memory.config_from_dict must make of each preset. "kinds" maps a layer kind to how many layers
+# What config_from_dict must make of each preset. "kinds" maps a layer kind to how many layers
 # have it; "first_kinds" pins the start of the layer pattern where its order matters.
 EXPECTED = {
     "gpt2": dict(n_layer=12, n_head=12, n_kv_head=12, head_dim=64, attention="mha", window=None, kinds={"full": 12}),
@@ -123,10 +124,8 @@ def test_a_malformed_preset_is_refused_with_its_values():
 
 @pytest.mark.parametrize("key", sorted(PRESETS))
 def test_each_preset_parses_into_its_real_geometry(key):
-    # kv_memory is written alongside this module; the check runs as soon as it exists.
-    kv_memory = pytest.importorskip("attnviz.labs.kv.config")
     expected = EXPECTED[key]
-    kv = kv_memory.config_from_dict(PRESETS[key].config, key)
+    kv = config_from_dict(PRESETS[key].config, key)
 
     for field in ("n_layer", "n_head", "n_kv_head", "head_dim", "kv_lora_rank", "qk_rope_head_dim"):
         if field in expected:
