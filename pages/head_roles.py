@@ -2,7 +2,6 @@
 
 import streamlit as st
 
-from attnviz import settings as limits
 from attnviz.app.loading import cached, current_record, require_source, result_cache
 from attnviz.app.navigation import frame_settings
 from attnviz.app.widgets import plotly, show_error, show_info, table
@@ -16,8 +15,7 @@ from attnviz.figures.head_roles import (
 from attnviz.i18n.message import msg
 from attnviz.i18n.translate import t
 from attnviz.labs import head_roles
-
-EXAMPLES, MINE = "the app's examples", "my prompts"  # option values: the radio shows t("head_roles.prompts_...")
+from pages.widgets.head_roles import stability_prompts
 
 st.title(t("head_roles.title"))
 settings = frame_settings()
@@ -26,8 +24,6 @@ if record is None:
     st.stop()
 source = require_source(settings)
 key = settings.key()
-if "roles_prompts" not in st.session_state:
-    st.session_state.roles_prompts = ""
 
 st.subheader(t("head_roles.what_each_does"))
 outputs, seconds = None, head_roles.output_seconds(source, settings.max_tokens)
@@ -86,34 +82,7 @@ if similarity is not None:
 
 st.subheader(t("head_roles.across_prompts"))
 n_prompt_tokens = min(settings.max_tokens, head_roles.STABILITY_TOKENS)
-which = st.radio(
-    t("head_roles.prompts"),
-    (EXAMPLES, MINE),
-    key="roles_prompt_source",
-    horizontal=True,
-    format_func={EXAMPLES: t("head_roles.prompts_examples"), MINE: t("head_roles.prompts_mine")}.get,
-)
-if which == MINE:
-    st.text_area(
-        t("head_roles.my_prompts"),
-        key="roles_prompts",
-        height=140,
-        max_chars=head_roles.STABILITY_PROMPT_CHARS,
-        placeholder=t("head_roles.my_prompts_placeholder"),
-    )
-    texts, ignored = head_roles.parse_prompts(st.session_state.roles_prompts)
-    st.caption(
-        t(
-            "head_roles.prompts_caption",
-            max_prompts=head_roles.STABILITY_MAX_PROMPTS,
-            n_tokens=n_prompt_tokens,
-            max_tokens=head_roles.STABILITY_TOKENS,
-        )
-    )
-    if ignored:
-        st.warning(t("head_roles.prompts_ignored", ignored=ignored, max_prompts=head_roles.STABILITY_MAX_PROMPTS))
-else:
-    texts = list(limits.EXAMPLES.values())
+texts = stability_prompts(n_prompt_tokens)
 with_outputs = outputs is not None and cheap  # one more pass a prompt: only where that is cheap
 runs = (
     t("head_roles.runs_with_outputs", n=len(texts), n_layer=source.n_layer)
