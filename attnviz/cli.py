@@ -17,7 +17,6 @@ from typing import NoReturn
 
 from attnviz import __version__, settings
 from attnviz.core.devices import DEVICE_CHOICES, resolve_device
-from attnviz.core.head_stats import STAT_COLUMNS
 from attnviz.errors import ModelUnavailableError, ParityUnsupportedError
 from attnviz.labs.kv.config import KV_DTYPES
 from attnviz.labs.masks.doctor import Diagnosis, diagnose, parse_expect, parse_lengths
@@ -222,11 +221,12 @@ def heads_command(args: argparse.Namespace) -> int:
         "n_head": record.n_head,
         "n_kv_head": record.n_kv_head,
         "causal": record.causal,
+        "route": source.route,
         "stats": [
             {
                 "layer": int(row["layer"]),
                 "head": int(row["head"]),
-                **{c: _finite(row[c]) for c in STAT_COLUMNS},
+                **{c: _finite(row[c]) for c in record.stat_columns},
                 "flags": row["flags"],
             }
             for row in stats.to_dict("records")

@@ -54,4 +54,6 @@ def first_line(err: BaseException) -> str:
         return type(err).__name__
     if lines[0].endswith(":") and len(lines) > 1:  # "Class validation error for validator …:" then the reason
         return f"{lines[0]} {lines[1]}"
+    if isinstance(err, KeyError) or " " not in lines[0]:  # a bare key or word ("'attnviz'") says nothing alone
+        return f"{type(err).__name__}: {lines[0]}"
     return lines[0]

@@ -6,6 +6,7 @@ within the memory bound that ``benchmarks/`` measures (see the README).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 from attnviz.i18n.message import msg
@@ -59,6 +60,13 @@ CACHE_MB_ENV = "ATTNVIZ_CACHE_MB"
 CACHE_MB_DEFAULT = 2048
 CACHE_ENTRIES = 32
 
+
+def cache_bytes() -> int:
+    """The result cache's bound in bytes (ATTNVIZ_CACHE_MB, default CACHE_MB_DEFAULT); also what one record
+    from full weights (a model's eager attention) may hold."""
+    return int(os.environ.get(CACHE_MB_ENV, CACHE_MB_DEFAULT)) * 2**20
+
+
 # the Scaling page recomputes every head under three scales: it reads at most this many tokens
 SCALING_TOKENS = 2048
 # the scaling lab's work: every head's T x T scores under three scales. SmolLM2 (30 x 9 heads) at 2,048 tokens is
@@ -103,7 +111,11 @@ MASK_MAX_EXAMPLES = 10  # [q, k] examples per problem
 # `python -m attnviz kv-cache` and attnviz.labs.kv.config: a config.json is bounded in bytes before it is parsed; the
 # estimate is O(layers), so layers, sequences and lengths are bounded to keep every request's cost known
 KV_CONFIG_MAX_BYTES = 2**20  # real config.json files are a few KB; multimodal ones stay well under 100 KB
-KV_MAX_LAYERS = 10_000
+# a model config's sizes, checked before anything is allocated, by `heads` (a model folder) and `kv-cache` alike:
+# far above every released model (Llama 3.1 405B: 126 layers, 128 heads, hidden 16,384; Gemma 3: 262,144 tokens
+# of vocabulary; Llama 4 Scout: 10 M positions), far below what a bogus config.json would make us allocate
+MODEL_LIMITS = {"layers": 10_000, "heads": 4_096, "hidden": 131_072, "vocab": 4_194_304, "positions": 2**27}
+KV_MAX_LAYERS = MODEL_LIMITS["layers"]
 KV_MAX_BATCH = 2**20
 KV_MAX_SEQ_LEN = 2**30
 KV_DEFAULT_SEQ_LEN = 4096  # the CLI's default, capped at the model's max_position_embeddings

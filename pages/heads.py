@@ -12,7 +12,6 @@ from attnviz.app.links import keep_layer_head_in_link, link_layer_head
 from attnviz.app.loading import current_record
 from attnviz.app.navigation import frame_settings
 from attnviz.app.widgets import export_menu, layer_head_picker, plotly
-from attnviz.core.head_stats import STAT_COLUMNS
 from attnviz.core.token_display import markdown_text
 from attnviz.figures.base import head_label
 from attnviz.figures.heads import grid_show_labels, grid_show_options, grid_view, selected_tile
@@ -47,6 +46,8 @@ st.caption(
 )
 if record.random_weights:
     st.info(t("heads.random_weights"))
+if record.has_sinks:
+    st.caption(t("heads.sinks"))
 
 link_layer_head("heads", range(record.n_layer), [*range(record.n_head), "mean"])  # a link opens its head once
 tile = selected_tile(st.session_state.get("heads_grid"))
@@ -72,7 +73,7 @@ st.subheader(t("heads.grid"))
 b = record.bin_size
 st.caption(t("heads.grid_caption") + (t("heads.grid_pooled", b=b) if b > 1 else ""))
 cols = st.columns(2)
-options = grid_show_options(STAT_COLUMNS)
+options = grid_show_options(record.stat_columns)
 show = cols[0].selectbox(t("heads.show"), options, key="heads_grid_show", format_func=grid_show_labels(options).get)
 if tall:  # beside the large view, half the width: always compact, or its tiles leave a tall empty band
     compact = True

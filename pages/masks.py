@@ -3,7 +3,7 @@
 import streamlit as st
 
 from attnviz import settings as limits
-from attnviz.app.loading import cached, require_source, require_text
+from attnviz.app.loading import cached, require_qk, require_source, require_text
 from attnviz.app.navigation import frame_settings
 from attnviz.app.state import valid_choice
 from attnviz.app.widgets import layer_head_picker, plotly, show_error, table
@@ -22,6 +22,7 @@ st.title(t("masks.title"))
 st.markdown(t("masks.intro"))
 settings = frame_settings()
 source = require_source(settings)
+require_qk(source)  # both recompute the weights from the model's q and k
 require_text(settings)
 n_tokens = min(settings.max_tokens, limits.MASK_TOKENS)
 try:

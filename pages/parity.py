@@ -19,7 +19,10 @@ st.markdown(t("parity.intro"))
 settings = frame_settings()
 source = require_source(settings)
 if not source.supports_parity:
-    why = t("parity.why_embedded") if source.random_weights else t("parity.why_unsupported")
+    if source.random_weights:
+        why = t("parity.why_embedded")
+    else:
+        why = t("parity.why_unsupported") if source.keeps_qk else tr(source.route_note)
     st.info(t("parity.unsupported", why=why))
     st.stop()
 require_text(settings)

@@ -3,7 +3,7 @@
 import streamlit as st
 
 from attnviz import settings as limits
-from attnviz.app.loading import cached, require_source, require_text
+from attnviz.app.loading import cached, require_qk, require_source, require_text
 from attnviz.app.navigation import frame_settings
 from attnviz.app.widgets import layer_head_picker, plotly, show_error, table
 from attnviz.errors import ModelUnavailableError
@@ -21,6 +21,7 @@ st.title(t("scaling.title"))
 st.markdown(t("scaling.intro"))
 settings = frame_settings()
 source = require_source(settings)
+require_qk(source)  # both recompute the weights from the model's q and k
 require_text(settings)
 n_tokens = scaling.tokens_within_budget(source.n_layer, source.n_head, settings.max_tokens)
 key = settings.key(n_tokens)

@@ -98,7 +98,9 @@ else:
     st.caption(t("tokens.lines_caption"))
 
 st.subheader(t("tokens.why"))
-if st.toggle(t("tokens.why_toggle"), key="tokens_why", value=False):
+if st.toggle(t("tokens.why_toggle"), key="tokens_why", value=False) and not record.keeps_qk:
+    st.info(tr(current_source(settings).route_note))  # the split needs the q and k the eager route never sees
+elif st.session_state.get("tokens_why"):
     from attnviz.figures.logit_parts import make_band_parts_figure, make_dimension_parts_figure
     from attnviz.labs import logit_parts
 

@@ -185,7 +185,8 @@ def head_export(
 def statistics_tensors(record: AttentionRecord) -> dict[str, Tensor]:
     """The record's per-head statistics: per query row, ``rows.<stat>`` (n_layer, n_head, q_len), with
     ``live_rows`` bool (n_layer, q_len), the rows averaged; and per head, ``heads.<column>`` (n_layer, n_head)."""
-    tensors = {f"rows.{name}": record.row_stat(name) for name in STATISTICS}  # (n_layer, n_head, q_len)
+    names = (*STATISTICS, *(("sink_weight",) if record.has_sinks else ()))
+    tensors = {f"rows.{name}": record.row_stat(name) for name in names}  # (n_layer, n_head, q_len)
     tensors["live_rows"] = record.live_rows()  # (n_layer, q_len)
     table = record.statistics
     for column in table.columns:
@@ -203,7 +204,7 @@ def statistics_tensors(record: AttentionRecord) -> dict[str, Tensor]:
 
 def statistics_export(record: AttentionRecord) -> TensorExport:
     """:func:`statistics_tensors`, built on the click (a 30-layer model's rows at 4,096 tokens are ~26 MB)."""
-    rows = record.n_layer * record.n_head * record.q_len * 4 * len(STATISTICS)
+    rows = record.n_layer * record.n_head * record.q_len * 4 * (len(STATISTICS) + record.has_sinks)
     size = rows + record.n_layer * record.q_len + record.n_layer * record.n_head * 4 * len(record.statistics.columns)
     return TensorExport(lambda: statistics_tensors(record), size, record_metadata(record))
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import streamlit as st
+import torch
 from torch import Tensor
 
 from attnviz.app.widgets import plotly
@@ -57,9 +58,11 @@ def head_view(
     labels = labels or record.labels()
     title = title or f"L{layer} {head_label(head)}"
     if record.full_view:
-        weights = record.weights(layer, head)
+        weights, k_labels, mask, k_hover = with_sink_column(
+            record, layer, head, (0, record.q_len), record.weights(layer, head), labels, record.mask(layer), whole
+        )
         fig = make_head_heatmap_figure(
-            weights, labels, labels, title=title, gamma=gamma, mask=record.mask(layer), q_hover=whole, k_hover=whole
+            weights, labels, k_labels, title=title, gamma=gamma, mask=mask, q_hover=whole, k_hover=k_hover
         )
         plotly(fig, key=f"{key}_large")
         st.caption(resolution_note(record))
@@ -97,17 +100,25 @@ def head_view(
     )
     rows = (int(q0), min(record.q_len, int(q0) + side))
     cols_ = (int(k0), min(record.k_len, int(k0) + side))
-    window = record.weights(layer, head, rows, cols_)
-    mask = record.mask(layer, rows, cols_)
+    window, k_labels, mask, k_hover = with_sink_column(
+        record,
+        layer,
+        head,
+        rows,
+        record.weights(layer, head, rows, cols_),
+        labels[cols_[0] : cols_[1]],
+        record.mask(layer, rows, cols_),
+        whole and whole[cols_[0] : cols_[1]],
+    )
     fig = make_head_heatmap_figure(
         window,
         labels[rows[0] : rows[1]],
-        labels[cols_[0] : cols_[1]],
+        k_labels,
         title=t("views.window_title", title=title, q0=rows[0], q1=rows[1] - 1, k0=cols_[0], k1=cols_[1] - 1),
         gamma=gamma,
         mask=mask,
         q_hover=whole and whole[rows[0] : rows[1]],
-        k_hover=whole and whole[cols_[0] : cols_[1]],
+        k_hover=k_hover,
     )
     plotly(fig, key=f"{key}_window")
     row = st.number_input(t("views.one_row"), 0, record.q_len - 1, key=f"{key}_row")
@@ -119,6 +130,27 @@ def head_view(
         key=f"{key}_row_fig",
     )
     return DrawnHead(rows, cols_, pooled, kind)
+
+
+def with_sink_column(
+    record: AttentionRecord,
+    layer: int,
+    head: Head,
+    rows: tuple[int, int],
+    weights: Tensor,
+    k_labels: list[str],
+    mask: Tensor,
+    k_hover: list[str] | None,
+) -> tuple[Tensor, list[str], Tensor, list[str] | None]:
+    """A head's weights (rows, keys) with one more column, each row's weight on the learned sink, where the
+    model has sinks (its rows then sum to 1 minus that share); unchanged otherwise."""
+    sink = record.sink_weight(layer, head, rows)
+    if sink is None:
+        return weights, k_labels, mask, k_hover
+    label = t("views.sink_column")
+    weights = torch.cat([weights, sink[:, None].to(weights.dtype)], dim=1)
+    mask = torch.cat([mask, torch.ones(mask.shape[0], 1, dtype=torch.bool)], dim=1)
+    return weights, [*k_labels, label], mask, None if k_hover is None else [*k_hover, label]
 
 
 def _selected_box(event) -> tuple[int, int] | None:

@@ -14,7 +14,6 @@ Caching, deliberately:
 
 from __future__ import annotations
 
-import os
 import sys
 import threading
 import time
@@ -59,8 +58,7 @@ def load_source(spec: SourceSpec) -> AttentionSource:
 @st.cache_resource(show_spinner=False)
 def result_cache() -> BoundedCache:
     """The process's one cache of records and other large results (see the module docstring)."""
-    mb = int(os.environ.get(settings.CACHE_MB_ENV, settings.CACHE_MB_DEFAULT))
-    return BoundedCache(max_bytes=mb * 2**20, max_entries=settings.CACHE_ENTRIES)
+    return BoundedCache(max_bytes=settings.cache_bytes(), max_entries=settings.CACHE_ENTRIES)
 
 
 def cached(kind: str, key: tuple, compute, spinner: str):
@@ -104,6 +102,13 @@ def require_source(settings_: Settings) -> AttentionSource:
     if source is None:
         st.stop()
     return source
+
+
+def require_qk(source: AttentionSource) -> None:
+    """Stop a page that recomputes attention from q and k after saying why, where the model's route keeps none."""
+    if not source.keeps_qk:
+        st.info(tr(source.route_note))
+        st.stop()
 
 
 def require_text(settings_: Settings, hint: str | None = None) -> None:
@@ -171,6 +176,8 @@ def current_record(settings_: Settings) -> AttentionRecord | None:
     note = st.session_state.pop("example_note", None)
     if note:
         st.info(tr(note))
+    if not source.keeps_qk:  # the eager route: say so, and what it cannot do
+        st.caption(tr(source.route_note))
     coverage_warning(record)
     typed = typed_special(record.tokens)
     if typed:

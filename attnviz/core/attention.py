@@ -209,6 +209,18 @@ def weighted_values(weights: Tensor, v: Tensor) -> Tensor:
     return output.view(output.shape[0], n_head, q_len, head_dim)  # (B, n_head, q_len, hd)
 
 
+def check_sinks(sinks: Tensor | None, n_head: int) -> None:
+    """ValueError unless ``sinks`` is None or one logit per head: (n_head,)."""
+    if sinks is not None and tuple(sinks.shape) != (n_head,):
+        raise ValueError(f"sinks must hold one logit per head ({n_head}), not shape {tuple(sinks.shape)}")
+
+
+def with_sink_column(scores: Tensor, sinks: Tensor) -> Tensor:
+    """Scores (B, n_head, q_len, k_len) with each head's sink logit as one more key: (B, n_head, q_len, k_len + 1)."""
+    column = sinks.to(scores.dtype).view(1, -1, 1, 1).expand(*scores.shape[:-1], 1)
+    return torch.cat([scores, column], dim=-1)
+
+
 def scaled_dot_product_attention(
     q: Tensor,
     k: Tensor,
@@ -218,6 +230,7 @@ def scaled_dot_product_attention(
     dropout_p: float = 0.0,
     *,
     is_causal: bool = False,
+    sinks: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
     """softmax(q·kᵀ · scale + mask) · v, returning the output and the weights.
 
@@ -237,9 +250,16 @@ def scaled_dot_product_attention(
     (batch, n_head, q_len, k_len). A row whose keys are all masked has zero
     weights and zero output (``-inf`` and ``finfo.min`` alike); :func:`fully_masked_rows`
     names those rows.
+
+    sinks: (n_head,) learned sink logits (gpt-oss' ``s_aux``): one more term in
+    every row's softmax denominator, attached to no value. The weights returned
+    are those on the keys, so each row sums to 1 minus the sink's share; a row
+    whose keys are all masked gives everything to the sink (zero weights, zero
+    output, as without sinks).
     """
     group_size(q.shape[1], k.shape[1])
     mask = check_mask(mask, (q.shape[0], q.shape[1], q.shape[-2], k.shape[-2]))
+    check_sinks(sinks, q.shape[1])
     if scale is None:
         scale = 1.0 / math.sqrt(q.shape[-1])
     # Dead rows are read off the mask, which is far smaller than the scores. A
@@ -250,7 +270,10 @@ def scaled_dot_product_attention(
     dead = None if only_causal else fully_masked_rows(mask, q.dtype)  # (..., q_len)
     scores = attention_scores(q, k, scale)  # (B, n_head, q_len, k_len)
     scores = apply_mask(scores, mask)  # -inf where a query may not look
-    weights = attention_weights(scores, dead)  # (B, n_head, q_len, k_len)
+    if sinks is not None:
+        weights = with_sink_column(scores, sinks).softmax(dim=-1)[..., :-1]  # (B, n_head, q_len, k_len)
+    else:
+        weights = attention_weights(scores, dead)  # (B, n_head, q_len, k_len)
     if dropout_p > 0.0:
         weights = F.dropout(weights, p=dropout_p, training=True, inplace=not _tracked(weights))
     output = weighted_values(weights, v)  # (B, n_head, q_len, head_dim)
@@ -266,6 +289,7 @@ def fused_attention(
     dropout_p: float = 0.0,
     *,
     is_causal: bool = False,
+    sinks: Tensor | None = None,
 ) -> Tensor:
     """The fast path: torch's fused SDPA, same shapes and conventions, no weights.
 
@@ -275,10 +299,16 @@ def fused_attention(
     lets the fused kernel skip the future blocks instead of reading a mask (about
     2x faster at 2,048+ tokens); otherwise the causal mask is built and combined.
     Fully masked rows are zeroed so both paths agree exactly on them too.
+
+    ``sinks`` (n_head,) joins the kernel as one more key whose k and v are zero
+    and whose score is the sink's logit, given through the additive mask.
     """
     n_rep = group_size(q.shape[1], k.shape[1])
     q_len, k_len = q.shape[-2], k.shape[-2]
     mask = check_mask(mask, (q.shape[0], q.shape[1], q_len, k_len))
+    check_sinks(sinks, q.shape[1])
+    if sinks is not None:
+        return _fused_with_sinks(q, k, v, mask, scale, dropout_p, is_causal, sinks)
     if is_causal and mask is None and q_len == k_len:
         return F.scaled_dot_product_attention(
             q, k, v, dropout_p=dropout_p, is_causal=True, scale=scale, enable_gqa=n_rep > 1
@@ -293,6 +323,41 @@ def fused_attention(
         dead = dead.expand(output.shape[:-1])  # (B, n_head, q_len)
         output = output.masked_fill(dead[..., None], 0.0)
     return output
+
+
+SINK_CHUNK_ELEMENTS = 2**24  # bias cells built at once by the fused path with sinks (64 MB in float32)
+
+
+def _fused_with_sinks(
+    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, scale, dropout_p: float, is_causal: bool, sinks: Tensor
+) -> Tensor:
+    """:func:`fused_attention` with learned sinks: a zero key and value per K/V head whose bias is the sink logit.
+
+    The bias differs per head, so it is built (B, n_head, rows, k_len + 1) for a
+    chunk of query rows at a time, never for the whole square.
+    """
+    batch, n_head, q_len, _ = q.shape
+    k_len = k.shape[-2]
+    if is_causal:
+        mask = with_causal(mask, q_len, k_len, q.device)  # (..., q_len, k_len)
+    k = torch.cat([k, k.new_zeros(*k.shape[:-2], 1, k.shape[-1])], dim=-2)  # (B, n_kv_head, k_len + 1, hd)
+    v = torch.cat([v, v.new_zeros(*v.shape[:-2], 1, v.shape[-1])], dim=-2)
+    gqa = group_size(n_head, k.shape[1]) > 1
+    chunk = max(1, SINK_CHUNK_ELEMENTS // max(1, batch * n_head * (k_len + 1)))
+    outputs = []
+    for r0 in range(0, q_len, chunk):
+        r1 = min(q_len, r0 + chunk)
+        bias = torch.zeros(batch, n_head, r1 - r0, k_len, dtype=q.dtype, device=q.device)
+        if mask is not None:
+            rows = mask[..., r0:r1, :] if mask.dim() >= 2 and mask.shape[-2] == q_len else mask
+            bias = apply_mask(bias, rows)
+        bias = with_sink_column(bias, sinks)  # (B, n_head, rows, k_len + 1)
+        outputs.append(
+            F.scaled_dot_product_attention(
+                q[..., r0:r1, :], k, v, attn_mask=bias, dropout_p=dropout_p, scale=scale, enable_gqa=gqa
+            )
+        )
+    return torch.cat(outputs, dim=-2)  # (B, n_head, q_len, head_dim); a row with every key masked: zero output
 
 
 class KVCache:

@@ -14,6 +14,14 @@ What is kept, per layer, at full float32 precision:
   (:func:`weights_window`): O(T · (n_head + n_kv_head) · head_dim);
 - the mask the layer really applied, as :class:`attnviz.core.masks.KeyRanges` (O(T)).
 
+A model with learned attention sinks (gpt-oss' ``s_aux``: one logit per head
+that joins every row's softmax denominator but has no value) is captured with
+them: its rows sum to 1 minus the sink's share, kept as the row statistic
+``sink_weight``. A model whose attention only its own eager code can compute is
+captured from the full weights that code returns (:func:`capture_weights`):
+bounded by the caller, since those weights are O(T²) per head, and kept, so
+windows are read from them instead of from q and k.
+
 The output ``weights · v`` is computed from the same chunks, so a model whose
 attention runs through :func:`capture_attention` computes what its eager
 attention would (to float32 rounding), and the pages show weights from the
@@ -23,6 +31,7 @@ very pass that produced the model's outputs.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import torch
@@ -42,6 +51,7 @@ ROW_STATS = (
     "mean_distance",
     "lse",
 )
+SINK_STAT = "sink_weight"  # a row statistic only layers with learned attention sinks have
 POOL_SIDE = 256  # pooled maps have at most this many cells a side (the pooled large view)
 GRID_SIDE = 64  # ... and this many when only the grid's tiles need them
 FULL_VIEW_TOKENS = 384  # up to this many tokens a head is drawn whole at full resolution (589 kB of float32)
@@ -98,7 +108,11 @@ class LayerCapture:
     bins that hold no visible cell are NaN. mean_pooled_max: (P, Pk), the
     max-pooled mean over heads.
     q: (n_head, q_len, head_dim) and k: (n_kv_head, k_len, head_dim), float32,
-    or None when the capture was asked not to keep them.
+    or None when the capture was asked not to keep them (or never saw them).
+    weights: (n_head, q_len, k_len), only for a capture built from full weights
+    (:func:`capture_weights`); its ``lse`` row is NaN.
+    sinks: (n_head,) the learned sink logits, for a layer that has them; its
+    rows then include ``sink_weight``.
     """
 
     rows: dict[str, Tensor]
@@ -111,11 +125,13 @@ class LayerCapture:
     softcap: float | None = None
     q: Tensor | None = None
     k: Tensor | None = None
+    weights: Tensor | None = None
+    sinks: Tensor | None = None
     nbytes: int = field(init=False)
 
     def __post_init__(self) -> None:
         tensors = [*self.rows.values(), self.pooled_max, self.pooled_mean, self.mean_pooled_max]
-        tensors += [t for t in (self.q, self.k, self.keys.lo, self.keys.hi) if t is not None]
+        tensors += [t for t in (self.q, self.k, self.weights, self.sinks, self.keys.lo, self.keys.hi) if t is not None]
         self.nbytes = sum(t.numel() * t.element_size() for t in tensors)
 
 
@@ -157,6 +173,8 @@ def _fill_dead_rows(rows: dict[str, Tensor], r0: int, r1: int, q_pos: Tensor) ->
         rows[name][:, r0:r1] = 0.0
     for name, key in _diagonals(q_pos):
         rows[name][:, r0:r1] = torch.where(key >= 0, 0.0, math.nan)
+    if SINK_STAT in rows:  # a learned sink takes the whole row
+        rows[SINK_STAT][:, r0:r1] = 1.0
 
 
 def _pool_keys(w: Tensor, b: int) -> tuple[Tensor, Tensor]:
@@ -206,6 +224,78 @@ def _mean_distance(w: Tensor, q_pos: Tensor, a0: int) -> Tensor:
     return total
 
 
+class _Reducer:
+    """The reductions every chunk of rows goes through, whichever way its weights were computed.
+
+    Holds the per-row statistics and the pooled maps of one layer while they fill.
+    """
+
+    def __init__(self, n_head: int, q_len: int, k_len: int, keys: KeyRanges, b: int, device, sinks: bool) -> None:
+        self.n_head, self.keys, self.b, self.offset = n_head, keys, b, k_len - q_len  # query i is at offset + i
+        names = (*ROW_STATS, SINK_STAT) if sinks else ROW_STATS
+        self.rows = {name: torch.full((n_head, q_len), math.nan, device=device) for name in names}
+        n_q, n_k = math.ceil(q_len / b), math.ceil(k_len / b)
+        self.pooled_max = torch.zeros(n_head, n_q, n_k, device=device)
+        self.pooled_sum = torch.zeros(n_head, n_q, n_k, device=device)
+        self.mean_max = torch.zeros(n_q, n_k, device=device)
+
+    def chunks(self, chunk: int, device) -> Iterator[tuple[int, int, Tensor, int, int]]:
+        """(r0, r1, absolute query positions, a0, a1) for each chunk of rows that sees a key; dead chunks filled."""
+        q_len, b = self.keys.q_len, self.b
+        for r0 in range(0, q_len, chunk):
+            r1 = min(q_len, r0 + chunk)
+            q_pos = torch.arange(r0, r1, device=device) + self.offset  # (C,) absolute positions
+            c0, c1 = self.keys.key_span(r0, r1)
+            if c1 <= c0:  # every row of the chunk is fully masked: zero weights, zero output
+                _fill_dead_rows(self.rows, r0, r1, q_pos)
+                continue
+            yield r0, r1, q_pos, c0 // b * b, min(self.keys.k_len, -(-c1 // b) * b)  # key window, aligned to bins
+
+    def add(self, w: Tensor, r0: int, r1: int, q_pos: Tensor, a0: int) -> None:
+        """Weights w (n_head, C, W) of rows r0..r1-1 over keys a0..: the single-weight statistics, distances, maps."""
+        n_head, b, rows = self.n_head, self.b, self.rows
+        for name, key in _diagonals(q_pos):
+            col = key - a0
+            inside = (col >= 0) & (col < w.shape[-1])
+            picked = w.gather(-1, col.clamp(0, w.shape[-1] - 1).expand(n_head, -1)[..., None])[..., 0]
+            value = torch.where(inside, picked, 0.0)  # a key outside the window is masked: weight 0
+            rows[name][:, r0:r1] = torch.where(key >= 0, value, math.nan)
+        rows["mean_distance"][:, r0:r1] = _mean_distance(w, q_pos, a0)
+        # pooled maps: each row's keys into bins of b first (cheap: the last dim is contiguous), then rows
+        # into bins, on the b-times smaller result; merge into bins an earlier chunk may have started
+        col_max, col_sum = _pool_keys(w, b)  # (n_head, C, Wb) each
+        head_mean_max, _ = _pool_keys(w.mean(dim=0, keepdim=True), b)  # (1, C, Wb)
+        n_bins = -(-(r1 - r0 + r0 % b) // b)
+        rb, cb = slice(r0 // b, r0 // b + n_bins), slice(a0 // b, a0 // b + col_max.shape[-1])
+        self.pooled_max[:, rb, cb] = torch.maximum(self.pooled_max[:, rb, cb], _row_bins(col_max, r0, b).amax(dim=2))
+        self.pooled_sum[:, rb, cb] += _row_bins(col_sum, r0, b).sum(dim=2)
+        self.mean_max[rb, cb] = torch.maximum(self.mean_max[rb, cb], _row_bins(head_mean_max, r0, b).amax(dim=2)[0])
+
+    def capture(self, scale: float, softcap: float | None, **kept: Tensor | None) -> LayerCapture:
+        device = self.pooled_max.device
+        counts = pooled_counts(self.keys, self.b).to(device)  # (n_q, n_k)
+        empty = counts == 0
+        return LayerCapture(
+            rows={name: value.cpu() for name, value in self.rows.items()},
+            pooled_max=self.pooled_max.masked_fill(empty, math.nan).cpu(),
+            pooled_mean=(self.pooled_sum / counts.clamp_min(1)).masked_fill(empty, math.nan).cpu(),
+            mean_pooled_max=self.mean_max.masked_fill(empty, math.nan).cpu(),
+            keys=self.keys,
+            bin_size=self.b,
+            scale=float(scale),
+            softcap=softcap,
+            **{name: None if t is None else t.detach().float().cpu() for name, t in kept.items()},
+        )
+
+
+def _chunk_rows(keys: KeyRanges, n_head: int, b: int, device) -> int:
+    """Rows per chunk, so that a chunk's scores stay within the device's budget; whole bins when they fit."""
+    c_first, c_last = keys.key_span(0, keys.q_len)
+    budget = CHUNK_ELEMENTS if device.type == "cpu" else DEVICE_CHUNK_ELEMENTS
+    chunk = max(1, budget // max(1, n_head * (c_last - c_first)))
+    return chunk // b * b if chunk >= b else chunk  # whole bins when they fit: no bin to merge
+
+
 def capture_attention(
     q: Tensor,
     k: Tensor,
@@ -216,6 +306,7 @@ def capture_attention(
     bin_size: int,
     softcap: float | None = None,
     keep_qk: bool = True,
+    sinks: Tensor | None = None,
 ) -> tuple[Tensor, LayerCapture]:
     """One layer's attention for one sequence, chunk by chunk: the output and its capture.
 
@@ -225,88 +316,109 @@ def capture_attention(
     (n_head, q_len, v_dim) in q's dtype, equal to softmax(q·kᵀ·scale + mask)·v
     with fully masked rows as zeros, and the :class:`LayerCapture`. Work stays
     on q's device; only reduced results (and q and k) move to the CPU.
+
+    ``sinks`` (n_head,): learned sink logits, one more term of every row's
+    softmax denominator with no value (gpt-oss): weights then sum to 1 minus
+    ``sink_weight``, and a row that sees no key gives all of it to the sink.
     """
     n_head, q_len, _ = q.shape
     n_kv_head, k_len, _ = k.shape
     group_size(n_head, n_kv_head)
     if keys.q_len != q_len or keys.k_len != k_len:
         raise ValueError(f"mask is {keys.q_len} x {keys.k_len} but attention is {q_len} x {k_len}")
-    device, b = q.device, bin_size
-    offset = k_len - q_len  # query i sits at position offset + i
-    n_q, n_k = math.ceil(q_len / b), math.ceil(k_len / b)
+    if sinks is not None and sinks.shape != (n_head,):
+        raise ValueError(f"sinks must hold one logit per head ({n_head}), not shape {tuple(sinks.shape)}")
+    device = q.device
+    reducer = _Reducer(n_head, q_len, k_len, keys, bin_size, device, sinks is not None)
+    rows = reducer.rows
     out = torch.zeros(n_head, q_len, v.shape[-1], device=device, dtype=torch.float32)
-    rows = {name: torch.full((n_head, q_len), math.nan, device=device) for name in ROW_STATS}
-    pooled_max = torch.zeros(n_head, n_q, n_k, device=device)
-    pooled_sum = torch.zeros(n_head, n_q, n_k, device=device)
-    mean_max = torch.zeros(n_q, n_k, device=device)
-    c_first, c_last = keys.key_span(0, q_len)
-    budget = CHUNK_ELEMENTS if device.type == "cpu" else DEVICE_CHUNK_ELEMENTS
-    chunk = max(1, budget // max(1, n_head * (c_last - c_first)))
-    chunk = chunk // b * b if chunk >= b else chunk  # whole bins when they fit: no bin to merge
+    sink = None if sinks is None else sinks.detach().to(device, torch.float32).view(n_head, 1, 1)
 
-    for r0 in range(0, q_len, chunk):
-        r1 = min(q_len, r0 + chunk)
-        q_pos = torch.arange(r0, r1, device=device) + offset  # (C,) absolute positions
-        c0, c1 = keys.key_span(r0, r1)
-        if c1 <= c0:  # every row of the chunk is fully masked: zero weights, zero output
-            _fill_dead_rows(rows, r0, r1, q_pos)
-            continue
-        a0, a1 = c0 // b * b, min(k_len, -(-c1 // b) * b)  # key window, aligned to pooled bins
+    for r0, r1, q_pos, a0, a1 in reducer.chunks(_chunk_rows(keys, n_head, bin_size, device), device):
         s = _scores(q[:, r0:r1], k[:, a0:a1], scale, softcap)  # (n_head, C, W)
         parts = _masked_parts(keys, r0, r1, a0, a1)
         keep = {(ps, pe): keys.block(r0, r1, a0 + ps, a0 + pe).to(device) for ps, pe in parts}
         for (ps, pe), kp in keep.items():
             s[..., ps:pe].masked_fill_(~kp, -math.inf)
-        m = s.amax(dim=-1, keepdim=True)  # (n_head, C, 1)
+        row_max = s.amax(dim=-1, keepdim=True)  # (n_head, C, 1)
+        m = row_max if sink is None else torch.maximum(row_max, sink)  # with a sink no row is dead
         dead = torch.isneginf(m)
         m = m.masked_fill(dead, 0.0)
         s.sub_(m)  # s - max: -inf where masked
         e = torch.exp(s)  # (n_head, C, W) unnormalised weights
         for (ps, pe), kp in keep.items():
             s[..., ps:pe].masked_fill_(~kp, 0.0)  # so 0 * (s - m) stays 0 where masked
-        z = e.sum(dim=-1, keepdim=True)  # (n_head, C, 1)
+        z_keys = e.sum(dim=-1, keepdim=True)  # (n_head, C, 1)
         e_dot_s = (e * s).sum(dim=-1)  # (n_head, C): Σ e·(s - m), for the entropy
+        e_sink = None if sink is None else torch.exp(sink - m)  # (n_head, C, 1)
+        z = z_keys if e_sink is None else z_keys + e_sink
         z_safe = torch.where(z > 0, z, torch.ones_like(z))
         w = e.div_(z_safe)  # (n_head, C, W) the weights; fully masked rows are 0
-        z1 = z_safe[..., 0]
+        z1, dead1 = z_safe[..., 0], dead[..., 0]
 
-        rows["lse"][:, r0:r1] = torch.where(dead[..., 0], -math.inf, m[..., 0] + z1.log())
-        rows["entropy"][:, r0:r1] = torch.where(dead[..., 0], 0.0, z1.log() - e_dot_s / z1)
-        rows["max_weight"][:, r0:r1] = torch.where(dead[..., 0], 0.0, 1.0 / z1)
-        for name, key in _diagonals(q_pos):
-            col = key - a0
-            inside = (col >= 0) & (col < w.shape[-1])
-            picked = w.gather(-1, col.clamp(0, w.shape[-1] - 1).expand(n_head, -1)[..., None])[..., 0]
-            value = torch.where(inside, picked, 0.0)  # a key outside the window is masked: weight 0
-            rows[name][:, r0:r1] = torch.where(key >= 0, value, math.nan)
-        rows["mean_distance"][:, r0:r1] = _mean_distance(w, q_pos, a0)
+        rows["lse"][:, r0:r1] = torch.where(dead1, -math.inf, m[..., 0] + z1.log())
+        # -Σ w·log w over the keys, with w = e / z and log w = (s - m) - log z
+        rows["entropy"][:, r0:r1] = torch.where(dead1, 0.0, (z_keys[..., 0] * z1.log() - e_dot_s) / z1)
+        top = torch.exp((row_max - m).masked_fill(torch.isneginf(row_max), -math.inf))[..., 0]  # 1 without sinks
+        rows["max_weight"][:, r0:r1] = torch.where(dead1, 0.0, top / z1)
+        if e_sink is not None:
+            rows[SINK_STAT][:, r0:r1] = e_sink[..., 0] / z1
+        reducer.add(w, r0, r1, q_pos, a0)
         out[:, r0:r1] = weighted_values(w[None], v[None, :, a0:a1].float())[0]  # (n_head, C, v_dim)
 
-        # pooled maps: each row's keys into bins of b first (cheap: the last dim is contiguous), then rows
-        # into bins, on the b-times smaller result; merge into bins an earlier chunk may have started
-        col_max, col_sum = _pool_keys(w, b)  # (n_head, C, Wb) each
-        head_mean_max, _ = _pool_keys(w.mean(dim=0, keepdim=True), b)  # (1, C, Wb)
-        n_bins = -(-(r1 - r0 + r0 % b) // b)
-        rb, cb = slice(r0 // b, r0 // b + n_bins), slice(a0 // b, a0 // b + col_max.shape[-1])
-        pooled_max[:, rb, cb] = torch.maximum(pooled_max[:, rb, cb], _row_bins(col_max, r0, b).amax(dim=2))
-        pooled_sum[:, rb, cb] += _row_bins(col_sum, r0, b).sum(dim=2)
-        mean_max[rb, cb] = torch.maximum(mean_max[rb, cb], _row_bins(head_mean_max, r0, b).amax(dim=2)[0])
-
-    counts = pooled_counts(keys, b).to(device)  # (n_q, n_k)
-    empty = counts == 0
-    capture = LayerCapture(
-        rows={name: value.cpu() for name, value in rows.items()},
-        pooled_max=pooled_max.masked_fill(empty, math.nan).cpu(),
-        pooled_mean=(pooled_sum / counts.clamp_min(1)).masked_fill(empty, math.nan).cpu(),
-        mean_pooled_max=mean_max.masked_fill(empty, math.nan).cpu(),
-        keys=keys,
-        bin_size=b,
-        scale=float(scale),
-        softcap=softcap,
-        q=q.detach().float().cpu() if keep_qk else None,
-        k=k.detach().float().cpu() if keep_qk else None,
-    )
+    capture = reducer.capture(scale, softcap, q=q if keep_qk else None, k=k if keep_qk else None, sinks=sinks)
     return out.to(q.dtype), capture
+
+
+def capture_weights(
+    weights: Tensor,
+    keys: KeyRanges,
+    *,
+    bin_size: int,
+    scale: float,
+    sink_weight: Tensor | None = None,
+) -> LayerCapture:
+    """A layer's capture from the full weights a model's own eager attention returned: (n_head, q_len, k_len).
+
+    The statistics and pooled maps are those :func:`capture_attention` keeps,
+    read from the weights themselves; the weights are kept (windows come from
+    them), q and k are not, and ``lse`` is NaN. ValueError when a weight falls
+    on a key ``keys`` hides: the mask would misdescribe what the layer did.
+    ``sink_weight`` (n_head, q_len): each row's share on learned sinks, if any.
+    """
+    n_head, q_len, k_len = weights.shape
+    if keys.q_len != q_len or keys.k_len != k_len:
+        raise ValueError(f"mask is {keys.q_len} x {keys.k_len} but the weights are {q_len} x {k_len}")
+    weights = weights.detach().float()
+    device = weights.device
+    reducer = _Reducer(n_head, q_len, k_len, keys, bin_size, device, sink_weight is not None)
+    rows = reducer.rows
+    for r0, r1, q_pos, a0, a1 in reducer.chunks(_chunk_rows(keys, n_head, bin_size, device), device):
+        w = weights[:, r0:r1, a0:a1].clone()  # (n_head, C, W)
+        hidden = ~keys.block(r0, r1, a0, a1).to(device)
+        if bool((w.masked_select(hidden.expand_as(w)) != 0).any()):
+            raise ValueError("the layer put weight on a key its mask hides")
+        rows["entropy"][:, r0:r1] = -torch.xlogy(w, w).sum(dim=-1)
+        rows["max_weight"][:, r0:r1] = w.amax(dim=-1)
+        if sink_weight is not None:
+            rows[SINK_STAT][:, r0:r1] = sink_weight[:, r0:r1].float()
+        reducer.add(w, r0, r1, q_pos, a0)
+    for r0, r1 in _dead_runs(keys):
+        rows["lse"][:, r0:r1] = -math.inf
+    return reducer.capture(scale, None, weights=weights)
+
+
+def _dead_runs(keys: KeyRanges) -> list[tuple[int, int]]:
+    """Rows that see no key, as runs (r0, r1)."""
+    dead = (keys.hi <= keys.lo).tolist()
+    runs, start = [], None
+    for i, d in enumerate([*dead, False]):
+        if d and start is None:
+            start = i
+        elif not d and start is not None:
+            runs.append((start, i))
+            start = None
+    return runs
 
 
 def head_scores(capture: LayerCapture, head: int, rows: tuple[int, int], cols: tuple[int, int]) -> Tensor:
@@ -333,12 +445,15 @@ def weights_window(
     every head: (n_head, r1 - r0, c1 - c0); a head index gives (r1 - r0, c1 - c0).
     ValueError beyond ``limit`` cells per head.
     """
-    if capture.q is None or capture.k is None:
-        raise ValueError("this capture did not keep q and k; run it with keep_qk=True")
     (r0, r1), (c0, c1) = rows, cols
     if (r1 - r0) * (c1 - c0) > limit:
         raise ValueError(msg("bounds.window_too_large", rows=r1 - r0, cols=c1 - c0, limit=limit))
     heads = slice(None) if head is None else slice(head, head + 1)
+    if capture.weights is not None:  # a capture of full weights (the eager route): read them
+        window = capture.weights[heads, r0:r1, c0:c1].masked_fill(~capture.keys.block(r0, r1, c0, c1), 0.0)
+        return window if head is None else window[0]
+    if capture.q is None or capture.k is None:
+        raise ValueError("this capture did not keep q and k; run it with keep_qk=True")
     q = capture.q[heads, r0:r1]  # (h, R, hd)
     n_rep = capture.q.shape[0] // capture.k.shape[0]
     k = capture.k[:, c0:c1] if head is None else capture.k[head // n_rep : head // n_rep + 1, c0:c1]  # (h_kv, C, hd)
@@ -361,9 +476,26 @@ class CaptureSession:
         self.bin_size = pool_bin(q_len, n_heads_total)
         self.keep_qk = keep_qk
         self.layers: list[list[LayerCapture]] = [[] for _ in range(batch)]
+        self._last: tuple[object, Tensor] | None = None
+
+    def seen(self, module: object, q: Tensor) -> bool:
+        """Whether this call repeats the last one, the same module on the same q tensor (DiffLlama calls
+        attention twice per layer with one q and k, for two halves of v): then it is no new layer. A module
+        shared by every layer (ALBERT) gets a new q each time, so each of its calls is a layer."""
+        if self._last is not None and self._last[0] is module and self._last[1] is q:
+            return True
+        self._last = (module, q)
+        return False
 
     def attend(
-        self, q: Tensor, k: Tensor, v: Tensor, keys: list[KeyRanges], scale: float, softcap: float | None = None
+        self,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        keys: list[KeyRanges],
+        scale: float,
+        softcap: float | None = None,
+        sinks: Tensor | None = None,
     ) -> Tensor:
         """q (B, n_head, T, hd), k and v (B, n_kv_head, S, hd), one mask per sequence -> output (B, n_head, T, hd)."""
         if len(keys) != q.shape[0] or len(self.layers) != q.shape[0]:
@@ -371,7 +503,15 @@ class CaptureSession:
         outputs = []
         for b, sequence in enumerate(self.layers):
             out, capture = capture_attention(
-                q[b], k[b], v[b], keys[b], scale=scale, bin_size=self.bin_size, softcap=softcap, keep_qk=self.keep_qk
+                q[b],
+                k[b],
+                v[b],
+                keys[b],
+                scale=scale,
+                bin_size=self.bin_size,
+                softcap=softcap,
+                keep_qk=self.keep_qk,
+                sinks=sinks,
             )
             sequence.append(capture)
             outputs.append(out)

@@ -115,12 +115,13 @@ def summarize_rows(rows: dict[str, Tensor]) -> pd.DataFrame:
     head with no such row gets NaN and no flags.
     """
     n_layer, n_head = rows["entropy"].shape[:2]
-    means = {name: torch.nanmean(rows[name].float(), dim=-1) for name in STAT_COLUMNS}  # (n_layer, n_head)
+    columns = [*STAT_COLUMNS, *(name for name in rows if name not in STAT_COLUMNS and name != "entropy")]
+    means = {name: torch.nanmean(rows[name].float(), dim=-1) for name in columns}  # (n_layer, n_head)
     frame = pd.DataFrame(
         {
             "layer": [layer for layer in range(n_layer) for _ in range(n_head)],
             "head": [head for _ in range(n_layer) for head in range(n_head)],
-            **{name: means[name].reshape(-1).cpu().numpy() for name in STAT_COLUMNS},
+            **{name: means[name].reshape(-1).cpu().numpy() for name in columns},
         }
     )
     frame["flags"] = [", ".join(head_flags(row)) for row in frame.to_dict("records")]

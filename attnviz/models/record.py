@@ -21,8 +21,8 @@ import pandas as pd
 import torch
 from torch import Tensor
 
-from attnviz.core.capture import FULL_VIEW_TOKENS, WINDOW_CELLS, LayerCapture, weights_window
-from attnviz.core.head_stats import summarize_rows
+from attnviz.core.capture import FULL_VIEW_TOKENS, SINK_STAT, WINDOW_CELLS, LayerCapture, weights_window
+from attnviz.core.head_stats import STAT_COLUMNS, summarize_rows
 from attnviz.core.masks import KeyRanges
 from attnviz.core.tokenizer import Token
 from attnviz.i18n.message import Text, concat, join
@@ -119,6 +119,34 @@ class AttentionRecord:
         extra = [t for t in (self.outputs.hidden, self.outputs.next_token_logits) if t is not None]
         return sum(layer.nbytes for layer in self.layers) + sum(t.numel() * t.element_size() for t in extra)
 
+    @property
+    def has_sinks(self) -> bool:
+        """Whether the model's layers have learned attention sinks (rows then sum to 1 minus the sink's share)."""
+        return any(SINK_STAT in layer.rows for layer in self.layers)
+
+    @property
+    def stat_columns(self) -> tuple[str, ...]:
+        """The per-head statistics this record has: :data:`STAT_COLUMNS`, and ``sink_weight`` with sinks."""
+        return (*STAT_COLUMNS, SINK_STAT) if self.has_sinks else STAT_COLUMNS
+
+    @property
+    def keeps_qk(self) -> bool:
+        """Whether q and k were kept (logit parts, rescaled softmaxes need them)."""
+        return all(layer.q is not None and layer.k is not None for layer in self.layers)
+
+    def sink_weight(self, layer: int, head: Head, rows: tuple[int, int] | None = None) -> Tensor | None:
+        """Each row's weight on the learned sink, one head or the mean over heads: (rows,); None without sinks.
+
+        A layer without sinks in a model that has them (sliding layers only, say) gives zeros.
+        """
+        if not self.has_sinks:
+            return None
+        r0, r1 = rows or (0, self.q_len)
+        values = self.layers[layer].rows.get(SINK_STAT)
+        if values is None:
+            return torch.zeros(r1 - r0)
+        return values[:, r0:r1].mean(dim=0) if head == "mean" else values[int(head), r0:r1]
+
     def keys(self, layer: int) -> KeyRanges:
         """The mask layer ``layer`` really applied."""
         return self.layers[layer].keys
@@ -180,7 +208,12 @@ class AttentionRecord:
         return torch.stack([layer.mean_pooled_max for layer in self.layers])
 
     def row_stat(self, name: str) -> Tensor:
-        """One per-row statistic for every head: (n_layer, n_head, q_len)."""
+        """One per-row statistic for every head: (n_layer, n_head, q_len).
+
+        ``sink_weight`` is 0 in a layer without sinks of a model that has them (sliding layers only, say).
+        """
+        if name == SINK_STAT:
+            return torch.stack([layer.rows.get(name, torch.zeros_like(layer.rows["entropy"])) for layer in self.layers])
         return torch.stack([layer.rows[name] for layer in self.layers])
 
     def live_rows(self) -> Tensor:
@@ -197,7 +230,8 @@ class AttentionRecord:
         """One row per head: the row-averaged statistics and flags (computed once per record)."""
         live = self.live_rows()[:, None, :]  # (n_layer, 1, q_len)
         visible = torch.stack([self.keys(layer).visible() for layer in range(self.n_layer)])[:, None, :].float()
-        rows = {name: self.row_stat(name) for name in ("entropy", *_AVERAGED)}
+        names = ("entropy", *_AVERAGED, *((SINK_STAT,) if self.has_sinks else ()))
+        rows = {name: self.row_stat(name) for name in names}
         rows["entropy_norm"] = rows["entropy"] / visible.log().clamp_min(1e-12)
         rows = {name: value.masked_fill(~live, math.nan) for name, value in rows.items()}
         return summarize_rows(rows)

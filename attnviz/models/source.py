@@ -22,6 +22,7 @@ from attnviz.i18n.message import msg
 
 if TYPE_CHECKING:
     from attnviz.core.attention import MultiHeadAttention, PositionRotation
+    from attnviz.i18n.message import Text
     from attnviz.models.record import AttentionRecord, BatchRecord, GenerationRecord, Parity
 
 
@@ -177,6 +178,10 @@ class AttentionSource(Protocol):
     causal: bool
     can_generate: bool
     supports_parity: bool
+    route: str  # "attnviz" (its own attention), "interface" (transformers' AttentionInterface) or "eager"
+    keeps_qk: bool  # records keep q and k: logit parts, rescaled softmaxes (Scaling), the Mask lab's effects
+    supports_mask_override: bool  # states_under_mask can make every layer attend under another mask
+    route_note: Text  # which route runs, and what it cannot do, for the pages
 
     def encode(self, text: str, max_tokens: int, keep: str = "start") -> Encoding:
         """Tokenise, cut to ``max_tokens`` keeping the "start" or the "end" of the text."""

@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from attnviz.app.widgets import plotly
-from attnviz.core.head_stats import STAT_COLUMNS, describe_flags
+from attnviz.core.head_stats import describe_flags
 from attnviz.figures.heads import grid_view, make_head_grid_figure, make_head_stats_figure
 from attnviz.i18n.translate import language, t
 from attnviz.models.record import AttentionRecord
@@ -44,7 +44,7 @@ def _stats_figure(record_key: tuple, metric: str, _record: AttentionRecord, lang
 
 def stats_section(record: AttentionRecord, record_key: tuple, key: str) -> None:
     """The per-head statistics: a chart of one statistic and the whole table."""
-    metric = st.selectbox(t("views.statistic"), STAT_COLUMNS, key=f"{key}_metric")
+    metric = st.selectbox(t("views.statistic"), record.stat_columns, key=f"{key}_metric")
     plotly(_stats_figure(record_key, metric, record, language()), key=f"{key}_stats_chart")
     st.dataframe(
         record.statistics,

@@ -34,6 +34,12 @@ _KIND_OF_LAYER_TYPE = {
     "mamba2": "linear",
     "conv": "linear",
     "recurrent": "linear",
+    "moe": "linear",  # Nemotron-H's layers_block_type: an MLP or MoE block keeps no KV
+    "mlp": "linear",
+    "indexed_attention": "full",  # DeepSeek-V3.2's sparse attention: full K/V (or its latent), plus indexer keys
+    "heavily_compressed_attention": "full",
+    "hybrid": "full",  # a linear-attention block beside a full-attention one in the same layer (Zaya)
+    "hybrid_sliding": "sliding",  # ... beside a sliding-window one (Inkling)
 }
 # families whose MLP is two matrices (up, down); every other family is gated (gate, up, down)
 _UNGATED_MLP = {
@@ -43,8 +49,8 @@ _UNGATED_MLP = {
 _LEARNED_POSITIONS = {"gpt2", "bert", "roberta", "distilbert", "opt", "gpt_bigcode"}
 _FALCON = {"falcon", "refinedweb", "refinedwebmodel"}
 
-_LAYER_NAMES = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
-_HEAD_NAMES = ("num_attention_heads", "n_head", "num_heads", "n_heads")
+_LAYER_NAMES = ("num_hidden_layers", "n_layer", "num_layers", "n_layers", "decoder_layers")
+_HEAD_NAMES = ("num_attention_heads", "n_head", "num_heads", "n_heads", "attention_heads", "decoder_attention_heads")
 _HIDDEN_NAMES = ("hidden_size", "n_embd", "d_model", "dim")
 _POSITION_NAMES = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "n_ctx")
 
@@ -76,6 +82,7 @@ class KVConfig:
     torch_dtype: str | None = None
     n_params: int | None = None
     notes: tuple[Text, ...] = field(default=())
+    raw_json: str | None = None  # the config's text (a known model_type's): transformers' cache is measured from it
 
     def __post_init__(self) -> None:
         for name in ("n_layer", "n_head", "n_kv_head", "head_dim", "hidden_size"):
@@ -143,6 +150,13 @@ def _required(raw: dict, names: tuple[str, ...]) -> int:
     return _check_positive(value, key)
 
 
+def _with_known(section: dict, hf: Any, name: str) -> dict:
+    """The section, with transformers' own value of ``name`` where the file has none of its spellings but the
+    model_type's config computes one (Nemotron-H counts its layers from ``layers_block_type``)."""
+    value = getattr(hf, name, None) if hf is not None else None
+    return {**section, name: value} if section.get(name) is None and isinstance(value, int) else section
+
+
 def _optional_positive(raw: dict, names: tuple[str, ...]) -> int | None:
     key, value = _first(raw, names)
     return None if key is None else _check_positive(value, key)
@@ -185,9 +199,13 @@ def _attr(hf: Any, raw: dict, name: str, default: Any = None) -> Any:
 def _kv_heads(hf: Any, section: dict, model_type: str, n_head: int) -> int:
     """KV heads: num_key_value_heads; Falcon's num_kv_heads (new decoder) or multi_query; absent -> MHA."""
     if model_type in _FALCON or "new_decoder_architecture" in section:
+        if section.get("n_head_kv") is not None:  # Falcon-40B's original RefinedWeb config: grouped K/V heads
+            return _check_positive(section["n_head_kv"], "n_head_kv")
         if _attr(hf, section, "new_decoder_architecture", False):
             return _required(section, ("num_kv_heads", "num_key_value_heads", "n_head_kv"))
         return 1 if _attr(hf, section, "multi_query", False) else n_head
+    if model_type == "gpt_bigcode" and _attr(hf, section, "multi_query", True):  # StarCoder: multi_query wins
+        return 1
     key, value = _first(section, ("num_key_value_heads", "num_kv_heads", "n_head_kv", "n_kv_heads"))
     if key is not None:
         return _check_positive(value, key)
@@ -205,6 +223,8 @@ def _layer_kinds(hf: Any, section: dict, model_type: str, n_layer: int) -> tuple
     if section.get("use_sliding_window") is False:  # Qwen2: a sliding_window in the file but switched off
         window = None
     types = _attr(hf, section, "layer_types")
+    if types is None:
+        types = _attr(hf, section, "layers_block_type")  # Nemotron-H
     chunk = section.get("attention_chunk_size")
     if types is None and hf is None:
         interval, pattern = section.get("full_attention_interval"), section.get("sliding_window_pattern")
@@ -282,8 +302,11 @@ def config_from_dict(raw: dict, name: Text | str = "config") -> KVConfig:
     section = raw.get("text_config") if isinstance(raw.get("text_config"), dict) else raw
     model_type = section.get("model_type") or (raw.get("model_type") if section is raw else None)
     model_type = str(model_type) if model_type else None
-    n_layer = _required(section, _LAYER_NAMES)
-    n_head = _required(section, _HEAD_NAMES)
+    if section.get("sliding_window") == 0:  # Qwen2-MoE writes 0 for "no window"
+        section = {**section, "sliding_window": None}
+    hf, why = _transformers_config(model_type, section)
+    n_layer = _required(_with_known(section, hf, _LAYER_NAMES[0]), _LAYER_NAMES)
+    n_head = _required(_with_known(section, hf, _HEAD_NAMES[0]), _HEAD_NAMES)
     if n_layer > settings.KV_MAX_LAYERS:
         raise ConfigError(msg("kv_memory.layers_over", n_layer=n_layer, most=settings.KV_MAX_LAYERS))
     explicit_head_dim = _optional_positive(section, ("head_dim", "kv_channels"))
@@ -293,7 +316,6 @@ def config_from_dict(raw: dict, name: Text | str = "config") -> KVConfig:
     for key in ("num_key_value_heads", "num_kv_heads", "sliding_window", "kv_lora_rank", "qk_rope_head_dim"):
         if section.get(key) is not None:
             _check_positive(section[key], key)
-    hf, why = _transformers_config(model_type, section)
     notes = [why] if why else []
     mtype = (model_type or "").lower()
 
@@ -325,6 +347,15 @@ def config_from_dict(raw: dict, name: Text | str = "config") -> KVConfig:
 
     positions = _optional_positive(section, _POSITION_NAMES)
     vocab = _optional_positive(section, ("vocab_size", "padded_vocab_size"))
+    for limit, value in (
+        ("heads", n_head),
+        ("heads", n_kv),
+        ("hidden", hidden),
+        ("vocab", vocab),
+        ("positions", positions),
+    ):
+        if value is not None and value > settings.MODEL_LIMITS[limit]:
+            raise ConfigError(msg("kv_memory.field_over", field=limit, value=value, most=settings.MODEL_LIMITS[limit]))
     inter = _optional_positive(section, ("intermediate_size", "n_inner", "ffn_hidden_size", "ffn_dim"))
     if inter is None and mtype in _UNGATED_MLP:
         inter = 4 * hidden  # GPT-2's n_inner: null and Falcon's ffn_hidden_size default
@@ -364,6 +395,7 @@ def config_from_dict(raw: dict, name: Text | str = "config") -> KVConfig:
         torch_dtype=str(dtype) if dtype else None,
         n_params=params,
         notes=tuple(notes),
+        raw_json=json.dumps({**section, "model_type": model_type}, sort_keys=True) if hf is not None else None,
     )
 
 
@@ -382,6 +414,14 @@ def read_config_file(path: Path) -> dict:
     return parse_config_json(data, str(path))
 
 
+def _float_marker(obj: dict) -> Any:
+    """transformers writes a non-finite float as {"__float__": "Infinity"}; read it back as the float."""
+    if len(obj) == 1 and isinstance(obj.get("__float__"), str):
+        with contextlib.suppress(ValueError):
+            return float(obj["__float__"])
+    return obj
+
+
 def parse_config_json(data: bytes | str, name: str) -> dict:
     """An uploaded or pasted config.json's object; ConfigError when it is too large, not JSON or not an object."""
     size = len(data.encode("utf-8") if isinstance(data, str) else data)
@@ -392,7 +432,7 @@ def parse_config_json(data: bytes | str, name: str) -> dict:
     except UnicodeDecodeError as err:
         raise ConfigError(msg("kv_memory.cannot_read", name=name, error=_one_line(err))) from err
     try:
-        raw = json.loads(text)
+        raw = json.loads(text, object_hook=_float_marker)
     except (json.JSONDecodeError, RecursionError) as err:
         raise ConfigError(msg("kv_memory.not_json", name=name, error=_one_line(err))) from err
     if not isinstance(raw, dict):

@@ -4,12 +4,13 @@ transformers' DynamicCache, each rule with the source it comes from, beside the 
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from attnviz import settings
-from attnviz.i18n.message import Text, msg
+from attnviz.i18n.message import Text, concat, msg
 from attnviz.labs.kv.config import KVConfig
-from attnviz.labs.kv.memory import check_count, check_dtype, layer_token_bytes
+from attnviz.labs.kv.memory import bytes_per_element, check_count, check_dtype, layer_token_bytes
 
 
 @dataclass(frozen=True)
@@ -115,9 +116,34 @@ def _hf(cfg: KVConfig, batch: int, seq_len: int, dtype: str):
             return 0
         return min(seq_len, cfg.window - 1) if kind == "sliding" else seq_len
 
-    total = _sum_layers(cfg, tokens, lambda kind: layer_token_bytes(cfg, kind, dtype))
-    rule = msg("kv_memory.hf_rule")
-    return EngineFigure("transformers DynamicCache", batch * total, rule, HF_SOURCE)
+    total = batch * _sum_layers(cfg, tokens, lambda kind: layer_token_bytes(cfg, kind, dtype))
+    measured = measured_hf_bytes(cfg, batch, seq_len, dtype)
+    if measured is None:
+        return EngineFigure("transformers DynamicCache", total, msg("kv_memory.hf_rule"), HF_SOURCE)
+    rule = msg("kv_memory.hf_measured")
+    if measured > total:  # the modeling code caches more than the minimum K/V
+        why = msg("kv_memory.hf_falcon_broadcast") if _falcon_broadcast(cfg) else msg("kv_memory.hf_more_other")
+        rule = concat(rule, " ", msg("kv_memory.hf_more", extra=measured - total, minimum=total, why=why))
+    return EngineFigure("transformers DynamicCache", measured, rule, HF_SOURCE)
+
+
+def _falcon_broadcast(cfg: KVConfig) -> bool:
+    """Falcon's new decoder architecture broadcasts K and V to every query head before they are cached."""
+    raw = json.loads(cfg.raw_json) if cfg.raw_json else {}
+    return str(cfg.model_type).lower() == "falcon" and bool(raw.get("new_decoder_architecture"))
+
+
+def measured_hf_bytes(cfg: KVConfig, batch: int, seq_len: int, dtype: str) -> int | None:
+    """What transformers' own cache holds after a prefill of (batch, seq_len), measured from the architecture's
+    modeling code (:mod:`attnviz.models.hf.cache_layout`); None for an unknown model type or code that does not
+    run on the meta device."""
+    if cfg.raw_json is None:
+        return None
+    from attnviz.models.hf.cache_layout import transformers_cache_elements
+
+    sliding = tuple(cfg.window - 1 if kind == "sliding" else None for kind in cfg.layer_kinds)
+    elements = transformers_cache_elements(json.loads(cfg.raw_json), batch, seq_len, sliding)
+    return None if elements is None else int(elements * bytes_per_element(dtype))
 
 
 def engine_estimates(

@@ -27,7 +27,7 @@ from attnviz.core.masks import KeyRanges, pad_row, padding_mask, positions_from_
 from attnviz.core.token_display import visible_text
 from attnviz.core.tokenizer import Token, tokenize
 from attnviz.errors import GenerationUnsupportedError, ParityUnsupportedError
-from attnviz.i18n.message import msg
+from attnviz.i18n.message import Text, msg
 from attnviz.models.embedded.config import EmbeddedConfig
 from attnviz.models.record import AttentionRecord, BatchRecord, GenerationRecord, ModelOutputs
 from attnviz.models.source import CachedKV, Encoding, LayerInput, check_batch, check_layer, check_square_mask, tiled
@@ -97,6 +97,14 @@ class EmbeddedModel(nn.Module):
     random_weights = True
     can_generate = False
     supports_parity = False
+    route = "attnviz"
+    keeps_qk = True
+    supports_mask_override = True
+
+    @property
+    def route_note(self) -> Text:
+        return msg("model_errors.route_attnviz")
+
     implementation = "attnviz.attention.MultiHeadAttention + attnviz.capture (chunked, exact)"
 
     def __init__(self, config: EmbeddedConfig) -> None:

@@ -38,7 +38,12 @@ from attnviz.errors import ModelUnavailableError
 
 IMPLEMENTATION = "attnviz"
 # keyword arguments of the attention interface that change the math and that we cannot honour
-UNSUPPORTED = ("s_aux", "sinks", "position_bias", "attention_bias")
+UNSUPPORTED = ("sinks", "position_bias", "attention_bias", "indices")  # indices: DeepSeek's sparse top-k keys
+SINKS = "s_aux"  # learned attention sinks, one logit per head (gpt-oss and its kind): honoured
+
+
+class UnsupportedAttentionError(ModelUnavailableError):
+    """A layer handed attnviz's attention something it cannot honour: the model needs the eager route."""
 
 
 @dataclass
@@ -115,13 +120,19 @@ def _keep(mask: Tensor) -> Tensor:
     return mask > torch.finfo(mask.dtype).min / 2
 
 
-def layer_keys(mask: Tensor | None, batch: int, q_len: int, k_len: int, causal: bool) -> list[KeyRanges]:
+def layer_keys(
+    mask: Tensor | None, batch: int, q_len: int, k_len: int, causal: bool, window: int | None = None
+) -> list[KeyRanges]:
     """The mask a layer was given, one :class:`KeyRanges` per sequence.
 
     ``None`` means what torch's SDPA makes of it: causal when the layer is causal
-    and reads more than one query, else every key.
+    and reads more than one query, else every key; within ``window`` keys when a
+    layer passes its sliding window as an argument instead of in the mask
+    (Granite-SWA does, as flash attention takes it).
     """
     if mask is None:
+        if causal and window is not None and window < k_len:
+            return [KeyRanges.causal(q_len, k_len, window=window)] * batch
         keys = KeyRanges.causal(q_len, k_len) if causal and q_len > 1 else KeyRanges.full(q_len, k_len)
         return [keys] * batch
     seen = _seen_masks.get()
@@ -172,18 +183,38 @@ def attention_forward(
     """
     present = [name for name in UNSUPPORTED if kwargs.get(name) is not None]
     if present:
-        raise ModelUnavailableError(
+        raise UnsupportedAttentionError(
             f"attnviz's attention does not support {', '.join(present)} (in {type(module).__name__})"
         )
+    sinks = kwargs.get(SINKS)  # (n_head,) or None
     batch, _, q_len, _ = query.shape
     k_len = key.shape[2]
     scale = scaling if scaling is not None else query.shape[-1] ** -0.5
     causal = kwargs.get("is_causal")
     causal = bool(getattr(module, "is_causal", True) if causal is None else causal)  # as transformers' sdpa reads it
+    window = kwargs.get("sliding_window") if attention_mask is None else None
+    window = window if isinstance(window, int) and not isinstance(window, bool) and window > 0 else None
     mode = _mode.get()
-    if isinstance(mode, CaptureSession):
-        keys = layer_keys(attention_mask, batch, q_len, k_len, causal)
-        output = mode.attend(query, key, value, keys, scale, softcap)  # (B, n_head, T, hd)
+    if isinstance(mode, CaptureSession) and not mode.seen(module, query):
+        keys = layer_keys(attention_mask, batch, q_len, k_len, causal, window)
+        output = mode.attend(query, key, value, keys, scale, softcap, sinks)  # (B, n_head, T, hd)
+        return output.transpose(1, 2).contiguous(), None
+    if isinstance(mode, CaptureSession):  # a layer's second call on the same q and k (DiffLlama): same weights
+        keys = layer_keys(attention_mask, batch, q_len, k_len, causal, window)
+        mask = torch.stack([k.dense() for k in keys])[:, None].to(query.device)  # (B, 1, q, k)
+        if softcap is not None:
+            return _eager(module)(
+                module,
+                query,
+                key,
+                value,
+                _additive(keys, query.dtype, query.device),
+                dropout=dropout,
+                scaling=scale,
+                softcap=softcap,
+                **kwargs,
+            )
+        output = fused_attention(query, key, value, mask, scale, dropout, sinks=sinks)
         return output.transpose(1, 2).contiguous(), None
     if isinstance(mode, MaskOverride):
         mask = mode.mask.to(query.device)
@@ -206,7 +237,7 @@ def attention_forward(
                 softcap=softcap,
                 **kwargs,
             )
-        output = fused_attention(query, key, value, mask, scale, dropout)  # (B, n_head, T, hd)
+        output = fused_attention(query, key, value, mask, scale, dropout, sinks=sinks)  # (B, n_head, T, hd)
         return output.transpose(1, 2).contiguous(), None
     if isinstance(mode, ReferenceRun) or softcap is not None:
         keys = layer_keys(attention_mask, batch, q_len, k_len, causal)
@@ -215,7 +246,11 @@ def attention_forward(
         eager_mask = _additive(keys, query.dtype, query.device)
         extra = {"softcap": softcap} if softcap is not None else {}
         return _eager(module)(module, query, key, value, eager_mask, dropout=dropout, scaling=scale, **extra, **kwargs)
-    plain_causal = attention_mask is None and causal and q_len > 1
+    plain_causal = attention_mask is None and causal and q_len > 1 and window is None
     mask = _keep(attention_mask) if attention_mask is not None else None
-    output = fused_attention(query, key, value, mask, scale, dropout, is_causal=plain_causal)  # (B, n_head, T, hd)
+    if window is not None and attention_mask is None and causal:
+        mask = KeyRanges.causal(q_len, k_len, window=window).dense().to(query.device)  # (q_len, k_len)
+    output = fused_attention(
+        query, key, value, mask, scale, dropout, is_causal=plain_causal, sinks=sinks
+    )  # (B, n_head, T, hd)
     return output.transpose(1, 2).contiguous(), None

@@ -38,7 +38,8 @@ def dynamic_cache_tensors(cache) -> list[tuple[Tensor, Tensor]]:
 
 def output_cache(out):
     """The cache a transformers forward returned: ``out.cache`` (transformers 5), ``past_key_values`` before."""
-    return out.cache if hasattr(out, "cache") else out.past_key_values
+    cache = getattr(out, "cache", None)
+    return cache if cache is not None else getattr(out, "past_key_values", None)
 
 
 def batch_of_ids(source, text_or_ids: str | Sequence[int] | Tensor, n_tokens: int, batch: int) -> Tensor:

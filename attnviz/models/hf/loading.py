@@ -13,6 +13,7 @@ from pathlib import Path
 
 import torch
 
+from attnviz import settings
 from attnviz.errors import ModelUnavailableError, first_line
 from attnviz.i18n.message import msg
 from attnviz.models.hf.attention import IMPLEMENTATION, register
@@ -21,6 +22,15 @@ from attnviz.models.hf.paths import resolve_source
 from attnviz.models.hf.source import HFSource, attention_modules
 
 LM_SUFFIXES = ("ForCausalLM", "LMHeadModel")
+UNREAD_MODULES = ("pooler.",)
+LIMIT_OF = {  # a config field, and the limit of settings.MODEL_LIMITS it is held to
+    "num_hidden_layers": "layers",
+    "num_attention_heads": "heads",
+    "num_key_value_heads": "heads",
+    "hidden_size": "hidden",
+    "vocab_size": "vocab",
+    "max_position_embeddings": "positions",
+}  # weights attnviz never reads: missing from a checkpoint, they do not matter
 
 
 def _has_lm_head(config, where: str) -> bool:
@@ -62,16 +72,24 @@ def check_config(config, name: str) -> None:
     """
 
     def field(attr: str):
-        return getattr(config, attr, None)
+        try:
+            return getattr(config, attr, None)
+        except Exception:  # a per-layer attribute of a heterogeneous config (Gemma 4's head_dim) has no one value
+            return None
 
     def positive(attr: str, value) -> int:
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ModelUnavailableError(
                 msg("model_errors.config_whole_number", name=name, field=attr, value=repr(value))
             )
+        most = settings.MODEL_LIMITS.get(LIMIT_OF.get(attr, ""))
+        if most is not None and value > most:
+            raise ModelUnavailableError(msg("model_errors.config_over", name=name, field=attr, value=value, most=most))
         return value
 
     positive("num_hidden_layers", field("num_hidden_layers"))
+    if field("num_attention_heads") is None:
+        raise ModelUnavailableError(msg("model_errors.no_attention", name=name, model_type=repr(config.model_type)))
     n_head = positive("num_attention_heads", field("num_attention_heads"))
     d_model = positive("hidden_size", field("hidden_size"))
     positive("vocab_size", field("vocab_size"))
@@ -96,8 +114,96 @@ def check_config(config, name: str) -> None:
             msg("model_errors.hidden_divide", name=name, d_model=d_model, n_head=n_head, rest=d_model % n_head)
         )
     positions = field("max_position_embeddings")
-    if positions is not None:
+    if positions is not None and positions != -1:  # -1: no limit (XLNet's relative positions)
         positive("max_position_embeddings", positions)
+
+
+MULTIMODAL_PARTS = ("vision_config", "audio_config", "speech_config")
+
+
+def check_text_model(config, name: str) -> None:
+    """One line for a config attnviz cannot read from text: an encoder-decoder, or a multimodal model."""
+    parts = [part for part in MULTIMODAL_PARTS if getattr(config, part, None) is not None]
+    if parts:
+        text = getattr(config, "text_config", None)
+        text_type = getattr(text, "model_type", None) or "?"
+        raise ModelUnavailableError(
+            msg("model_errors.multimodal", name=name, parts=", ".join(parts), text_type=repr(text_type))
+        )
+    if getattr(config, "is_encoder_decoder", False):
+        raise ModelUnavailableError(msg("model_errors.encoder_decoder", name=name))
+
+
+def _text_model_first(folder: Path) -> None:
+    """What a folder's config alone refuses (an encoder-decoder, a multimodal model), said before its weights."""
+    from transformers import AutoConfig
+
+    try:
+        config = AutoConfig.from_pretrained(str(folder), trust_remote_code=False)
+    except Exception:  # an unreadable config is reported, in one line, where it is read for loading
+        return
+    check_text_model(config, folder.name)
+
+
+def attention_route(auto_class, config) -> str:
+    """ "interface" when the architecture calls transformers' AttentionInterface (so attnviz's attention runs
+    inside it), else "eager" (its own eager attention, read through ``output_attentions``). Decided from the
+    class before any weight is read: loading an architecture that ignores the interface with our name fails
+    inside its own code (Falcon: a KeyError)."""
+    from transformers.models.auto.auto_factory import _get_model_class
+
+    try:
+        model_class = _get_model_class(config, auto_class._model_mapping)
+    except (KeyError, ValueError) as err:
+        raise ModelUnavailableError(
+            msg("model_errors.unknown_architecture", model_type=repr(config.model_type))
+        ) from err
+    return "interface" if getattr(model_class, "_supports_attention_backend", False) else "eager"
+
+
+PROBE_TOKENS = 8
+
+
+def _probe_ids(model: torch.nn.Module, vocab_size: int) -> torch.Tensor:
+    start = min(10, max(0, vocab_size - PROBE_TOKENS))
+    ids = (torch.arange(PROBE_TOKENS) + start) % max(1, vocab_size)
+    return ids[None].to(next(model.parameters()).device)  # (1, PROBE_TOKENS)
+
+
+@torch.no_grad()
+def probe_eager(model: torch.nn.Module, vocab_size: int, name: str) -> bool:
+    """Run the model's own eager attention on a few tokens; whether it is causal (no weight above the diagonal).
+
+    ModelUnavailableError, in one line, when it returns no weights, or weights that are not one
+    (T, T) square per layer and head (Longformer's local windows, Funnel's pooled lengths).
+    """
+    out = model(input_ids=_probe_ids(model, vocab_size), output_attentions=True, return_dict=True)
+    attentions = [a for a in (getattr(out, "attentions", None) or ()) if a is not None]
+    if not attentions:
+        raise ModelUnavailableError(msg("model_errors.no_attentions", name=name, cls=type(model).__name__))
+    square = (1, attentions[0].shape[1], PROBE_TOKENS, PROBE_TOKENS)
+    odd = next((tuple(a.shape) for a in attentions if a.ndim != 4 or tuple(a.shape) != square), None)
+    if odd is not None:
+        raise ModelUnavailableError(msg("model_errors.not_square", name=name, shape=odd, T=PROBE_TOKENS))
+    sums = torch.stack([a.float().sum(dim=-1).amax() for a in attentions])
+    if float(min(a.float().min() for a in attentions)) < -1e-6 or float(sums.max()) > 1 + 1e-4:
+        raise ModelUnavailableError(msg("model_errors.not_weights", name=name, most=float(sums.max())))
+    above = torch.ones(PROBE_TOKENS, PROBE_TOKENS, dtype=torch.bool).triu(1)
+    return all(not bool((a[..., above] != 0).any()) for a in attentions)
+
+
+@torch.no_grad()
+def probe_interface(model: torch.nn.Module, vocab_size: int) -> bool:
+    """Whether every layer's call of attnviz's attention is one it can honour (a capture of a few tokens)."""
+    from attnviz.core.capture import CaptureSession
+    from attnviz.models.hf.attention import UnsupportedAttentionError, capturing
+
+    try:
+        with capturing(CaptureSession(1, PROBE_TOKENS, 1, keep_qk=False)):
+            model(input_ids=_probe_ids(model, vocab_size), return_dict=True)
+    except UnsupportedAttentionError:
+        return False
+    return True
 
 
 def check_tokenizer_files(where: str, name: str) -> None:
@@ -161,7 +267,8 @@ def check_loading(info: dict, name: str) -> None:
                 more=more,
             )
         )
-    missing = sorted(info.get("missing_keys") or ())
+    # a base model's pooler (BERT-style) is never read by attnviz: a masked-LM checkpoint has none to load
+    missing = sorted(key for key in info.get("missing_keys") or () if not key.startswith(UNREAD_MODULES))
     if missing:
         more = msg("model_errors.and_more", n=len(missing) - 1) if len(missing) > 1 else ""
         raise ModelUnavailableError(msg("model_errors.missing", name=name, key=missing[0], more=more))
@@ -178,21 +285,21 @@ def load_hf_source(
     from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoTokenizer
 
     register()
-    where, name, safetensors = resolve_source(source, progress, allow_pickle)
+    where, name, safetensors = resolve_source(source, progress, allow_pickle, before_weights=_text_model_first)
     report = progress or (lambda fraction, message: None)
     report(0.9, msg("model_errors.loading", name=name))
     try:
         config = AutoConfig.from_pretrained(where, trust_remote_code=False)
-        if getattr(config, "is_encoder_decoder", False):
-            raise ModelUnavailableError(msg("model_errors.encoder_decoder", name=name))
+        check_text_model(config, name)
         check_config(config, name)
         check_tokenizer_files(where, name)
-        with_lm_head = _has_lm_head(config, where)
+        with_lm_head = _has_lm_head(config, where) and type(config) in AutoModelForCausalLM._model_mapping
         cls = AutoModelForCausalLM if with_lm_head else AutoModel
+        route = attention_route(cls, config)
         with _quiet_load_report():
             model, info = cls.from_pretrained(
                 where,
-                attn_implementation=IMPLEMENTATION,
+                attn_implementation=IMPLEMENTATION if route == "interface" else "eager",
                 dtype=torch.float32,
                 trust_remote_code=False,
                 use_safetensors=safetensors,
@@ -208,11 +315,22 @@ def load_hf_source(
         raise ModelUnavailableError(
             msg("model_errors.could_not_load", source=repr(source), error=first_line(err))
         ) from err
-    if not type(model)._supports_attention_backend:
-        raise ModelUnavailableError(msg("model_errors.no_attention_backend", name=name, cls=type(model).__name__))
-    modules = attention_modules(model)
-    causal = any(m.is_causal for m in modules) if modules else bool(getattr(config, "is_decoder", False))
     model.eval().requires_grad_(False).to(device)
+    modules = attention_modules(model)
+    try:
+        if route == "interface" and not probe_interface(model, int(config.vocab_size)):
+            model.set_attn_implementation("eager")  # it hands attention what only its own code honours
+            route = "eager"
+        if route == "eager":
+            causal = probe_eager(model, int(config.vocab_size), name)
+    except ModelUnavailableError:
+        raise
+    except Exception as err:  # the model's own code failed on a few tokens: nothing on a page would run
+        raise ModelUnavailableError(
+            msg("model_errors.could_not_run", name=name, error=first_line(err), n=PROBE_TOKENS)
+        ) from err
+    if route == "interface":
+        causal = any(m.is_causal for m in modules) if modules else bool(getattr(config, "is_decoder", False))
     report(1.0, msg("model_errors.loaded", name=name))
     return HFSource(
         name=name,
@@ -222,4 +340,5 @@ def load_hf_source(
         device=device,
         causal=causal,
         can_generate=with_lm_head and causal,
+        route=route,
     )

@@ -8,6 +8,7 @@ server's ``--allow-pickle``), and ``trust_remote_code`` is never set.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from attnviz.errors import ModelUnavailableError
@@ -39,8 +40,16 @@ def shown_path(source: str) -> Text | str:
     return msg("model_errors.path_cut", path=repr(source[: PATH_SHOWN_CHARS - 1]), n=len(source))
 
 
-def resolve_source(source: str, progress: Progress | None = None, allow_pickle: bool = False) -> tuple[str, str, bool]:
-    """A user's model choice -> (what to pass to from_pretrained, display name, use_safetensors)."""
+def resolve_source(
+    source: str,
+    progress: Progress | None = None,
+    allow_pickle: bool = False,
+    before_weights: Callable[[Path], None] | None = None,
+) -> tuple[str, str, bool]:
+    """A user's model choice -> (what to pass to from_pretrained, display name, use_safetensors).
+
+    ``before_weights(folder)`` checks a local folder's config before its weights are looked for.
+    """
     if source in BUNDLED:
         return str(prepared_folder(source, progress)), BUNDLED[source].title, True
     try:
@@ -54,6 +63,8 @@ def resolve_source(source: str, progress: Progress | None = None, allow_pickle: 
     if exists:
         if not path.is_dir() or not (path / "config.json").is_file():
             raise ModelUnavailableError(msg("model_errors.not_hf_folder", source=source))
+        if before_weights is not None:
+            before_weights(path)
         return str(path.resolve()), path.name, check_weights(path, allow_pickle)
     if source.startswith((".", "/", "~")) or source.count("/") > 1 or not source.strip():
         raise ModelUnavailableError(msg("model_errors.no_folder", path=repr(source)))

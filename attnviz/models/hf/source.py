@@ -9,6 +9,18 @@ read-only between sessions.
 Whether a model is causal is read from what transformers loads, its attention
 modules' ``is_causal``, not from the config's ``architectures`` list (which may
 name a base class such as ``LlamaModel``, or be missing).
+
+Two routes, chosen at load time from the model's class (see
+:mod:`attnviz.models.hf.loading`):
+
+- ``"interface"``: the architecture calls transformers' ``AttentionInterface``,
+  so the capture sees q, k and v and keeps O(T) per head (the default);
+- ``"eager"``: it does not (BLOOM, Falcon, DeBERTa-v2, MPNet, ...), so the
+  model runs its own eager attention with ``output_attentions=True`` and the
+  record is built from the full weights it returns
+  (:func:`attnviz.core.capture.capture_weights`). That is O(T²) per head, so a
+  run is bounded before it starts (:meth:`HFSource.eager_bytes`), and what needs
+  q and k (logit parts, Scaling, the Mask lab's tests, parity) is not offered.
 """
 
 from __future__ import annotations
@@ -23,12 +35,12 @@ import torch
 from torch import Tensor
 
 from attnviz import settings
-from attnviz.core.capture import CaptureSession
-from attnviz.core.masks import pad_row, padding_mask, positions_from_mask
+from attnviz.core.capture import CaptureSession, capture_weights, pool_bin
+from attnviz.core.masks import KeyRanges, pad_row, padding_mask, positions_from_mask
 from attnviz.core.token_display import display_tokens, generated_tokens
 from attnviz.core.tokenizer import Token
 from attnviz.errors import GenerationUnsupportedError, ModelUnavailableError, ParityUnsupportedError
-from attnviz.i18n.message import msg
+from attnviz.i18n.message import Text, msg
 from attnviz.models.hf.attention import IMPLEMENTATION, capturing, overriding_mask, reference
 from attnviz.models.hf.kv import HFDecoder, prefill_kv
 from attnviz.models.hf.parity import available_bugs, our_layers, reproduce, supports
@@ -42,9 +54,28 @@ from attnviz.models.source import (
     running,
 )
 
+ROUTES = ("interface", "eager")
+
 
 def attention_modules(model: torch.nn.Module) -> list[torch.nn.Module]:
     return [m for m in model.modules() if type(m).__name__.endswith("Attention") and hasattr(m, "is_causal")]
+
+
+def eager_keys(weights: Tensor, causal: bool, start: int, end: int) -> KeyRanges:
+    """The mask a layer of the eager route applied to one sequence, from its weights (n_head, T, T).
+
+    Keys ``start .. end - 1`` are real (the rest pads); the layer is causal or
+    not. Where the weights fall outside that reading (a layer that is not what
+    the model says), the widest mask that holds them all.
+    """
+    T = weights.shape[-1]
+    support = weights.detach().amax(dim=0) != 0  # (T, T): keys some head weighs
+    candidates = [KeyRanges.causal(T, start=start, end=end)] if causal else []
+    candidates += [KeyRanges.span(T, start, end), KeyRanges.full(T)]
+    for keys in candidates:
+        if not bool((support & ~keys.dense().to(support.device)).any()):
+            return keys
+    return candidates[-1]
 
 
 @dataclass(eq=False)
@@ -58,6 +89,7 @@ class HFSource:
     device: str
     causal: bool
     can_generate: bool
+    route: str = "interface"
     random_weights = False
 
     @property
@@ -82,7 +114,12 @@ class HFSource:
 
     @property
     def head_dim(self) -> int:
-        return getattr(self.config, "head_dim", None) or self.d_model // self.n_head
+        """The width of a query head: the config's ``head_dim``, else the first attention module's, else d/h."""
+        try:
+            value = getattr(self.config, "head_dim", None)
+        except Exception:  # a per-layer attribute of a heterogeneous config (Gemma 4) has no one value
+            value = next((m.head_dim for m in attention_modules(self.model) if hasattr(m, "head_dim")), None)
+        return value or self.d_model // self.n_head
 
     @property
     def max_positions(self) -> int:
@@ -92,18 +129,61 @@ class HFSource:
         their 514 position rows only 512 are usable.
         """
         limit = int(getattr(self.config, "max_position_embeddings", None) or settings.MAX_TOKENS.high)
+        limit = limit if limit > 0 else settings.MAX_TOKENS.high  # -1: no limit (XLNet's relative positions)
         padding_idx = getattr(getattr(self.model.base_model, "embeddings", None), "padding_idx", None)
         return limit - (padding_idx + 1) if isinstance(padding_idx, int) else limit
 
     @property
     def supports_parity(self) -> bool:
-        return supports(self.config)
+        return self.route == "interface" and supports(self.config)
+
+    @property
+    def keeps_qk(self) -> bool:
+        """Whether records keep q and k (logit parts, rescaled softmaxes): only the interface route sees them."""
+        return self.route == "interface"
+
+    @property
+    def supports_mask_override(self) -> bool:
+        """Whether :meth:`states_under_mask` can make every layer attend under a mask the user gave."""
+        return self.route == "interface"
+
+    @property
+    def route_note(self) -> Text:
+        """Which route ran, and what it cannot do, in one line for the pages."""
+        if self.route == "eager":
+            return msg("model_errors.route_eager", name=self.name, tokens=self.eager_max_tokens())
+        return msg("model_errors.route_interface", name=self.name)
 
     @property
     def implementation(self) -> str:
         modules = attention_modules(self.model)
         layer = type(modules[0]).__name__ if modules else type(self.model).__name__
+        if self.route == "eager":
+            return f"transformers {type(self.model).__name__}, its own eager attention (output_attentions=True)"
         return f"transformers {layer} calling attnviz.capture (attn_implementation='{IMPLEMENTATION}')"
+
+    def eager_bytes(self, n_tokens: int, batch: int = 1) -> int:
+        """What the eager route holds for ``batch`` sequences of ``n_tokens``: every weight, n_layer·n_head·T²·4 B."""
+        return batch * self.n_layer * self.n_head * n_tokens * n_tokens * 4
+
+    def eager_max_tokens(self, batch: int = 1) -> int:
+        """The longest input the eager route may read within the bound (:func:`attnviz.settings.cache_bytes`)."""
+        return max(1, math.isqrt(settings.cache_bytes() // max(1, batch * self.n_layer * self.n_head * 4)))
+
+    def _check_eager(self, n_tokens: int, batch: int = 1) -> None:
+        need = self.eager_bytes(n_tokens, batch)
+        if need > settings.cache_bytes():
+            raise ModelUnavailableError(
+                msg(
+                    "model_errors.eager_too_long",
+                    name=self.name,
+                    tokens=n_tokens,
+                    batch=batch,
+                    need_mb=need / 2**20,
+                    bound_mb=settings.cache_bytes() / 2**20,
+                    fit=self.eager_max_tokens(batch),
+                )
+            )
 
     def encode(self, text: str, max_tokens: int, keep: str = "start") -> Encoding:
         """Token ids cut to max_tokens (special tokens kept), display tokens, the uncut count.
@@ -156,25 +236,46 @@ class HFSource:
 
     @contextmanager
     def _last_hidden(self) -> Iterator[list[Tensor]]:
-        """Collect the base model's last hidden states of this thread's passes (the model is shared)."""
+        """Collect the last hidden states of this thread's passes (the model is shared): one per pass.
+
+        Read from the base model, or, where a head model calls a part of it
+        directly (OPT's ``self.model.decoder``), from the outermost direct child
+        of it that returned a ``last_hidden_state``.
+        """
         grabbed: list[Tensor] = []
+        inner: list[Tensor] = []
         owner = threading.get_ident()
+        base = self.model.base_model
 
         def grab(module, args, output):
-            if threading.get_ident() == owner:
-                grabbed.append(output[0] if isinstance(output, tuple) else output.last_hidden_state)
+            hidden = output[0] if isinstance(output, tuple) else getattr(output, "last_hidden_state", None)
+            if threading.get_ident() == owner and isinstance(hidden, Tensor):  # not when the base is the LM itself
+                grabbed.append(hidden)
 
-        hook = self.model.base_model.register_forward_hook(grab)
+        def grab_inner(module, args, output):
+            hidden = getattr(output, "last_hidden_state", None)
+            if threading.get_ident() == owner and isinstance(hidden, Tensor):
+                inner.append(hidden)
+
+        hooks = [base.register_forward_hook(grab)]
+        hooks += [child.register_forward_hook(grab_inner) for child in base.children()]
         try:
             yield grabbed
         finally:
-            hook.remove()
+            for hook in hooks:
+                hook.remove()
+        if not grabbed and inner:
+            grabbed.append(inner[-1])
+        if not grabbed:
+            raise ModelUnavailableError(msg("model_errors.no_hidden", name=self.name))
 
     def _capture(
         self, input_ids: Tensor, attention_mask: Tensor | None, position_ids: Tensor | None, keep_qk: bool
     ) -> tuple[CaptureSession, Tensor, Tensor | None]:
         """Run and capture a (batch, T) pass -> the session, last hidden (B, T, d_model), next-token logits (B, V)."""
         batch, T = input_ids.shape
+        if self.route == "eager":
+            return self._capture_eager(input_ids, attention_mask, position_ids)
         session = CaptureSession(batch, T, self.n_layer * self.n_head, keep_qk)
         with capturing(session), self._last_hidden() as hidden:
             out = self.forward(input_ids, attention_mask, position_ids)
@@ -183,16 +284,46 @@ class HFSource:
         logits = out.logits[:, -1].float().cpu() if self.can_generate and T else None
         return session, hidden[-1].float().cpu(), logits
 
+    def _capture_eager(
+        self, input_ids: Tensor, attention_mask: Tensor | None, position_ids: Tensor | None
+    ) -> tuple[CaptureSession, Tensor, Tensor | None]:
+        """The eager route: the model's own attention returns every weight; each layer is captured from them."""
+        batch, T = input_ids.shape
+        self._check_eager(T, batch)
+        with self._last_hidden() as hidden:
+            out = self.forward(input_ids, attention_mask, position_ids, output_attentions=True)
+        attentions = [a for a in (getattr(out, "attentions", None) or ()) if a is not None]
+        if not attentions:
+            raise ModelUnavailableError(
+                msg("model_errors.no_attentions", name=self.name, cls=type(self.model).__name__)
+            )
+        session = CaptureSession(batch, T, len(attentions) * attentions[0].shape[1], keep_qk=False)
+        bin_size = pool_bin(T, len(attentions) * attentions[0].shape[1])
+        real = (attention_mask.bool() if attention_mask is not None else torch.ones(batch, T, dtype=torch.bool)).cpu()
+        scale = 1.0 / math.sqrt(self.head_dim)
+        for weights in attentions:  # (B, n_head, T, T) each
+            for b, sequence in enumerate(session.layers):
+                at = real[b].nonzero()[:, 0]
+                start, end = (int(at[0]), int(at[-1]) + 1) if len(at) else (0, 0)
+                w = weights[b].float()
+                keys = eager_keys(w, self.causal, start, end)
+                sequence.append(capture_weights(w.cpu(), keys, bin_size=bin_size, scale=scale))
+        logits = out.logits[:, -1].float().cpu() if self.can_generate and T else None
+        return session, hidden[-1].float().cpu(), logits
+
     def _record(
         self, encoding: Encoding, layers, hidden: Tensor, logits: Tensor | None, tokens=None
     ) -> AttentionRecord:
+        implementation = self.implementation
+        if len(layers) != self.n_layer:  # a hybrid: its other layers mix tokens without softmax attention
+            implementation += f"; {len(layers)} of its {self.n_layer} layers are softmax attention, numbered L0… here"
         return AttentionRecord(
             model_name=self.name,
             tokens=tokens if tokens is not None else encoding.tokens,
             layers=layers,
             n_kv_head=self.n_kv_head,
             causal=self.causal,
-            implementation=self.implementation,
+            implementation=implementation,
             n_input_tokens=encoding.n_input,
             outputs=ModelOutputs(hidden=hidden, next_token_logits=logits),
         )
@@ -285,6 +416,8 @@ class HFSource:
     def states_under_mask(
         self, text: str, max_tokens: int, mask: Tensor, perturb_from: int | None = None, seed: int = 0
     ) -> Tensor:
+        if not self.supports_mask_override:
+            raise ModelUnavailableError(msg("model_errors.no_mask_override", name=self.name))
         ids = self.encode(text, min(max_tokens, settings.MASK_TOKENS)).ids
         check_square_mask(mask, len(ids))
         if perturb_from is not None:

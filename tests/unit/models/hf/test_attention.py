@@ -78,5 +78,43 @@ def test_a_transformers_mask_is_read_as_key_ranges():
 
 def test_attention_it_cannot_honour_is_refused_not_computed_wrongly(layer):
     q, k, v = qkv()
-    with pytest.raises(ModelUnavailableError, match="s_aux"):
-        attention_forward(layer, q, k, v, None, s_aux=torch.zeros(N_HEAD))
+    with pytest.raises(ModelUnavailableError, match="position_bias"):
+        attention_forward(layer, q, k, v, None, position_bias=torch.zeros(1, N_HEAD, T, T))
+
+
+@pytest.fixture(scope="module")
+def sink_layer():
+    from transformers import GptOssConfig
+    from transformers.models.gpt_oss.modeling_gpt_oss import GptOssAttention
+
+    config = GptOssConfig(
+        hidden_size=N_HEAD * HEAD_DIM, num_attention_heads=N_HEAD, num_key_value_heads=N_KV_HEAD, head_dim=HEAD_DIM
+    )
+    layer = GptOssAttention(config, layer_idx=1).eval().requires_grad_(False)
+    with torch.no_grad():
+        layer.sinks.copy_(torch.tensor([-1.0, 0.0, 1.5, 3.0]))  # from a small share to most of a row
+    return layer
+
+
+def test_learned_sinks_are_honoured_in_every_mode_as_gpt_oss_eager_computes_them(sink_layer):
+    from transformers.models.gpt_oss.modeling_gpt_oss import eager_attention_forward as sink_eager
+
+    q, k, v = qkv(3)
+    scale, mask = HEAD_DIM**-0.5, causal_additive()
+    theirs, their_weights = sink_eager(sink_layer, q, k, v, mask, scaling=scale)  # weights (B, n_head, T, T)
+    fast, _ = attention_forward(sink_layer, q, k, v, mask, scaling=scale, s_aux=sink_layer.sinks)
+    assert (fast - theirs).abs().max().item() <= TOL
+    session = CaptureSession(B, T, N_HEAD)
+    with capturing(session):
+        captured_out, _ = attention_forward(sink_layer, q, k, v, mask, scaling=scale, s_aux=sink_layer.sinks)
+    assert (captured_out - theirs).abs().max().item() <= TOL
+    for b in range(B):
+        capture = session.layers[b][0]
+        captured = weights_window(capture, None, (0, T), (0, T))  # (n_head, T, T)
+        assert (captured - their_weights[b]).abs().max().item() <= TOL
+        share = 1 - their_weights[b].sum(dim=-1)  # (n_head, T): what the sink took
+        assert (capture.rows["sink_weight"] - share).abs().max().item() <= TOL
+        assert float(share[3].min()) > float(share[0].max())  # the larger the sink logit, the larger its share
+    with reference():
+        ref_out, ref_weights = attention_forward(sink_layer, q, k, v, mask, scaling=scale, s_aux=sink_layer.sinks)
+    assert torch.equal(ref_out, theirs) and torch.equal(ref_weights, their_weights)
