@@ -221,7 +221,6 @@ def heads_command(args: argparse.Namespace) -> int:
         "n_head": record.n_head,
         "n_kv_head": record.n_kv_head,
         "causal": record.causal,
-        "route": source.route,
         "stats": [
             {
                 "layer": int(row["layer"]),

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 KINDS = ("causal", "masked", "seq2seq")
-VERSION = 2
+VERSION = 3
 BUILD_TIMEOUT_S = 120  # per child, for every type it still has to build; a busy machine, several times quiet
 MEMORY_LIMIT = 3 * 2**30  # address space of a building child: a config that needs more is not tiny
 
@@ -34,7 +34,7 @@ REASONS = {
     "encoder-decoder": "an encoder-decoder: attnviz refuses it in one line (shows encoders and decoders)",
     "multimodal": "a multimodal model: attnviz refuses it in one line, naming its text model's type",
     "no text input": "its forward takes no input_ids (audio, vision or other modalities)",
-    "does not build": "transformers cannot build or run a tiny config of it from the default one",
+    "does not build": "the zoo's generic tiny sizes do not give a config of it that runs (it needs sizes by hand)",
     "too slow": "building it took over the child's time limit",
 }
 
@@ -90,7 +90,13 @@ def architectures() -> dict[str, str]:
     return kinds
 
 
-def tiny_kwargs(model_type: str, n_kv_head: int | None = 2, every_field: bool = True, n_layer: int = 2) -> dict:
+def tiny_kwargs(
+    model_type: str,
+    n_kv_head: int | None = 2,
+    every_field: bool = True,
+    n_layer: int = 2,
+    derived_head_dim: bool = False,
+) -> dict:
     """Config keyword arguments that make ``model_type`` tiny, read off its default config's field names."""
     from transformers import AutoConfig
 
@@ -118,6 +124,9 @@ def tiny_kwargs(model_type: str, n_kv_head: int | None = 2, every_field: bool = 
         real = alias.get(name, name)
         if real in fields and fields[real] is not None:
             kwargs[real] = {"num_key_value_heads": n_kv_head or 4, "head_dim": 8}[name]
+    if derived_head_dim:  # MLA: head_dim follows the rope and latent sizes; one expert group for few experts
+        kwargs.pop(alias.get("head_dim", "head_dim"), None)
+        kwargs.update({name: 1 for name in ("n_group", "topk_group") if name in fields})
     for name, value in fields.items():  # special token ids must fall inside the tiny vocabulary
         if name.endswith("_token_id") and isinstance(value, int) and not isinstance(value, bool) and value >= 30522:
             kwargs[name] = 3
@@ -151,10 +160,12 @@ def build_one(model_type: str, kind: str, folder: Path) -> dict:
         return {"status": "refused", "reason": "encoder-decoder"}
     cls = {"causal": AutoModelForCausalLM, "masked": AutoModelForMaskedLM}.get(kind, AutoModel)
     errors = []
-    variants = ((2, True, 2), (None, True, 2), (2, False, 2), (None, False, 2), (2, True, 8))
-    for n_kv_head, every_field, n_layer in variants:
+    variants = ((2, True, 2, False), (None, True, 2, False), (2, False, 2, False), (None, False, 2, False))
+    variants += ((2, True, 8, False), (None, True, 2, True))
+    for n_kv_head, every_field, n_layer, derived in variants:
         try:
-            config = AutoConfig.for_model(model_type, **tiny_kwargs(model_type, n_kv_head, every_field, n_layer))
+            kwargs = tiny_kwargs(model_type, n_kv_head, every_field, n_layer, derived)
+            config = AutoConfig.for_model(model_type, **kwargs)
             torch.manual_seed(0)
             model = cls.from_config(config, attn_implementation="eager").eval()
             if sum(p.numel() for p in model.parameters()) > 20_000_000:
@@ -231,5 +242,51 @@ def build_zoo(types: list[str] | None = None) -> dict[str, dict]:
     return {t: json.loads((root / t / "status.json").read_text()) for t in types}
 
 
+def report() -> str:
+    """The README's table: every architecture, the route attnviz takes and what it cannot do (or why not)."""
+    import warnings
+
+    from transformers.utils import logging as hf_logging
+
+    from attnviz.errors import ModelUnavailableError
+    from attnviz.models.hf.loading import load_hf_source
+
+    warnings.filterwarnings("ignore")
+    hf_logging.set_verbosity_error()
+    statuses, rows = build_zoo(), []
+    for model_type, status in sorted(statuses.items()):
+        if status["status"] != "built":
+            rows.append((model_type, "refused", REASONS[status["reason"]]))
+            continue
+        try:
+            source = load_hf_source(str(zoo_dir() / model_type))
+            record = source.run("the cat sat on the mat because it was warm", 12)
+        except ModelUnavailableError as err:
+            rows.append((model_type, "refused by attnviz", str(err).split(": ", 1)[-1][:120]))
+            continue
+        limits = []
+        if source.route == "eager":
+            fit = source.eager_max_tokens()
+            limits.append(f"full weights: at most ~{fit:,} tokens; no q/k (no logit parts, Scaling, Mask lab, parity)")
+        elif not source.supports_parity:
+            limits.append("no step-by-step parity")
+        if record.has_sinks:
+            limits.append("learned sinks")
+        if record.n_layer != source.n_layer:
+            limits.append(f"hybrid: {record.n_layer} of {source.n_layer} layers attend")
+        if not source.causal:
+            limits.append("encoder")
+        rows.append((model_type, source.route, "; ".join(limits) or "—"))
+    lines = ["| architecture | route | limits |", "|---|---|---|"]
+    lines += [f"| `{t}` | {route} | {limits} |" for t, route, limits in rows]
+    counts: dict[str, int] = {}
+    for _, route, _ in rows:
+        counts[route] = counts.get(route, 0) + 1
+    return "\n".join([*lines, "", ", ".join(f"{route}: {n}" for route, n in sorted(counts.items()))])
+
+
 if __name__ == "__main__":
-    _child(sys.argv[1:])
+    if sys.argv[1:] == ["--report"]:
+        print(report())
+    else:
+        _child(sys.argv[1:])

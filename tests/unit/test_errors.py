@@ -15,6 +15,7 @@ from attnviz.i18n.message import Message, carried
         (ValueError(""), "ValueError"),
         (ValueError("1 validation error for X:\n  field required"), "1 validation error for X: field required"),
         (OSError("  \n  disk full  "), "disk full"),
+        (KeyError("attnviz"), "KeyError: 'attnviz'"),  # Falcon's load used to say just 'attnviz'
     ],
 )
 def test_first_line_is_one_line_joining_an_announcement_with_its_reason(err, line):

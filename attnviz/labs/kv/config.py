@@ -151,10 +151,13 @@ def _required(raw: dict, names: tuple[str, ...]) -> int:
 
 
 def _with_known(section: dict, hf: Any, name: str) -> dict:
-    """The section, with transformers' own value of ``name`` where the file has none of its spellings but the
-    model_type's config computes one (Nemotron-H counts its layers from ``layers_block_type``)."""
-    value = getattr(hf, name, None) if hf is not None else None
-    return {**section, name: value} if section.get(name) is None and isinstance(value, int) else section
+    """The section, with transformers' own value of ``name`` where its config class computes the field rather
+    than storing it (Nemotron-H counts its layers from ``layers_block_type`` and saves no head count). A field
+    the class stores is never filled from its defaults: a file without it is refused, naming it."""
+    if hf is None or section.get(name) is not None or name in hf.to_dict():
+        return section
+    value = getattr(hf, name, None)
+    return {**section, name: value} if isinstance(value, int) and not isinstance(value, bool) else section
 
 
 def _optional_positive(raw: dict, names: tuple[str, ...]) -> int | None:
@@ -302,7 +305,7 @@ def config_from_dict(raw: dict, name: Text | str = "config") -> KVConfig:
     section = raw.get("text_config") if isinstance(raw.get("text_config"), dict) else raw
     model_type = section.get("model_type") or (raw.get("model_type") if section is raw else None)
     model_type = str(model_type) if model_type else None
-    if section.get("sliding_window") == 0:  # Qwen2-MoE writes 0 for "no window"
+    if section.get("sliding_window") == 0 and section.get("use_sliding_window") is False:  # Qwen2-MoE: off
         section = {**section, "sliding_window": None}
     hf, why = _transformers_config(model_type, section)
     n_layer = _required(_with_known(section, hf, _LAYER_NAMES[0]), _LAYER_NAMES)

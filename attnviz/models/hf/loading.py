@@ -89,7 +89,9 @@ def check_config(config, name: str) -> None:
 
     positive("num_hidden_layers", field("num_hidden_layers"))
     if field("num_attention_heads") is None:
-        raise ModelUnavailableError(msg("model_errors.no_attention", name=name, model_type=repr(config.model_type)))
+        raise ModelUnavailableError(
+            msg("model_errors.no_attention", name=name, model_type=repr(getattr(config, "model_type", "?")))
+        )
     n_head = positive("num_attention_heads", field("num_attention_heads"))
     d_model = positive("hidden_size", field("hidden_size"))
     positive("vocab_size", field("vocab_size"))

@@ -547,3 +547,22 @@ def test_batch_padding_keep_drives_attention_with_no_dead_rows():
     slow, weights = scaled_dot_product_attention(q, k, v, keep)
     assert torch.allclose(weights.sum(-1), torch.ones(2, 4, 5))
     assert (slow - fused_attention(q, k, v, keep)).abs().max().item() <= PATH_TOL
+
+
+@pytest.mark.parametrize("n_kv_head", [4, 2, 1])
+def test_both_paths_agree_with_learned_sinks_on_every_mask(n_kv_head):
+    from attnviz.core.attention import fused_attention
+
+    g = torch.Generator().manual_seed(7)
+    q = torch.randn(2, 4, 6, 8, generator=g)
+    k, v = torch.randn(2, n_kv_head, 6, 8, generator=g), torch.randn(2, n_kv_head, 6, 8, generator=g)
+    sinks = torch.tensor([-2.0, 0.0, 1.0, 4.0])
+    keep = torch.ones(6, 6, dtype=torch.bool).tril()
+    keep[2] = False  # a row that sees nothing: all its weight goes to the sink, its output is 0
+    for mask, causal in ((None, True), (keep, False)):
+        out, weights = scaled_dot_product_attention(q, k, v, mask, is_causal=causal, sinks=sinks)
+        assert torch.allclose(fused_attention(q, k, v, mask, is_causal=causal, sinks=sinks), out, atol=1e-5)
+        assert bool((weights.sum(dim=-1) < 1).all())  # every row gives the sink a share
+    assert torch.equal(out[:, :, 2], torch.zeros(2, 4, 8))
+    with pytest.raises(ValueError, match="one logit per head"):
+        scaled_dot_product_attention(q, k, v, sinks=torch.zeros(3))

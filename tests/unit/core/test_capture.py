@@ -227,3 +227,63 @@ def test_a_captures_size_is_known_before_it_runs(length, keep_qk):
     record = model.run(" ".join(["word"] * length), length, keep_qk=keep_qk)
     captured = sum(layer.nbytes for layer in record.layers)
     assert captured == predicted_nbytes(3, 4, 2, 8, length, keep_qk)
+
+
+@pytest.mark.parametrize("mask", ["causal", "padded", "window"])
+def test_a_capture_of_full_weights_keeps_what_the_chunked_capture_keeps(mask):
+    """The eager route: the statistics and maps read from weights equal those computed from q and k."""
+    from attnviz.core.capture import capture_weights
+
+    g = torch.Generator().manual_seed(4)
+    T = 13
+    q, k, v = (torch.randn(4, T, 8, generator=g) for _ in range(3))
+    keys = {
+        "causal": KeyRanges.causal(T),
+        "padded": KeyRanges.causal(T, start=2, end=T),
+        "window": KeyRanges.causal(T, window=4),
+    }[mask]
+    _, ours = capture_attention(q, k, v, keys, scale=8**-0.5, bin_size=3)
+    weights = weights_window(ours, None, (0, T), (0, T))  # (n_head, T, T)
+    theirs = capture_weights(weights, keys, bin_size=3, scale=8**-0.5)
+    for name in ("entropy", "max_weight", "first_token_weight", "prev_token_weight", "self_weight", "mean_distance"):
+        a, b = ours.rows[name], theirs.rows[name]
+        assert torch.equal(a.isnan(), b.isnan()) and torch.allclose(a.nan_to_num(), b.nan_to_num(), atol=1e-5), name
+    assert torch.allclose(ours.pooled_max.nan_to_num(), theirs.pooled_max.nan_to_num(), atol=1e-6)
+    assert torch.allclose(ours.pooled_mean.nan_to_num(), theirs.pooled_mean.nan_to_num(), atol=1e-6)
+    assert torch.equal(weights_window(theirs, 2, (3, 9), (0, 5)), weights[2, 3:9, 0:5])
+    assert theirs.q is None and bool(theirs.rows["lse"][:, keys.visible() > 0].isnan().all())
+
+
+def test_a_capture_of_full_weights_refuses_weight_its_mask_hides():
+    from attnviz.core.capture import capture_weights
+
+    weights = torch.full((1, 3, 3), 1 / 3)  # every row sees every key
+    with pytest.raises(ValueError, match="hides"):
+        capture_weights(weights, KeyRanges.causal(3), bin_size=1, scale=1.0)
+
+
+def test_learned_sinks_by_hand():
+    """One head, two keys with scores 0 and ln 2, a sink logit of 0: exp gives 1, 2 and 1, so the keys get
+    1/4 and 1/2 and the sink 1/4; the row sums to 3/4."""
+    q = torch.tensor([[[1.0]]])  # (1 head, 1 query, hd 1)
+    k = torch.tensor([[[0.0], [math.log(2)]]])  # (1, 2 keys, 1)
+    v = torch.tensor([[[4.0], [8.0]]])
+    out, capture = capture_attention(q, k, v, KeyRanges.full(1, 2), scale=1.0, bin_size=1, sinks=torch.tensor([0.0]))
+    weights = weights_window(capture, 0, (0, 1), (0, 2))
+    assert torch.allclose(weights, torch.tensor([[0.25, 0.5]]))
+    assert torch.allclose(capture.rows["sink_weight"], torch.tensor([[0.25]]))
+    assert torch.allclose(out, torch.tensor([[[0.25 * 4 + 0.5 * 8]]]))  # the sink carries no value
+    entropy = -(0.25 * math.log(0.25) + 0.5 * math.log(0.5))  # over the keys only
+    assert math.isclose(float(capture.rows["entropy"][0, 0]), entropy, rel_tol=1e-6)
+    assert math.isclose(float(capture.rows["max_weight"][0, 0]), 0.5, rel_tol=1e-6)
+    _, same = scaled_dot_product_attention(q[None], k[None], v[None], scale=1.0, sinks=torch.tensor([0.0]))
+    assert torch.allclose(same[0, 0], weights)
+
+
+def test_a_row_that_sees_no_key_gives_everything_to_its_sink():
+    q, k, v = torch.randn(2, 3, 4), torch.randn(2, 3, 4), torch.randn(2, 3, 4)
+    keys = KeyRanges(torch.tensor([0, 0, 0]), torch.tensor([0, 2, 3]), 3)  # row 0 sees nothing
+    out, capture = capture_attention(q, k, v, keys, scale=0.5, bin_size=1, sinks=torch.tensor([1.0, -1.0]))
+    assert torch.equal(out[:, 0], torch.zeros(2, 4)) and torch.equal(capture.rows["sink_weight"][:, 0], torch.ones(2))
+    window = weights_window(capture, None, (0, 3), (0, 3))
+    assert torch.allclose(window.sum(dim=-1)[:, 1:] + capture.rows["sink_weight"][:, 1:], torch.ones(2, 2))

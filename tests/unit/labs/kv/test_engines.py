@@ -26,3 +26,42 @@ def test_engine_mla_and_unsupported_dtypes():
     vllm, llamacpp, hf = engine_estimates(cfg, 1, 4096, dtype="int4")
     assert vllm.total_bytes is None and hf.total_bytes is None and "int4" in str(vllm.rule)
     assert llamacpp.total_bytes == 4096 * 61 * (576 + 512) // 32 * 20  # q4_1
+
+
+def test_falcon_40b_s_original_config_is_read_with_its_eight_kv_heads():
+    """RefinedWeb's n_head_kv: 2 x 60 layers x 8 heads x 64 x 2 B x 4,096 tokens, not 128 heads' worth."""
+    from attnviz.labs.kv.config import config_from_dict
+    from attnviz.labs.kv.memory import estimate
+
+    raw = {"model_type": "RefinedWeb", "n_head": 128, "n_head_kv": 8, "n_layer": 60, "hidden_size": 8192}
+    cfg = config_from_dict(raw, "falcon-40b")
+    assert (cfg.n_kv_head, cfg.head_dim) == (8, 64)
+    assert estimate(cfg, 1, 4096, "bf16").total_bytes == 2 * 60 * 8 * 64 * 2 * 4096 == 503_316_480
+
+
+def test_transformers_figure_is_measured_from_the_modeling_code_and_says_why_falcon_holds_more():
+    """Falcon's new decoder broadcasts K and V to every query head before caching: 11,264 B, twice the minimum."""
+    from attnviz.i18n.translate import tr
+    from attnviz.labs.kv.config import config_from_dict
+    from attnviz.labs.kv.memory import estimate
+
+    raw = {
+        "model_type": "falcon",
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_kv_heads": 2,
+        "hidden_size": 32,
+        "new_decoder_architecture": True,
+        "vocab_size": 100,
+    }
+    cfg = config_from_dict(raw, "tiny falcon")
+    hf = engine_estimates(cfg, 2, 11, "fp32")[-1]
+    assert estimate(cfg, 2, 11, "fp32").total_bytes == 2 * 2 * 2 * 8 * 4 * 11 * 2 == 5632
+    assert hf.total_bytes == 11264 and "broadcasts" in tr(hf.rule)
+
+
+def test_starcoder_s_multi_query_wins_over_a_key_value_head_count():
+    from attnviz.labs.kv.config import config_from_dict
+
+    raw = {"model_type": "gpt_bigcode", "n_layer": 2, "n_head": 4, "n_embd": 32, "multi_query": True}
+    assert config_from_dict({**raw, "num_key_value_heads": 2}).n_kv_head == 1

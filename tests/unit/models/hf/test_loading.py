@@ -30,6 +30,10 @@ def test_a_usable_config_passes():
         ({"num_key_value_heads": 3}, "3"),
         ({"hidden_size": 30}, "30"),
         ({"max_position_embeddings": 0}, "max_position_embeddings = 0"),
+        ({"num_attention_heads": None}, "no attention heads"),
+        ({"num_hidden_layers": 10**9}, "num_hidden_layers = 1,000,000,000, over attnviz's limit of 10,000"),
+        ({"vocab_size": 10**8}, "vocab_size = 100,000,000, over"),
+        ({"max_position_embeddings": 2**40}, "max_position_embeddings = 1,099,511,627,776, over"),
     ],
 )
 def test_an_unusable_config_is_named_in_one_line(changes, said):
@@ -67,3 +71,31 @@ def test_a_folder_needs_a_tokenizer_and_the_tokenizer_must_fit_the_embedding(tmp
         check_tokenizer(Tokenizer(12), model, "tiny")
     with pytest.raises(ModelUnavailableError):
         check_tokenizer(Tokenizer(2, special=[0, 1]), model, "tiny")  # nothing but special tokens
+
+
+@pytest.mark.parametrize(
+    ("field", "kv_field", "limit"),
+    [
+        ("num_hidden_layers", "num_hidden_layers", "layers"),
+        ("num_attention_heads", "num_attention_heads", "heads"),
+        ("hidden_size", "hidden_size", "hidden"),
+        ("vocab_size", "vocab_size", "vocab"),
+        ("max_position_embeddings", "max_position_embeddings", "positions"),
+    ],
+)
+def test_heads_and_kv_cache_hold_a_config_to_the_same_limits(field, kv_field, limit):
+    from attnviz import settings
+    from attnviz.errors import ConfigError
+    from attnviz.labs.kv.config import config_from_dict
+
+    most = settings.MODEL_LIMITS[limit]
+    at_limit = {"num_hidden_layers": 2, "num_attention_heads": 4, "hidden_size": 32, "vocab_size": 100}
+    over = {**at_limit, field: most + 1}
+    if field == "num_attention_heads":
+        over["hidden_size"] = (most + 1) * 8
+    if field == "hidden_size":
+        over["num_attention_heads"] = 1
+    with pytest.raises(ModelUnavailableError, match=f"{most:,}"):
+        check_config(SimpleNamespace(**over), "tiny")
+    with pytest.raises(ConfigError, match=f"{most:,}"):
+        config_from_dict({**over, "model_type": "custom"})
