@@ -106,7 +106,15 @@ class HFSource:
 
     @property
     def n_kv_head(self) -> int:
-        return getattr(self.config, "num_key_value_heads", None) or self.n_head
+        """Key/value heads: the config's ``num_key_value_heads``, else what the attention modules were built with
+        (Falcon's ``num_kv_heads``: 1 under ``multi_query``), else one per query head."""
+        value = getattr(self.config, "num_key_value_heads", None)
+        if value is None:
+            modules = attention_modules(self.model) or [
+                m for m in self.model.modules() if isinstance(getattr(m, "num_kv_heads", None), int)
+            ]
+            value = next((getattr(m, "num_kv_heads", None) for m in modules if hasattr(m, "num_kv_heads")), None)
+        return value or self.n_head
 
     @property
     def d_model(self) -> int:
