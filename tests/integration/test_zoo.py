@@ -20,16 +20,8 @@ import torch
 from attnviz.core.capture import SINK_STAT
 from attnviz.core.head_stats import row_statistics
 from attnviz.errors import ConfigError, ModelUnavailableError
-from tests.integration.zoo import REASONS, architectures, build_zoo, zoo_dir
+from tests.integration.zoo import ATTNVIZ_REFUSALS, REASONS, architectures, build_zoo, zoo_dir
 
-# what attnviz itself refuses of a model transformers builds, by message key: each is a model with no
-# token-to-token attention to show
-ATTNVIZ_REFUSALS = {
-    "model_errors.no_attention": "no attention heads: a state-space, recurrent or Fourier-mixing model",
-    "model_errors.no_attentions": "its eager attention returns no weights (sparse or hashed attention)",
-    "model_errors.not_square": "its weights are not (T, T) per head: local windows or pooled lengths",
-    "model_errors.not_weights": "its eager attention returns scores, not weights (a transformers quirk)",
-}
 TEXT = "the cat sat on the mat because it was warm, and the dog slept by the door"
 N_TOKENS = 12
 TOLERANCE = 1e-5

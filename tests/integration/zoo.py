@@ -38,6 +38,14 @@ REASONS = {
     "too slow": "building it took over the child's time limit",
 }
 
+# what attnviz itself refuses of a model transformers builds, by message key: each is a model with no
+# token-to-token attention to show
+ATTNVIZ_REFUSALS = {
+    "model_errors.no_attention": "no attention heads: a state-space, recurrent or Fourier-mixing model",
+    "model_errors.no_attentions": "its eager attention returns no weights (sparse or hashed attention)",
+    "model_errors.not_square": "its weights are not (T, T) per head: local windows or pooled lengths",
+    "model_errors.not_weights": "its eager attention returns scores, not weights (a transformers quirk)",
+}
 STANDARD = {  # the config's standard names (through its attribute_map) and their tiny sizes
     "hidden_size": 32,
     "num_hidden_layers": 2,
@@ -262,7 +270,7 @@ def report() -> str:
             source = load_hf_source(str(zoo_dir() / model_type))
             record = source.run("the cat sat on the mat because it was warm", 12)
         except ModelUnavailableError as err:
-            rows.append((model_type, "refused by attnviz", str(err).split(": ", 1)[-1][:120]))
+            rows.append((model_type, "refused by attnviz", ATTNVIZ_REFUSALS.get(err.args[0].key, str(err))))
             continue
         limits = []
         if source.route == "eager":
