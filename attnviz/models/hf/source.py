@@ -35,7 +35,7 @@ import torch
 from torch import Tensor
 
 from attnviz import settings
-from attnviz.core.capture import CaptureSession, capture_weights, pool_bin
+from attnviz.core.capture import CaptureSession, capture_weights
 from attnviz.core.masks import KeyRanges, pad_row, padding_mask, positions_from_mask
 from attnviz.core.token_display import display_tokens, generated_tokens
 from attnviz.core.tokenizer import Token
@@ -110,10 +110,8 @@ class HFSource:
         (Falcon's ``num_kv_heads``: 1 under ``multi_query``), else one per query head."""
         value = getattr(self.config, "num_key_value_heads", None)
         if value is None:
-            modules = attention_modules(self.model) or [
-                m for m in self.model.modules() if isinstance(getattr(m, "num_kv_heads", None), int)
-            ]
-            value = next((getattr(m, "num_kv_heads", None) for m in modules if hasattr(m, "num_kv_heads")), None)
+            heads = (getattr(m, "num_kv_heads", None) for m in self.model.modules())
+            value = next((h for h in heads if isinstance(h, int) and not isinstance(h, bool)), None)
         return value or self.n_head
 
     @property
@@ -305,8 +303,7 @@ class HFSource:
             raise ModelUnavailableError(
                 msg("model_errors.no_attentions", name=self.name, cls=type(self.model).__name__)
             )
-        session = CaptureSession(batch, T, len(attentions) * attentions[0].shape[1], keep_qk=False)
-        bin_size = pool_bin(T, len(attentions) * attentions[0].shape[1])
+        session = CaptureSession(batch, T, len(attentions) * attentions[0].shape[1], keep_qk=False)  # its bin, lists
         real = (attention_mask.bool() if attention_mask is not None else torch.ones(batch, T, dtype=torch.bool)).cpu()
         scale = 1.0 / math.sqrt(self.head_dim)
         for weights in attentions:  # (B, n_head, T, T) each
@@ -315,7 +312,7 @@ class HFSource:
                 start, end = (int(at[0]), int(at[-1]) + 1) if len(at) else (0, 0)
                 w = weights[b].float()
                 keys = eager_keys(w, self.causal, start, end)
-                sequence.append(capture_weights(w.cpu(), keys, bin_size=bin_size, scale=scale))
+                sequence.append(capture_weights(w.cpu(), keys, bin_size=session.bin_size, scale=scale))
         logits = out.logits[:, -1].float().cpu() if self.can_generate and T else None
         return session, hidden[-1].float().cpu(), logits
 
