@@ -33,11 +33,12 @@ USER attnviz
 # visitor waits for it. MiniLM is looked up too, so a broken install fails the build, not the first visit.
 RUN python -c "from attnviz.models.hf.bundled import prepared_folder; print(prepared_folder('smollm2')); print(prepared_folder('minilm'))"
 
-COPY --chown=attnviz:attnviz app.py ./
+COPY --chown=attnviz:attnviz app.py serve.py ./
 COPY --chown=attnviz:attnviz pages/ pages/
 COPY --chown=attnviz:attnviz .streamlit/ .streamlit/
 
 EXPOSE 8501
 HEALTHCHECK --interval=30s --timeout=5s --start-period=60s --retries=3 \
   CMD ["python", "-c", "import sys, urllib.request; r = urllib.request.urlopen('http://127.0.0.1:8501/_stcore/health', timeout=4); sys.exit(0 if r.status == 200 else 1)"]
-CMD ["streamlit", "run", "app.py", "--server.port=8501", "--server.address=0.0.0.0", "--server.headless=true", "--server.fileWatcherType=none", "--browser.gatherUsageStats=false"]
+# serve.py: the same app, warmed at start (imports, the default model) so the first visitor does not wait
+CMD ["streamlit", "run", "serve.py", "--server.port=8501", "--server.address=0.0.0.0", "--server.headless=true", "--server.fileWatcherType=none", "--browser.gatherUsageStats=false"]

@@ -23,7 +23,7 @@ setup: $(STAMP)
 
 run: setup
 	@echo "attnviz: open http://localhost:$(PORT)"
-	$(BIN)/streamlit run app.py --server.port $(PORT)
+	$(BIN)/streamlit run serve.py --server.port $(PORT)
 
 browser:
 	@command -v chromium >/dev/null 2>&1 || { $(SUDO) apt-get update && \
@@ -49,10 +49,14 @@ bench: setup
 	$(BIN)/python -m benchmarks.capture
 	$(BIN)/python -m benchmarks.scaling_page
 	$(BIN)/python -m benchmarks.head_roles
+	$(BIN)/python -m benchmarks.token_search
+	$(BIN)/python -m benchmarks.estimates
+	$(BIN)/python -m benchmarks.pages
 
-# the Heads page measured in Chromium and through AppTest
+# the Heads page measured in Chromium and through AppTest; a new visitor's first chart on a fresh server
 bench-browser: setup browser
 	$(BIN)/python -m benchmarks.heads_page
+	$(BIN)/python -m benchmarks.first_chart
 
 screenshots: setup browser
 	$(BIN)/python -m tools.screenshots

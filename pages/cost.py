@@ -3,6 +3,7 @@
 import pandas as pd
 import streamlit as st
 
+from attnviz.app.loading import cached_job
 from attnviz.app.navigation import frame_settings
 from attnviz.app.widgets import plotly, show_error, table
 from attnviz.figures.cost import make_cost_figure, make_tiling_figure
@@ -11,6 +12,7 @@ from attnviz.labs.cost import paths as cost
 
 st.title(t("cost.title"))
 st.markdown(t("cost.intro"))
+st.caption(t("cost.own_inputs"))  # the sidebar's text and model play no part here: say so before anything runs
 settings = frame_settings()
 device = settings.spec.device if settings.spec else "cpu"
 
@@ -27,20 +29,20 @@ st.caption(
 )
 
 
-@st.cache_data(max_entries=4, show_spinner=False)
-def measured(device: str) -> list[dict]:
+def measured(device: str, progress) -> list[dict]:
     if device == "cpu":
-        return cost.measure_in_child(cost.SIZES)
-    return cost.measure(cost.SIZES, device)
+        return cost.measure_in_child(cost.SIZES, progress=progress)
+    return cost.measure(cost.SIZES, device, progress=progress)
 
 
 if st.button(t("cost.measure"), key="cost_measure") or st.session_state.get("cost_done"):
-    with st.spinner(t("cost.measuring")):
-        try:
-            rows = measured(device)
-        except RuntimeError as err:
-            show_error(err)
-            st.stop()
+    try:
+        rows = cached_job(
+            "cost", (device, cost.SIZES), lambda progress: measured(device, progress), t("cost.measuring")
+        )
+    except RuntimeError as err:
+        show_error(err)
+        st.stop()
     st.session_state.cost_done = True
     limit = cost.naive_limit(cost.available_bytes(device))
     top = max(cost.SIZES[-1], min(limit, 4 * cost.SIZES[-1]))
@@ -61,12 +63,19 @@ if st.button(t("cost.measure"), key="cost_measure") or st.session_state.get("cos
     }
     table(pd.DataFrame(rows), key="cost_table", hide_index=True, column_config=columns)
 
-st.subheader(t("cost.tiling_header"))
-cols = st.columns(3)
-n_keys = cols[0].slider(t("cost.keys"), 4, 64, 24, key="cost_keys")
-block = cols[1].slider(t("cost.block"), 1, 16, 8, key="cost_block")
-seed = cols[2].number_input(t("cost.seed"), 0, 10_000, 0, key="cost_seed")
-example = cost.tiling_example(n_keys, block, int(seed))
-plotly(make_tiling_figure(example.steps, example.weights), key="cost_tiling")
-st.metric(t("cost.tiling_difference"), f"{example.max_difference:.1e}")
-st.caption(t("cost.tiling_caption", block=block, n_keys=n_keys))
+
+@st.fragment
+def tiling() -> None:
+    """The tiling example: its sliders redraw this section only, not the measurement above."""
+    st.subheader(t("cost.tiling_header"))
+    cols = st.columns(3)
+    n_keys = cols[0].slider(t("cost.keys"), 4, 64, 24, key="cost_keys")
+    block = cols[1].slider(t("cost.block"), 1, 16, 8, key="cost_block")
+    seed = cols[2].number_input(t("cost.seed"), 0, 10_000, 0, key="cost_seed")
+    example = cost.tiling_example(n_keys, block, int(seed))
+    plotly(make_tiling_figure(example.steps, example.weights), key="cost_tiling")
+    st.metric(t("cost.tiling_difference"), f"{example.max_difference:.1e}")
+    st.caption(t("cost.tiling_caption", block=block, n_keys=n_keys))
+
+
+tiling()

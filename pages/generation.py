@@ -4,7 +4,7 @@ import streamlit as st
 
 from attnviz import settings as limits
 from attnviz.app.head_view import head_view
-from attnviz.app.loading import cached, require_source, require_text
+from attnviz.app.loading import cached_job, require_source, require_text
 from attnviz.app.navigation import frame_settings
 from attnviz.app.state import valid_choice
 from attnviz.app.widgets import layer_head_picker, plotly, show_error
@@ -25,10 +25,10 @@ bound = limits.GENERATE_TOKENS
 n_new = st.slider(t("generation.n_new"), bound.low, bound.high, value=bound.default, key="gen_new")
 context = min(settings.max_tokens, limits.GENERATION_CONTEXT)
 try:
-    gen = cached(
+    gen = cached_job(
         "generation",
         (*settings.key(context), n_new),
-        lambda: source.generate(settings.text, n_new, context),
+        lambda progress: source.generate(settings.text, n_new, context, progress=progress),
         t("generation.generating"),
     )
 except ModelUnavailableError as err:

@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from attnviz.app.loading import cached, current_record, require_source, result_cache
+from attnviz.app.loading import cached, cached_job, current_record, require_source, result_cache
 from attnviz.app.navigation import frame_settings
 from attnviz.app.widgets import plotly, show_error, show_info, table
 from attnviz.errors import ModelUnavailableError, ParityUnsupportedError
@@ -39,11 +39,11 @@ measure = cheap or st.toggle(
 )
 if measure:
     try:
-        outputs = cached(
+        outputs = cached_job(
             "head_outputs",
             settings.key(min(settings.max_tokens, head_roles.OUTPUT_TOKENS)),
-            lambda: head_roles.head_output_norms(source, settings.text, settings.max_tokens),
-            t("head_roles.measuring_outputs", seconds=seconds),
+            lambda progress: head_roles.head_output_norms(source, settings.text, settings.max_tokens, progress),
+            t("head_roles.measuring_outputs"),
         )
     except ParityUnsupportedError as err:
         show_info(msg("head_roles.dead_unsupported", error=err))
@@ -68,7 +68,11 @@ try:
 except ValueError as err:
     show_info(err)
     similarity = None
-if similarity is not None:
+
+
+@st.fragment
+def similar_heads(similarity) -> None:
+    """The similarity map and its groups: the threshold slider redraws this section only."""
     threshold = st.slider(
         t("head_roles.redundant_below"), 0.01, 1.0, head_roles.REDUNDANT_DISTANCE, 0.01, key="roles_threshold"
     )
@@ -79,6 +83,10 @@ if similarity is not None:
         st.markdown("\n".join(f"- {', '.join(similarity.label(i) for i in group)}" for group in groups))
     else:
         st.caption(t("head_roles.none_closer", threshold=threshold))
+
+
+if similarity is not None:
+    similar_heads(similarity)
 
 st.subheader(t("head_roles.across_prompts"))
 n_prompt_tokens = min(settings.max_tokens, head_roles.STABILITY_TOKENS)
@@ -93,10 +101,12 @@ if not texts:
     st.info(t("head_roles.type_a_prompt"))
 elif st.toggle(t("head_roles.stability_toggle", n=len(texts), runs=runs), key="roles_stability"):
     try:
-        stability = cached(
+        stability = cached_job(
             "role_stability",
             (settings.spec, tuple(texts), n_prompt_tokens, with_outputs),
-            lambda: head_roles.role_stability(source, texts, n_prompt_tokens, with_outputs=with_outputs),
+            lambda progress: head_roles.role_stability(
+                source, texts, n_prompt_tokens, with_outputs=with_outputs, progress=progress
+            ),
             t("head_roles.labelling_prompts"),
         )
         plotly(make_role_stability_figure(stability), key="roles_stability_fig")
@@ -133,11 +143,11 @@ if st.toggle(t("head_roles.sink_toggle"), key="roles_sink"):
                 st.warning(t("head_roles.sink_slow", seconds=seconds))
                 ready = st.button(t("head_roles.sink_run", seconds=seconds), key="roles_sink_run")
             if ready:
-                sinks = cached(
+                sinks = cached_job(
                     "sink_vs_length",
                     sink_key,
-                    lambda: head_roles.sink_vs_length(source, settings.text, tuple(lengths)),
-                    t("head_roles.sink_capturing", seconds=seconds),
+                    lambda progress: head_roles.sink_vs_length(source, settings.text, tuple(lengths), progress),
+                    t("head_roles.sink_capturing"),
                 )
                 plotly(make_sink_vs_length_figure(sinks), key="roles_sink_fig")
         except (ModelUnavailableError, ValueError) as err:

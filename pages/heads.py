@@ -7,19 +7,21 @@ the open head is kept in the link (``?layer=3&head=5``) so a shared link opens i
 import streamlit as st
 
 from attnviz.app import exports
-from attnviz.app.head_view import head_view
+from attnviz.app.head_view import head_view, show_token
 from attnviz.app.links import keep_layer_head_in_link, link_layer_head
 from attnviz.app.loading import current_record
 from attnviz.app.navigation import frame_settings
+from attnviz.app.search import new_focus, token_search
 from attnviz.app.widgets import export_menu, layer_head_picker, plotly
 from attnviz.core.token_display import markdown_text
-from attnviz.figures.base import head_label
-from attnviz.figures.heads import grid_show_labels, grid_show_options, grid_view, selected_tile
+from attnviz.figures.base import HEATMAP_SIDE_PX, head_label
+from attnviz.figures.heads import flag_names, grid_show_labels, grid_show_options, grid_view, selected_tile
 from attnviz.i18n.translate import t, tr
 from pages.widgets.heads import grid_figure, stats_section
 
 SQRT_BY_ITSELF_TOKENS = 128  # longer inputs are coloured by √weight unless the user turns it off
 TALL_GRID_LAYERS = 12  # above this many layers the grid is compact and the large view sits beside it
+BESIDE_GRID_SIDE = 480  # pixels a side of the large view beside the grid, so it fits its column square
 
 
 def open_head(layer: int, head: int | str) -> None:
@@ -80,21 +82,27 @@ if tall:  # beside the large view, half the width: always compact, or its tiles 
     cols[1].caption(t("heads.tall", n_layer=record.n_layer))
 else:
     compact = cols[1].toggle(t("heads.compact"), key="heads_compact")
-grid_area, view_area = st.columns(2, gap="medium") if tall else (st.container(), st.container())
+# the compact grid is narrow (a few hundred pixels for 10 heads); the large view beside it gets the wider share
+grid_area, view_area = st.columns([2, 3], gap="medium") if tall else (st.container(), st.container())
 with grid_area:
     plotly(
         grid_figure(key, gamma, record, show, compact), key="heads_grid", on_select="rerun", selection_mode=("points",)
     )
     if (shown := grid_view(record.statistics, record.n_layer, record.n_head, show)["shown"]) is not None:
         names = ", ".join(f"L{layer} {head_label(int(head))}" for layer, head in zip(*shown.nonzero(), strict=True))
-        flag = show.removeprefix("only heads flagged ")
+        flag = flag_names(show.removeprefix("only heads flagged "))
         st.caption(t("heads.flagged", n=int(shown.sum()), total=shown.size, flag=flag, names=names or t("heads.none")))
 
 with view_area:
     st.subheader(t("heads.large"))
     layer, head = layer_head_picker(record.n_layer, record.n_head, key="heads")
     keep_layer_head_in_link(layer, head)
-    drawn = head_view(record, layer, head, key="heads", gamma=gamma)
+    token_search(record.tokens, key="heads_search")
+    if (token := new_focus("heads")) is not None:  # a picked occurrence moves the window and the row to it
+        show_token(record, "heads", token)
+    drawn = head_view(
+        record, layer, head, key="heads", gamma=gamma, max_side=BESIDE_GRID_SIDE if tall else HEATMAP_SIDE_PX[1]
+    )
     export_menu(  # the head as drawn: the window at full resolution, and the pooled map above it on a long text
         "heads_head_export",
         tensors=exports.head_export(record, layer, head, drawn.rows, drawn.cols, pooled=drawn.pooled),

@@ -37,20 +37,33 @@ dtype = cols[2].selectbox(t("kv_cache.dtype"), KV_DTYPES, index=KV_DTYPES.index(
 group = cols[3].number_input(
     t("kv_cache.group"), 1, 4096, limits.KV_GROUP_SIZE, key="kv_group", help=t("kv_cache.group_help")
 )
-block = cols[4].selectbox(t("kv_cache.block"), [None, 16, 32, 64, 128, 256], format_func=block_label, key="kv_block")
+block = cols[4].selectbox(
+    t("kv_cache.block"),
+    [None, 16, 32, 64, 128, 256],
+    format_func=block_label,
+    key="kv_block",
+    help=t("kv_cache.block_help"),
+)
 est = estimate(cfg, batch, seq_len, dtype, group, block)
 if cfg.max_positions and seq_len > cfg.max_positions:
     st.warning(t("kv_cache.too_long", seq_len=seq_len, max_positions=cfg.max_positions))
 
 st.subheader(f"{tr(cfg.name, escape=markdown_text)}: {cfg.attention.upper()}")
 cols = st.columns(4)
-cols[0].metric(t("kv_cache.bytes_per_token"), f"{est.bytes_per_token:,}")
+cols[0].metric(t("kv_cache.bytes_per_token"), f"{est.bytes_per_token:,}", help=t("kv_cache.bytes_per_token_help"))
 cols[1].metric(t("kv_cache.total", batch=batch, seq_len=seq_len), human_bytes(est.total_bytes))
 weights = weight_bytes(cfg, "bf16")
 cols[2].metric(
     t("kv_cache.weights"), human_bytes(weights) if weights else t("kv_cache.unknown"), help=t("kv_cache.weights_help")
 )
-cols[3].metric(t("kv_cache.shape"), f"{cfg.n_layer} · {cfg.n_kv_head} · {cfg.head_dim}")
+if cfg.attention == "mla":  # what is stored: one latent and one RoPE key a token, shared by every head
+    cols[3].metric(
+        t("kv_cache.shape_mla"),
+        f"{cfg.n_layer} · {cfg.kv_lora_rank} · {cfg.qk_rope_head_dim}",
+        help=t("kv_cache.shape_mla_help"),
+    )
+else:
+    cols[3].metric(t("kv_cache.shape"), f"{cfg.n_layer} · {cfg.n_kv_head} · {cfg.head_dim}")
 table(kind_table(cfg, est, dtype, group), key="kv_kinds", headers=KIND_TABLE_HEADERS, hide_index=True, width="stretch")
 for note in cfg.notes:
     st.caption(tr(note, escape=markdown_text))

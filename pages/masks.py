@@ -3,17 +3,26 @@
 import streamlit as st
 
 from attnviz import settings as limits
-from attnviz.app.loading import cached, require_qk, require_source, require_text
+from attnviz.app.loading import cached, cached_job, require_qk, require_source, require_text, unknown_warning
 from attnviz.app.navigation import frame_settings
+from attnviz.app.search import focus_token, new_focus, token_search
 from attnviz.app.state import valid_choice
 from attnviz.app.widgets import layer_head_picker, plotly, show_error, table
-from attnviz.core.token_display import markdown_text
+from attnviz.core.token_display import markdown_text, plain_text
 from attnviz.errors import ModelUnavailableError
+from attnviz.figures.heads import make_row_figure
 from attnviz.figures.masks import make_difference_figure, make_leak_figure, make_mask_figure, make_masked_weights_figure
 from attnviz.i18n.message import msg
 from attnviz.i18n.translate import t, tr
 from attnviz.labs.masks.doctor import diagnose, parse_expect
-from attnviz.labs.masks.effects import blocked_by, describe_bug_effect, head_effect, leak_test, mask_digest
+from attnviz.labs.masks.effects import (
+    blocked_by,
+    describe_bug_effect,
+    head_effect,
+    leak_test,
+    mask_digest,
+    meant_keep,
+)
 from attnviz.labs.masks.gallery import TABLE_HEADERS as GALLERY_HEADERS
 from attnviz.labs.masks.gallery import gallery, gallery_table
 from pages.widgets.masks import lab_mask_input
@@ -26,11 +35,17 @@ require_qk(source)  # both recompute the weights from the model's q and k
 require_text(settings)
 n_tokens = min(settings.max_tokens, limits.MASK_TOKENS)
 try:
-    record = cached("record", settings.key(n_tokens), lambda: source.run(settings.text, n_tokens), t("masks.capturing"))
+    record = cached_job(
+        "record",
+        settings.key(n_tokens),
+        lambda progress: source.run(settings.text, n_tokens, progress=progress),
+        t("masks.capturing"),
+    )
 except (ModelUnavailableError, ValueError) as err:
     show_error(err)
     st.stop()
 T, labels = record.q_len, record.labels()
+unknown_warning(record.tokens, record.model_name)
 if T < 2:
     st.info(t("masks.too_short"))
     st.stop()
@@ -63,7 +78,7 @@ diagnosis = diagnose(lab.raw, convention=lab.convention, expect=expect, lengths=
 
 st.subheader(t("masks.one_head"))
 layer, head = layer_head_picker(record.n_layer, record.n_head, key="mask", with_mean=False)
-effect = head_effect(record, layer, head, lab.acting, lab.keep)
+effect = head_effect(record, layer, head, lab.acting, meant_keep(lab.keep, expect, lengths=lengths, side=lab.side))
 cols = st.columns(3)
 cols[0].metric(t("masks.leaked"), f"{effect.leaked:.3g}", help=t("masks.leaked_help"))
 cols[1].metric(t("masks.nan_rows"), len(effect.nan_rows), help=t("masks.nan_rows_help"))
@@ -80,23 +95,42 @@ with right:
     )
     plotly(make_difference_figure(effect.difference, labels, title=t("masks.fig_difference")), "mask_diff")
 st.caption(t("masks.head_caption", layer=layer, head=head, T=T, reference=tr(record.keys(layer).describe())))
+tokens = cached(  # the whole text, as the other pages read it: the search finds what lies beyond T too
+    "tokens", settings.key(), lambda: source.encode(settings.text, settings.max_tokens).tokens, t("search.reading")
+)
+token_search(tokens, key="mask_search")
+focus, picked = focus_token(), new_focus("mask")
+if focus is not None and focus < len(tokens) and not (focus < T and record.tokens[focus] == tokens[focus]):
+    st.info(t("search.beyond_mask_lab", index=focus, n=T))
+elif picked is not None:
+    st.session_state["mask_row"] = picked
+valid_choice("mask_row", range(T), 0)
+row = int(st.number_input(t("search.mask_row"), 0, T - 1, key="mask_row"))
+plotly(
+    make_row_figure(
+        effect.weights[row],
+        labels,
+        visible=lab.keep[row],
+        title=t("search.mask_row_with", row=row, token=plain_text(record.tokens[row].text)),
+    ),
+    "mask_row_fig",
+)
 
 st.subheader(t("masks.doctor"))
+convention_name = t(f"masks.convention_{diagnosis.convention}")  # keep, block or additive, in words
 if diagnosis.ok:
-    st.success(t("masks.no_problem", convention=diagnosis.convention, shape=list(diagnosis.shape)))
+    st.success(t("masks.no_problem", convention=convention_name, shape=list(diagnosis.shape)))
 else:
-    st.error(
-        t("masks.problems", n=len(diagnosis.problems), convention=diagnosis.convention, shape=list(diagnosis.shape))
-    )
+    st.error(t("masks.problems", n=len(diagnosis.problems), convention=convention_name, shape=list(diagnosis.shape)))
     for problem in diagnosis.problems:
         st.markdown(f"- **{problem.kind}** ({problem.count:,}): {tr(problem.message, escape=markdown_text)}")
 for note in diagnosis.notes:
     st.caption(tr(note, escape=markdown_text))
 
-leak = cached(
+leak = cached_job(
     "mask_leak",
     (*settings.key(n_tokens), mask_digest(lab.acting)),
-    lambda: leak_test(source, settings.text, n_tokens, lab.acting),
+    lambda progress: leak_test(source, settings.text, n_tokens, lab.acting, progress=progress),
     t("masks.leak_spinner"),
 )
 st.markdown(t("masks.leak_test", result=leak.describe()))
@@ -129,10 +163,10 @@ with right:
         make_masked_weights_figure(broken.weights, labels, ~blocked_by(bug.buggy), title=t("masks.fig_bug")),
         "mask_bug_fig",
     )
-bug_leak = cached(
+bug_leak = cached_job(
     "mask_leak",
     (*settings.key(n_tokens), mask_digest(bug.buggy)),
-    lambda: leak_test(source, settings.text, n_tokens, bug.buggy),
+    lambda progress: leak_test(source, settings.text, n_tokens, bug.buggy, progress=progress),
     t("masks.bug_leak_spinner"),
 )
 st.markdown(tr(describe_bug_effect(broken, bug_leak)))

@@ -4,7 +4,7 @@ import streamlit as st
 
 from attnviz import settings as limits
 from attnviz.app.head_view import head_view
-from attnviz.app.loading import cached, require_source
+from attnviz.app.loading import cached, readable_lines, require_source, unknown_warning
 from attnviz.app.navigation import frame_settings
 from attnviz.app.widgets import layer_head_picker, plotly, show_error
 from attnviz.core.token_display import plain_text
@@ -18,8 +18,8 @@ st.title(t("padding.title"))
 st.markdown(t("padding.intro"))
 settings = frame_settings()
 source = require_source(settings)
-if "pad_texts" not in st.session_state:
-    st.session_state.pad_texts = t("padding.default_sentences")  # three lengths, in the session's language
+if "pad_texts" not in st.session_state:  # three lengths, in the session's language, less any line the model cannot read
+    st.session_state.pad_texts = readable_lines(source, t("padding.default_sentences"), limits.PADDING_TOKENS)
 st.text_area(t("padding.sentences"), key="pad_texts", height=100)
 side_names = {"right": t("padding.right"), "left": t("padding.left")}
 side = st.radio(t("padding.pad_on_the"), SIDES, key="pad_side", horizontal=True, format_func=side_names.get)
@@ -43,6 +43,7 @@ except ModelUnavailableError as err:
     st.stop()
 if settings.max_tokens > limits.PADDING_TOKENS:
     st.caption(t("padding.cut", n=limits.PADDING_TOKENS))
+unknown_warning([token for r in batch.records for token in r.tokens], batch.records[0].model_name)
 token_rows = [[token.text for token in r.tokens] for r in batch.records]
 st.subheader(t("padding.mask_header"))
 st.caption(t("padding.mask_caption"))

@@ -3,7 +3,7 @@
 import streamlit as st
 
 from attnviz import settings as limits
-from attnviz.app.loading import cached, require_qk, require_source, require_text
+from attnviz.app.loading import cached, cached_job, require_qk, require_source, require_text, unknown_warning
 from attnviz.app.navigation import frame_settings
 from attnviz.app.widgets import layer_head_picker, plotly, show_error, table
 from attnviz.errors import ModelUnavailableError
@@ -17,6 +17,8 @@ from attnviz.figures.scaling import (
 from attnviz.i18n.translate import t
 from attnviz.labs import scaling
 
+PANEL_SIDE = 420  # pixels a side of each one-head panel, two to a row
+
 st.title(t("scaling.title"))
 st.markdown(t("scaling.intro"))
 settings = frame_settings()
@@ -26,16 +28,19 @@ require_text(settings)
 n_tokens = scaling.tokens_within_budget(source.n_layer, source.n_head, settings.max_tokens)
 key = settings.key(n_tokens)
 try:
-    record = cached("record", key, lambda: source.run(settings.text, n_tokens), t("scaling.capturing"))
-    rows = cached(
+    record = cached_job(
+        "record", key, lambda progress: source.run(settings.text, n_tokens, progress=progress), t("scaling.capturing")
+    )
+    rows = cached_job(
         "scaling",
         key,
-        lambda: scaling.scaling_rows(record, source.d_model, source.head_dim),
+        lambda progress: scaling.scaling_rows(record, source.d_model, source.head_dim, progress),
         t("scaling.recomputing"),
     )
 except (ModelUnavailableError, ValueError) as err:
     show_error(err)
     st.stop()
+unknown_warning(record.tokens, record.model_name)
 if n_tokens < settings.max_tokens and record.n_input_tokens > n_tokens:
     st.caption(
         t(
@@ -94,22 +99,19 @@ side = min(record.q_len, limits.SCALING_VIEW_TOKENS)
 labels = record.labels()[:side]
 shown = {**{kind: factors[kind] for kind in scaling.SCALE_KINDS}, "yours": factors["sqrt_dk"] * multiple}
 titles = {**scale_titles, "yours": f"{multiple:g} × 1/√d_k"}
-panels = st.columns(len(shown))
-for panel, (kind, factor) in zip(panels, shown.items(), strict=True):
+panels = [panel for _ in range(0, len(shown), 2) for panel in st.columns(2)]  # two a row: square, labelled cells
+for panel, (kind, factor) in zip(panels, shown.items(), strict=False):
     stats = scaling.head_row_stats(record, layer, head, factor, threshold)
     weights = scaling.head_under_scale(record, layer, head, factor, (0, side), (0, side))
     with panel:
         fig = make_head_heatmap_figure(
-            weights, labels, labels, title=titles[kind], mask=record.mask(layer, (0, side), (0, side))
+            weights,
+            labels,
+            labels,
+            title=titles[kind],
+            mask=record.mask(layer, (0, side), (0, side)),
+            max_side=PANEL_SIDE,
         )
-        fig.update_layout(
-            height=420,
-            margin={"t": 40},
-            xaxis={"showticklabels": False, "title": {"text": t("scaling.key_axis")}, "side": "bottom"},
-            yaxis={"showticklabels": side <= 40},
-        )
-        if kind != "yours":
-            fig.update_traces(showscale=False)  # one colour scale for all four: its bar is drawn once, on the right
         plotly(fig, key=f"scaling_head_{kind}")
         st.caption(
             t(

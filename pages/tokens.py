@@ -1,4 +1,10 @@
-"""Token view: one token's attention in every head of a layer, across layers, and as BertViz-style lines."""
+"""Token view: one token's attention in every head of a layer, across layers, and as BertViz-style lines.
+
+A long text is read a page of :data:`~attnviz.labs.token_view.WINDOW_TOKENS` tokens at a time, with the
+weight that lies off the page summed, beside an overview of the whole text pooled into bins.
+"""
+
+import functools
 
 import streamlit as st
 
@@ -6,20 +12,32 @@ from attnviz.app import exports
 from attnviz.app.links import keep_layer_head_in_link, link_layer_head
 from attnviz.app.loading import current_record, current_source
 from attnviz.app.navigation import frame_settings
+from attnviz.app.search import new_focus, token_search
 from attnviz.app.state import valid_choice
 from attnviz.app.widgets import plotly
 from attnviz.core.token_display import markdown_text
 from attnviz.figures.base import head_label
-from attnviz.figures.token_view import clicked_token, make_coloured_text_figure, make_line_view_figure
+from attnviz.figures.token_view import (
+    clicked_token,
+    make_coloured_text_figure,
+    make_line_view_figure,
+    make_pooled_overview_figure,
+    make_running_text_figure,
+    make_window_share_figure,
+)
 from attnviz.i18n.translate import t, tr
 from attnviz.labs import token_view
 
 
-def _pick_clicked() -> None:
-    """A click on a token of the coloured text chooses it."""
-    token = clicked_token(st.session_state.get("tokens_text"))
+def _pick_clicked(key: str) -> None:
+    """A click on a token of the coloured or running text chooses it."""
+    token = clicked_token(st.session_state.get(key))
     if token is not None:
         st.session_state["tokens_token"] = token
+
+
+def _turn_page(step: int, last: int) -> None:
+    st.session_state["tokens_page"] = min(last, max(0, st.session_state.get("tokens_page", 0) + step))
 
 
 st.title(t("tokens.title"))
@@ -33,14 +51,21 @@ if record.q_len < 2:
 
 texts = [tok.text for tok in record.tokens]
 n_tok = record.q_len
-# the last token to start with: in a decoder it sees the whole text (token 0 sees only itself)
+# the last token to start with, and again for each new text: in a decoder it sees the whole text (token 0
+# sees only itself), and an index kept from another text would name another token
+if st.session_state.get("tokens_text_seen") != (seen := hash((record.model_name, *texts))):
+    st.session_state["tokens_text_seen"] = seen
+    st.session_state["tokens_token"] = n_tok - 1
 valid_choice("tokens_token", range(n_tok), n_tok - 1)
 link_layer_head("tokens", range(record.n_layer), [*range(record.n_head), "mean"])
 st.caption(t("tokens.caption", model=markdown_text(record.model_name), mask=tr(record.mask_summary())))
 heads = [*range(record.n_head), "mean"]
 head_names = {h: head_label(h) for h in heads}  # made in this run, in the session's language
 
-cols = st.columns([2, 2, 1])
+token_search(record.tokens, key="tokens_search")
+if (found := new_focus("tokens")) is not None and 0 <= found < n_tok:  # a picked occurrence moves the token
+    st.session_state["tokens_token"] = found
+cols = st.columns([3, 3, 1, 2])
 token = cols[0].selectbox(
     t("tokens.token"), range(n_tok), key="tokens_token", format_func=lambda i: f"{i} {texts[i][:40]}"
 )
@@ -48,28 +73,75 @@ directions = {d: tr(token_view.direction_label(d)) for d in token_view.DIRECTION
 direction = cols[1].radio(t("tokens.direction"), list(directions), key="tokens_direction", format_func=directions.get)
 valid_choice("tokens_layer", range(record.n_layer), 0)
 layer = cols[2].selectbox(t("tokens.layer"), range(record.n_layer), key="tokens_layer", format_func=lambda i: f"L{i}")
+valid_choice("tokens_head", heads, 0)
+head = cols[3].selectbox(t("tokens.head"), heads, key="tokens_head", format_func=head_names.get)
 
-st.subheader(t("tokens.every_head"))
+# the page follows the token when it moves (picked, clicked or found); the buttons turn it in between
+size = token_view.WINDOW_TOKENS
+last_page = token_view.n_pages(n_tok, size) - 1
+if st.session_state.get("tokens_page_token") != token:
+    st.session_state["tokens_page_token"] = token
+    st.session_state["tokens_page"] = token_view.page_of(token, size)
+page = min(st.session_state.get("tokens_page", 0), last_page)
+start, stop = token_view.page_bounds(n_tok, page, size)
+shown = texts[start:stop]
+
 weights = token_view.token_weights(record, layer, token, direction)  # (n_head, T)
-fig = make_coloured_text_figure(weights, texts, focus=token)
+share = token_view.window_share(weights, start, stop)
+row = token_view.head_row(weights, head)  # (T,)
+row_share = token_view.window_share(row[None], start, stop)
 meta = exports.record_metadata(record, layer=layer, token=token, direction=direction)
+
+st.subheader(t("tokens.window", head=head_names[head]))
+if last_page > 0:
+    nav = st.columns([1, 4, 1], vertical_alignment="center")
+    nav[0].button(
+        t("tokens.previous"), key="tokens_prev", on_click=_turn_page, args=(-1, last_page), disabled=page == 0
+    )
+    nav[1].caption(t("tokens.page", first=start, last=stop - 1, n=n_tok, page=page + 1, pages=last_page + 1))
+    nav[2].button(
+        t("tokens.next"), key="tokens_next", on_click=_turn_page, args=(1, last_page), disabled=page == last_page
+    )
 plotly(
-    fig,
-    key="tokens_text",
-    tensors=exports.TensorExport.of({"weights": weights}, meta),
-    on_select=_pick_clicked,
+    make_running_text_figure(
+        row[start:stop],
+        shown,
+        focus=token,
+        first=start,
+        share=(float(row_share.before[0]), float(row_share.after[0])) if last_page > 0 else None,
+    ),
+    key="tokens_running",
+    on_select=functools.partial(_pick_clicked, "tokens_running"),
     selection_mode="points",
 )
+st.caption(t("tokens.window_caption"))
 
-st.subheader(t("tokens.across_layers"))
-valid_choice("tokens_head", heads, 0)
-head = st.selectbox(t("tokens.head"), heads, key="tokens_head", format_func=head_names.get)
+st.subheader(t("tokens.every_head"))
+plotly(
+    make_coloured_text_figure(weights[:, start:stop], shown, focus=token, first=start),
+    key="tokens_text",
+    tensors=exports.TensorExport.of({"weights": weights}, meta),
+    on_select=functools.partial(_pick_clicked, "tokens_text"),
+    selection_mode="points",
+)
+if last_page > 0:
+    head_rows = [head_names[h] for h in range(record.n_head)]
+    plotly(make_window_share_figure(share, head_rows, title=t("tokens.share_title")), key="tokens_share")
+    st.subheader(t("tokens.overview"))
+    pooled = token_view.pooled_overview(token_view.heads_and_mean(weights))  # (n_head + 1, n_bin)
+    plotly(
+        make_pooled_overview_figure(pooled, [*head_rows, head_names["mean"]], window=(start, stop), focus=token),
+        key="tokens_overview",
+    )
+    st.caption(t("tokens.overview_caption", b=pooled.bin_size, n=n_tok))
+
+st.subheader(t("tokens.across_layers", head=head_names[head]))
 layers = token_view.across_layers(record, token, direction)  # (n_layer, n_head, T)
 rows = layers.nanmean(dim=1) if head == "mean" else layers[:, int(head)]  # (n_layer, T)
 names = [f"L{i}" for i in range(record.n_layer)]
 keep_layer_head_in_link(layer, head)
 plotly(
-    make_coloured_text_figure(rows, texts, focus=token, row_names=names),
+    make_coloured_text_figure(rows[:, start:stop], shown, focus=token, first=start, row_names=names),
     key="tokens_layers",
     tensors=exports.TensorExport.of({"weights": layers}, {**meta, "head_shown": str(head)}),
 )
@@ -85,15 +157,25 @@ with st.expander(t("tokens.several")):
     )
     if chosen:
         combined = token_view.selected_tokens(record, layer, chosen, reduce, direction)
-        plotly(make_coloured_text_figure(combined, texts), key="tokens_several_fig")
+        plotly(make_coloured_text_figure(combined[:, start:stop], shown, first=start), key="tokens_several_fig")
 
 st.subheader(t("tokens.lines"))
 if n_tok > token_view.LINE_VIEW_TOKENS:
     st.caption(t("tokens.lines_limit", limit=token_view.LINE_VIEW_TOKENS))
 else:
-    only = st.toggle(t("tokens.only_chosen"), key="tokens_lines_focus", value=True)
+    cols = st.columns(2, vertical_alignment="bottom")
+    line_heads = ["all", *range(record.n_head)]
+    valid_choice("tokens_lines_head", line_heads, "all")
+    only_head = cols[0].selectbox(
+        t("tokens.lines_heads"),
+        line_heads,
+        key="tokens_lines_head",
+        format_func=lambda h: t("tokens.lines_all") if h == "all" else head_names[h],
+    )
+    only = cols[1].toggle(t("tokens.only_chosen"), key="tokens_lines_focus", value=True)
     full = token_view.layer_weights(record, layer)  # (n_head, T, T)
-    lines = make_line_view_figure(full, texts, focus=token if only else None, direction=direction)
+    heads_on = None if only_head == "all" else [int(only_head)]
+    lines = make_line_view_figure(full, texts, heads_on, focus=token if only else None, direction=direction)
     plotly(lines, key="tokens_lines", tensors=exports.TensorExport.of({"weights": full}, meta))
     st.caption(t("tokens.lines_caption"))
 

@@ -19,6 +19,7 @@ OPTIMISERS = ("sgd", "adam")
 
 st.title(t("training.title"))
 st.markdown(t("training.intro"))
+st.caption(t("training.own_inputs"))  # the sidebar's text and model play no part here: say so before anything runs
 frame_settings()
 
 

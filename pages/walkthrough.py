@@ -5,7 +5,7 @@ import streamlit as st
 from attnviz import settings as limits
 from attnviz.app import exports
 from attnviz.app.links import keep_layer_head_in_link, link_layer_head
-from attnviz.app.loading import cached, require_source, require_text
+from attnviz.app.loading import cached_job, require_source, require_text
 from attnviz.app.navigation import frame_settings
 from attnviz.app.widgets import export_menu, layer_head_picker, plotly, show_error, show_info
 from attnviz.core.token_display import markdown_text
@@ -15,7 +15,7 @@ from attnviz.figures.walkthrough import make_step_figure
 from attnviz.i18n.message import msg
 from attnviz.i18n.translate import t, tr
 from attnviz.labs.walkthrough import views
-from attnviz.labs.walkthrough.steps import walk as walk_layer
+from attnviz.labs.walkthrough.steps import walk_source
 
 st.title(t("walkthrough.title"))
 st.markdown(t("walkthrough.intro"))
@@ -36,10 +36,10 @@ view = st.radio(
 )
 n_tokens = min(settings.max_tokens, limits.PARITY_TOKENS)
 try:
-    walk = cached(
+    walk = cached_job(
         "walkthrough",
         (*settings.key(n_tokens), layer),  # the steps' sentences are messages: one walk serves every language
-        lambda: walk_layer(source.attention_layer(settings.text, n_tokens, layer)),
+        lambda progress: walk_source(source, settings.text, n_tokens, layer, progress),
         t("walkthrough.running"),
     )
 except ParityUnsupportedError as err:

@@ -37,15 +37,15 @@ def free_port() -> int:
 
 
 @contextmanager
-def streamlit_server(timeout: float = 90.0) -> Iterator[str]:
-    """Run ``streamlit run app.py`` on a free port; yield its base URL."""
+def streamlit_server(timeout: float = 90.0, script: str = "app.py") -> Iterator[str]:
+    """Run ``streamlit run app.py`` (or ``script``, e.g. ``serve.py``) on a free port; yield its base URL."""
     port = free_port()
     cmd = [
         sys.executable,
         "-m",
         "streamlit",
         "run",
-        str(ROOT / "app.py"),
+        str(ROOT / script),
         "--server.port",
         str(port),
         "--server.address",

@@ -9,6 +9,7 @@ the catalogues).
 from __future__ import annotations
 
 import argparse
+import re
 
 from attnviz.i18n.catalogue import catalogue
 from attnviz.models.hf.bundled import BUNDLED
@@ -29,7 +30,8 @@ LONG_TEXT = (
     "注意力机制让每个词都能看到句子里的其他词。 The cat sat on the mat because it was tired. "
 ) * 260  # over 8,192 SmolLM2 tokens
 # name -> (page path, sidebar choices (selectbox label, option) or (input label, value), charts to wait for,
-#          a button or toggle to press first or None, where to scroll for the shot or None)
+#          a button or toggle to press first, ("search", query) to find a token first, or None,
+#          where to scroll for the shot or None)
 SHOTS = {
     "overview": ("", [], 0, None, None),
     "heads": ("heads", [], 3, None, None),
@@ -45,10 +47,25 @@ SHOTS = {
     "parity-smollm2": ("parity", SMOLLM2, 3, None, None),
     "generation-smollm2": ("generation", [*SMOLLM2, ("Text to analyse", "The capital of France is")], 2, None, None),
     "padding": ("padding", [], 4, None, None),
-    "cost": ("cost", [], 3, "Measure on this machine (about 10 s)", None),
-    "masks-smollm2": ("masks", SMOLLM2, 7, None, None),
+    "cost": ("cost", [], 3, "Measure on this machine (a progress bar shows the time left)", None),
+    "masks-smollm2": ("masks", SMOLLM2, 8, None, None),
     "kv-cache": ("kv_cache", [], 4, None, None),
-    "tokens": ("tokens", [], 3, None, None),
+    "tokens": ("tokens", [], 4, None, None),
+    # the same long text and settings as heads-smollm2-8192: the server's cached record, no second capture
+    "heads-search-smollm2-8192": (
+        "heads",
+        [*SMOLLM2, ("Max tokens", "8192"), ("Text to analyse", LONG_TEXT)],
+        5,
+        ("search", "tired"),
+        "Find a token",
+    ),
+    "tokens-smollm2-8192": (
+        "tokens",
+        [*SMOLLM2, ("Max tokens", "8192"), ("Text to analyse", LONG_TEXT)],
+        4,
+        ("search", "tired"),
+        None,
+    ),
     "head-roles-smollm2": ("head_roles", SMOLLM2, 2, None, None),
     "scaling-smollm2": ("scaling", SMOLLM2, 8, None, None),
     "walkthrough-smollm2": ("walkthrough", SMOLLM2, 0, None, None),  # 11 tokens: tables of numbers, no charts
@@ -97,6 +114,16 @@ def press(page, label: str) -> None:
     target.click()
 
 
+def search(page, query: str, lang: str) -> None:
+    """Type ``query`` into the page's token search and pick its first occurrence, as a user does."""
+    box = page.get_by_label(localised("Find a token", lang), exact=True)
+    box.fill(query)
+    box.press("Enter")
+    wait_until_idle(page, TIMEOUT_MS)
+    page.get_by_role("button", name=re.compile(r"^\d+: ")).first.click()
+    wait_until_idle(page, TIMEOUT_MS)
+
+
 def take(browser, url: str, name: str, height: int = 2300, lang: str = "en") -> None:
     path, values, charts, button, scroll_to = SHOTS[name]
     context = browser.new_context(viewport={"width": 1400, "height": height})
@@ -109,7 +136,11 @@ def take(browser, url: str, name: str, height: int = 2300, lang: str = "en") -> 
             choose_sidebar_option(page, localised(label, lang), value)
         else:
             set_sidebar_value(page, localised(label, lang), value, timeout_ms=TIMEOUT_MS)
-    if button:
+    if isinstance(button, tuple):  # ("search", query): find a token and go there
+        if charts:
+            wait_for_charts(page, charts, TIMEOUT_MS)
+        search(page, button[1], lang)
+    elif button:
         press(page, localised(button, lang))
         wait_until_idle(page, TIMEOUT_MS)
     if charts:

@@ -15,7 +15,7 @@ from torch import Tensor
 
 from attnviz.app.widgets import plotly
 from attnviz.core.token_display import plain_text
-from attnviz.figures.base import head_label, make_head_heatmap_figure
+from attnviz.figures.base import HEATMAP_SIDE_PX, head_label, make_head_heatmap_figure
 from attnviz.figures.heads import make_pooled_head_figure, make_row_figure
 from attnviz.i18n.translate import t
 from attnviz.models.record import AttentionRecord, Head
@@ -43,6 +43,19 @@ def resolution_note(record: AttentionRecord) -> str:
     return t("views.pooled", q_len=record.q_len, q_cells=-(-record.q_len // b), k_cells=-(-record.k_len // b), b=b)
 
 
+def show_token(record: AttentionRecord, key: str, index: int) -> None:
+    """Move the view under ``key`` to token ``index`` (call before :func:`head_view` draws): the full-resolution
+    window centred on it (both axes, so on a causal model the keys it sees lie beside it) and the one query row
+    on it. A head drawn whole needs no moving."""
+    if record.full_view or not 0 <= index < record.q_len:
+        return
+    side = int(st.session_state.get(f"{key}_side", WINDOW_SIDES[1]))
+    st.session_state[f"{key}_q0"] = max(0, min(index - side // 2, record.q_len - side))
+    st.session_state[f"{key}_k0"] = max(0, min(index - side // 2, record.k_len - side))
+    st.session_state[f"{key}_row"] = index
+    st.session_state.pop(f"{key}_row_auto", None)  # a row chosen: it no longer follows the window
+
+
 def head_view(
     record: AttentionRecord,
     layer: int,
@@ -52,8 +65,13 @@ def head_view(
     gamma: float = 1.0,
     labels: list[str] | None = None,
     title: str | None = None,
+    max_side: int = HEATMAP_SIDE_PX[1],
 ) -> DrawnHead:
-    """One head drawn large: whole at full resolution when it fits, else pooled with a zoom to full resolution."""
+    """One head drawn large: whole at full resolution when it fits, else pooled with a zoom to full resolution.
+
+    Each map is at most ``max_side`` pixels a side (a page that draws the head in a narrow column asks for less).
+    The one-query-row view follows the window's last row (a decoder's row 0 sees only itself) until the reader picks
+    a row."""
     whole = None if labels else record.labels(full=True)  # whole tokens on hover where the axis labels are cut
     labels = labels or record.labels()
     title = title or f"L{layer} {head_label(head)}"
@@ -62,7 +80,15 @@ def head_view(
             record, layer, head, (0, record.q_len), record.weights(layer, head), labels, record.mask(layer), whole
         )
         fig = make_head_heatmap_figure(
-            weights, labels, k_labels, title=title, gamma=gamma, mask=mask, q_hover=whole, k_hover=k_hover
+            weights,
+            labels,
+            k_labels,
+            title=title,
+            gamma=gamma,
+            mask=mask,
+            q_hover=whole,
+            k_hover=k_hover,
+            max_side=max_side,
         )
         plotly(fig, key=f"{key}_large")
         st.caption(resolution_note(record))
@@ -76,7 +102,14 @@ def head_view(
     else:
         pooled_title = t("views.pooled_title_mean", title=title)
     fig = make_pooled_head_figure(
-        pooled, record.bin_size, record.q_len, record.k_len, title=pooled_title, gamma=gamma, kind=kind
+        pooled,
+        record.bin_size,
+        record.q_len,
+        record.k_len,
+        title=pooled_title,
+        gamma=gamma,
+        kind=kind,
+        max_side=max_side,
     )
     event = plotly(fig, key=f"{key}_pooled", on_select="rerun", selection_mode=("box",))
     box = _selected_box(event)
@@ -119,9 +152,15 @@ def head_view(
         mask=mask,
         q_hover=whole and whole[rows[0] : rows[1]],
         k_hover=k_hover,
+        max_side=max_side,
     )
     plotly(fig, key=f"{key}_window")
-    row = st.number_input(t("views.one_row"), 0, record.q_len - 1, key=f"{key}_row")
+    row_key, auto_key = f"{key}_row", f"{key}_row_auto"
+    # the row follows the window while it holds the value last put there for it; one the reader (or a search) chose stays
+    current = st.session_state.get(row_key)
+    if current is None or current == st.session_state.get(auto_key) or current >= record.q_len:
+        st.session_state[row_key] = st.session_state[auto_key] = default_row(rows)
+    row = st.number_input(t("views.one_row"), 0, record.q_len - 1, key=row_key, help=t("views.one_row_help"))
     weights = record.weights(layer, head, (int(row), int(row) + 1), (0, record.k_len))[0]
     plotly(
         make_row_figure(
@@ -130,6 +169,12 @@ def head_view(
         key=f"{key}_row_fig",
     )
     return DrawnHead(rows, cols_, pooled, kind)
+
+
+def default_row(rows: tuple[int, int]) -> int:
+    """The query row the one-row view shows until the reader picks one: the window's last (rows are [start, end)),
+    the row there that sees the most keys under a causal mask, where row 0 sees only itself."""
+    return max(rows[0], rows[1] - 1)
 
 
 def with_sink_column(

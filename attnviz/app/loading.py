@@ -17,16 +17,20 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from collections.abc import Callable
+from typing import Any
 
 import streamlit as st
 
 from attnviz import settings
 from attnviz.app import hosted
 from attnviz.app.cache import BoundedCache
+from attnviz.app.progress import progress_bar
 from attnviz.app.state import Settings
 from attnviz.app.widgets import show_error
 from attnviz.core.budget import request_cost
 from attnviz.core.capture import predicted_nbytes
+from attnviz.core.progress import NO_PROGRESS, Progress
 from attnviz.core.token_display import markdown_text, typed_special
 from attnviz.errors import ModelUnavailableError
 from attnviz.i18n.message import msg
@@ -68,6 +72,17 @@ def cached(kind: str, key: tuple, compute, spinner: str):
         return cache.get_or_compute((kind, key), compute)
     with st.spinner(spinner):
         return cache.get_or_compute((kind, key), compute)
+
+
+def cached_job(kind: str, key: tuple, job: Callable[[Progress], Any], title: str) -> Any:
+    """A large result by (kind, key), computed once per process by ``job(progress)`` under a progress bar
+    titled ``title``: its stages, counts and the time left, as the job reports them. The reporter is no part
+    of the key: a cached result is handed back without running anything."""
+    cache = result_cache()
+    if (kind, key) in cache:
+        return cache.get_or_compute((kind, key), lambda: job(NO_PROGRESS))
+    with progress_bar(title) as progress:
+        return cache.get_or_compute((kind, key), lambda: job(progress))
 
 
 def source_for(spec: SourceSpec) -> AttentionSource | None:
@@ -144,10 +159,10 @@ def fits_the_cache(source: AttentionSource, settings_: Settings) -> bool:
 
 def record_for(source: AttentionSource, settings_: Settings) -> AttentionRecord:
     """The capture of the sidebar's text, from the shared cache."""
-    return cached(
+    return cached_job(
         "record",
         settings_.key(),
-        lambda: source.run(settings_.text, settings_.max_tokens),
+        lambda progress: source.run(settings_.text, settings_.max_tokens, progress=progress),
         t("sources.capturing"),
     )
 
@@ -195,12 +210,41 @@ def current_record(settings_: Settings) -> AttentionRecord | None:
 LONG_TOKENS_LISTED = 20  # cut tokens listed whole under the chart
 
 
+def unknown_share(tokens) -> tuple[int, int]:
+    """(unknown, real): how many of the text's own tokens (specials and pads left out) are the unknown token."""
+    real = [token for token in tokens if not token.special and not token.pad]
+    return sum(token.unknown for token in real), len(real)
+
+
+def unknown_warning(tokens, model_name: str) -> bool:
+    """Warn when the model's tokenizer read much of the text as its unknown token, and name a model that reads it;
+    True when it warned. For every page that reads a text, the record's tokens or a batch's together."""
+    if mostly_unknown(tokens):
+        unknown, n = unknown_share(tokens)
+        st.warning(t("views.unknown_tokens", model=markdown_text(model_name), unknown=unknown, n=n))
+        return True
+    return False
+
+
+def mostly_unknown(tokens) -> bool:
+    """Whether the model's tokenizer read ``tokens``' text as its unknown token at least as often as the warning
+    asks (:data:`attnviz.settings.UNKNOWN_SHARE_WARNING`)."""
+    unknown, n = unknown_share(tokens)
+    return bool(n) and unknown / n >= settings.UNKNOWN_SHARE_WARNING
+
+
+def readable_lines(source: AttentionSource, text: str, max_tokens: int) -> str:
+    """``text`` without the lines ``source`` reads mostly as its unknown token (a page's Chinese example line on
+    MiniLM), while at least two lines are left; else ``text`` as it is."""
+    lines = text.splitlines()
+    kept = [line for line in lines if not mostly_unknown(source.encode(line, max_tokens).tokens)]
+    return "\n".join(kept) if len(kept) >= 2 else text
+
+
 def coverage_warning(record: AttentionRecord) -> None:
-    """Warn when the model's tokenizer read much of the text as its unknown token, and name a model that reads it."""
-    real = [token for token in record.tokens if not token.special and not token.pad]
-    unknown = sum(token.unknown for token in real)
-    if real and unknown / len(real) >= settings.UNKNOWN_SHARE_WARNING:
-        st.warning(t("views.unknown_tokens", model=markdown_text(record.model_name), unknown=unknown, n=len(real)))
+    """Warn when the model's tokenizer read much of the text as its unknown token (:func:`unknown_warning`), and
+    list the tokens too long for an axis label."""
+    unknown_warning(record.tokens, record.model_name)
     cut = cut_tokens(record.tokens)
     if cut:
         if len(cut) > 1:

@@ -24,15 +24,28 @@ from attnviz.models.registry import EMBEDDED, SourceSpec
 ALLOW_PICKLE = "--allow-pickle" in sys.argv[1:]
 
 EXAMPLE_KEYS = dict(zip(settings.EXAMPLES, ("en_cat", "en_pronouns", "zh_cat", "zh_attention", "mixed"), strict=True))
+CUSTOM_TEXT = "custom"  # the Example box's entry for a text that is none of the examples (typed or from a link)
 
 
 def example_name(name: str) -> str:
     """An example's name in the session's language (the option value stays the English name)."""
+    if name == CUSTOM_TEXT:
+        return t("examples.custom")
     return t(f"examples.{EXAMPLE_KEYS[name]}")
+
+
+def example_for(text: str, chosen: str) -> str:
+    """What the Example box says for ``text``: the chosen example while the text is still its text, else the example
+    whose text it is (a link to one), else :data:`CUSTOM_TEXT`."""
+    if settings.EXAMPLES.get(chosen) == text:
+        return chosen
+    return next((name for name, example in settings.EXAMPLES.items() if example == text), CUSTOM_TEXT)
 
 
 def _use_example() -> None:
     """Put the example in the text box; a Chinese example switches MiniLM, which reads almost no Chinese, to SmolLM2."""
+    if st.session_state.example == CUSTOM_TEXT:  # nothing to put there: the text stays the reader's
+        return
     st.session_state.text = settings.EXAMPLES[st.session_state.example]
     if st.session_state.example in settings.CHINESE_EXAMPLES and st.session_state.get("model") == "minilm":
         st.session_state.model = settings.CHINESE_MODEL
@@ -67,12 +80,14 @@ def sidebar() -> Settings:
     link_settings()
     with st.sidebar:
         st.header(t("sidebar.text_header"))
+        st.session_state.example = example_for(st.session_state.text, st.session_state.example)
+        options = [*settings.EXAMPLES, CUSTOM_TEXT]
         st.selectbox(
             t("sidebar.example"),
-            list(settings.EXAMPLES),
+            options,
             key="example",
             on_change=_use_example,
-            format_func={name: example_name(name) for name in settings.EXAMPLES}.get,  # this run's language
+            format_func={name: example_name(name) for name in options}.get,  # this run's language
         )
         st.text_area(t("sidebar.text"), key="text", height=110)
         _bounded_input(

@@ -17,7 +17,7 @@ import streamlit as st
 from attnviz.app import exports
 from attnviz.app.state import valid_choice
 from attnviz.core.token_display import markdown_text
-from attnviz.figures.base import head_label
+from attnviz.figures.base import head_label, upright_axis_titles
 from attnviz.i18n.message import Text
 from attnviz.i18n.translate import t, tr
 from attnviz.models.record import Head
@@ -52,15 +52,19 @@ def plotly(fig: go.Figure, key: str, *, tensors=None, **kwargs):
     """Render a figure at full width with a stable key, an Export menu under it; returns the selection event when
     asked for one.
 
-    The modebar's camera saves an SVG at the figure's size, named after ``key`` (the menu switches it to PNG);
+    A figure that sets its own width (a heatmap with square cells) is drawn that wide, or as wide as the column
+    where that is narrower; any other fills the column. The modebar's camera saves an SVG at the figure's size,
+    named after ``key`` (the menu switches it to PNG);
     the menu also offers the figure as offline HTML and, given ``tensors`` (an
     :class:`attnviz.app.exports.TensorExport`), the tensors it draws. Chart and menu share a container, so a
     placeholder (``st.empty``) holding the chart holds both.
     """
+    fig = upright_axis_titles(fig)  # Chinese axis titles written across, not laid on their side
     fmt = st.session_state.get(f"{key}_image_format")
     config = exports.chart_config(fig, key, fmt if fmt in exports.IMAGE_FORMATS else "svg")
+    width = "content" if fig.layout.width else "stretch"  # a figure sized to its plot keeps that size where it fits
     with st.container():
-        event = st.plotly_chart(fig, key=key, width="stretch", config=config, **kwargs)
+        event = st.plotly_chart(fig, key=key, width=width, config=config, **kwargs)
         export_menu(key, fig=fig, tensors=tensors)
     return event
 

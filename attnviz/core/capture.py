@@ -31,7 +31,7 @@ very pass that produced the model's outputs.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import torch
@@ -56,7 +56,8 @@ POOL_SIDE = 256  # pooled maps have at most this many cells a side (the pooled l
 GRID_SIDE = 64  # ... and this many when only the grid's tiles need them
 FULL_VIEW_TOKENS = 384  # up to this many tokens a head is drawn whole at full resolution (589 kB of float32)
 POOL_CELL_BUDGET = 24 * 2**20  # cells per pooled-map kind over all heads of all layers (96 MB in float32)
-CHUNK_ELEMENTS = 2**22  # scores held at once on a CPU: n_head x chunk rows x keys (16 MB in float32)
+CHUNK_ELEMENTS = 2**23  # scores held at once on a CPU: n_head x chunk rows x keys (32 MB in float32)
+CPU_CHUNK_ROWS = 128  # ... and at most this many rows: past ~100 rows a chunk no longer gets faster on a CPU
 DEVICE_CHUNK_ELEMENTS = 2**26  # on an accelerator, fewer and larger chunks keep kernel launches few (256 MB)
 WINDOW_CELLS = 512 * 512  # the largest full-resolution window produced on demand, per head
 
@@ -143,6 +144,24 @@ def _scores(q: Tensor, k: Tensor, scale: float, softcap: float | None) -> Tensor
     return scores
 
 
+def _scores_into(buffer: Tensor, q: Tensor, k_t: Tensor, scale: float, softcap: float | None) -> Tensor:
+    """:func:`_scores` written into ``buffer`` (flat, float32, at least n_head·C·W): q (n_head, C, hd) x
+    k_t (n_kv_head, hd, W), k already transposed -> (n_head, C, W), a view of ``buffer``.
+
+    The same matmul and scaling as :func:`attention_scores`, without allocating a
+    chunk's scores anew: fresh pages for every chunk cost as much as the exp.
+    """
+    n_head, chunk, head_dim = q.shape
+    n_kv_head, width = k_t.shape[0], k_t.shape[-1]
+    n_rep = group_size(n_head, n_kv_head)
+    grouped = buffer[: n_head * chunk * width].view(n_kv_head, n_rep * chunk, width)
+    torch.matmul(q.float().reshape(n_kv_head, n_rep * chunk, head_dim), k_t, out=grouped).mul_(scale)
+    scores = grouped.view(n_head, chunk, width)  # (n_head, C, W)
+    if softcap is not None:
+        scores.div_(softcap).tanh_().mul_(softcap)
+    return scores
+
+
 def _masked_parts(keys: KeyRanges, r0: int, r1: int, a0: int, a1: int) -> list[tuple[int, int]]:
     """Column ranges (relative to a0) of the window a0..a1-1 that may hold masked cells for rows r0..r1-1.
 
@@ -177,51 +196,100 @@ def _fill_dead_rows(rows: dict[str, Tensor], r0: int, r1: int, q_pos: Tensor) ->
         rows[SINK_STAT][:, r0:r1] = 1.0
 
 
-def _pool_keys(w: Tensor, b: int) -> tuple[Tensor, Tensor]:
-    """Max and sum over each run of ``b`` keys: (h, C, W) -> (h, C, ceil(W / b)) each; the last run may be short."""
-    full = w.shape[-1] // b * b
-    runs = w[..., :full].unflatten(-1, (full // b, b))  # (h, C, W // b, b), a view
-    maxima, sums = [runs.amax(dim=-1)], [runs.sum(dim=-1)]
-    if full < w.shape[-1]:
-        maxima.append(w[..., full:].amax(dim=-1, keepdim=True))
-        sums.append(w[..., full:].sum(dim=-1, keepdim=True))
-    return torch.cat(maxima, dim=-1), torch.cat(sums, dim=-1)
+def _pool_keys(x: Tensor, b: int, reduce: str) -> Tensor:
+    """Max or sum (``reduce``) over each run of ``b`` keys: (h, R, W) -> (h, R, ceil(W / b)); the last run may be short."""
+    full = x.shape[-1] // b * b
+    runs = x[..., :full].unflatten(-1, (full // b, b))  # (h, R, W // b, b), a view
+    parts = [runs.amax(dim=-1) if reduce == "max" else runs.sum(dim=-1)]
+    if full < x.shape[-1]:
+        tail = x[..., full:]
+        parts.append(tail.amax(dim=-1, keepdim=True) if reduce == "max" else tail.sum(dim=-1, keepdim=True))
+    return torch.cat(parts, dim=-1) if len(parts) > 1 else parts[0]
 
 
 def _row_bins(x: Tensor, r0: int, b: int) -> Tensor:
-    """Rows r0.. of (h, C, Wb) grouped into their bins of ``b``: (h, n_bins, b, Wb); rows outside the chunk weigh 0."""
+    """Rows r0.. of (h, C, W) grouped into their bins of ``b``: (h, n_bins, b, W); rows outside the chunk weigh 0.
+
+    A chunk that starts and ends on bin edges is a view, with no copy.
+    """
     top, bottom = r0 % b, -(r0 + x.shape[1]) % b
-    padded = F.pad(x, (0, 0, top, bottom))
+    padded = F.pad(x, (0, 0, top, bottom)) if top or bottom else x
     return padded.view(x.shape[0], padded.shape[1] // b, b, x.shape[-1])
+
+
+def _pool_rows(w: Tensor, r0: int, b: int, reduce: str) -> Tensor:
+    """Max or sum (``reduce``) over each bin of ``b`` rows: (h, C, W) -> (h, n_bins, W).
+
+    Rows first, then keys: across rows the reduction runs along the contiguous
+    key axis, vectorised, and leaves b times less for the short runs of keys.
+    """
+    bins = _row_bins(w, r0, b)  # (h, n_bins, b, W)
+    return bins.amax(dim=2) if reduce == "max" else bins.sum(dim=2)
+
+
+def _near_band(q_pos: Tensor, a0: int, width: int) -> tuple[int, int]:
+    """Columns (relative to a0) of the keys between a chunk's first and last query position: weighted cell by cell."""
+    first, last = int(q_pos[0]), int(q_pos[-1])
+    return min(max(first - a0, 0), width), min(max(last + 1 - a0, 0), width)
+
+
+def _far_columns(q_pos: Tensor, a0: int, width: int, device) -> Tensor:
+    """(W, 4): for the keys before the near band, 1 and first - j; for those after it, 1 and j - last; else 0.
+
+    Weights times these columns give Σw and Σ w·(first - j) before the band and
+    the mirror image after it: terms that are never negative, so nothing large cancels.
+    """
+    first, last = int(q_pos[0]), int(q_pos[-1])
+    near_lo, near_hi = _near_band(q_pos, a0, width)
+    k_pos = torch.arange(a0, a0 + width, device=device, dtype=torch.float32)  # (W,)
+    cols = torch.zeros(width, 4, device=device)
+    cols[:near_lo, 0] = 1.0
+    cols[:near_lo, 1] = first - k_pos[:near_lo]
+    cols[near_hi:, 2] = 1.0
+    cols[near_hi:, 3] = k_pos[near_hi:] - last
+    return cols
+
+
+def _distance_from(w: Tensor, q_pos: Tensor, a0: int, far: Tensor) -> Tensor:
+    """Σ_j w·|i - j| per row from ``far`` (n_head, C, 4), the weights times :func:`_far_columns`, and the near band."""
+    first, last = int(q_pos[0]), int(q_pos[-1])
+    near_lo, near_hi = _near_band(q_pos, a0, w.shape[-1])
+    qf = q_pos.float()
+    total = (qf - first) * far[..., 0] + far[..., 1] + (last - qf) * far[..., 2] + far[..., 3]
+    if near_hi > near_lo:
+        k_pos = torch.arange(a0 + near_lo, a0 + near_hi, device=w.device, dtype=torch.float32)
+        distance = (qf[:, None] - k_pos[None, :]).abs()  # (C, near)
+        total = total + (w[..., near_lo:near_hi] * distance).sum(dim=-1)
+    return total
 
 
 def _mean_distance(w: Tensor, q_pos: Tensor, a0: int) -> Tensor:
     """Σ_j w·|i - j| for each row: w (n_head, C, W) over keys a0.., q_pos (C,) -> (n_head, C).
 
     Keys before the chunk's first position d0 are summed as (i - d0)·Σw + Σ w·(d0 - j),
-    and keys after its last position as the mirror image: two matvecs of
+    and keys after its last position as the mirror image: one matmul of
     non-negative terms, so nothing large cancels. Only the C x C block around
     the diagonal is weighted cell by cell. (i·Σw - Σ w·j in one matvec loses a
     previous-token head's distance of 1 to float32 cancellation at long inputs.)
     """
-    n_head, chunk, width = w.shape
-    first, last = int(q_pos[0]), int(q_pos[-1])
-    near_lo, near_hi = min(max(first - a0, 0), width), min(max(last + 1 - a0, 0), width)
-    k_pos = torch.arange(a0, a0 + width, device=w.device, dtype=torch.float32)  # (W,)
-    qf = q_pos.float()
-    total = torch.zeros(n_head, chunk, device=w.device)
-    if near_lo > 0:  # keys before the chunk's first position: weight and weighted distance in one matvec
-        ones = torch.ones(near_lo, device=w.device)
-        left = w[..., :near_lo] @ torch.stack([ones, first - k_pos[:near_lo]], dim=-1)  # (n_head, C, 2)
-        total += (qf - first) * left[..., 0] + left[..., 1]
-    if near_hi > near_lo:
-        distance = (qf[:, None] - k_pos[None, near_lo:near_hi]).abs()  # (C, near)
-        total += (w[..., near_lo:near_hi] * distance).sum(dim=-1)
-    if near_hi < width:  # keys after the chunk's last position
-        ones = torch.ones(width - near_hi, device=w.device)
-        right = w[..., near_hi:] @ torch.stack([ones, k_pos[near_hi:] - last], dim=-1)  # (n_head, C, 2)
-        total += (last - qf) * right[..., 0] + right[..., 1]
-    return total
+    far = w @ _far_columns(q_pos, a0, w.shape[-1], w.device)  # (n_head, C, 4)
+    return _distance_from(w, q_pos, a0, far)
+
+
+ROWS_FIRST_BIN = 16  # bins of at most this many tokens pool rows first (faster on a CPU), wider ones keys first
+
+
+def _pool(w: Tensor, r0: int, b: int, reduce: str) -> Tensor:
+    """Max or sum of the weights w (h, C, W) of rows r0.. over each b x b cell: (h, n_bins, ceil(W / b)).
+
+    Reducing a run of a few keys is slow (short innermost loops), so narrow bins
+    pool rows first, along the contiguous key axis; wide bins pool keys first,
+    which leaves b times less for the rows.
+    """
+    if b <= ROWS_FIRST_BIN:
+        return _pool_keys(_pool_rows(w, r0, b, reduce), b, reduce)
+    keys = _pool_keys(w, b, reduce)  # (h, C, Wb)
+    return _pool_rows(keys, r0, b, reduce)
 
 
 class _Reducer:
@@ -251,8 +319,11 @@ class _Reducer:
                 continue
             yield r0, r1, q_pos, c0 // b * b, min(self.keys.k_len, -(-c1 // b) * b)  # key window, aligned to bins
 
-    def add(self, w: Tensor, r0: int, r1: int, q_pos: Tensor, a0: int) -> None:
-        """Weights w (n_head, C, W) of rows r0..r1-1 over keys a0..: the single-weight statistics, distances, maps."""
+    def add(self, w: Tensor, r0: int, r1: int, q_pos: Tensor, a0: int, mean_distance: Tensor | None = None) -> None:
+        """Weights w (n_head, C, W) of rows r0..r1-1 over keys a0..: the single-weight statistics, distances, maps.
+
+        ``mean_distance`` (n_head, C): the rows' distances when the caller already has them.
+        """
         n_head, b, rows = self.n_head, self.b, self.rows
         for name, key in _diagonals(q_pos):
             col = key - a0
@@ -260,16 +331,16 @@ class _Reducer:
             picked = w.gather(-1, col.clamp(0, w.shape[-1] - 1).expand(n_head, -1)[..., None])[..., 0]
             value = torch.where(inside, picked, 0.0)  # a key outside the window is masked: weight 0
             rows[name][:, r0:r1] = torch.where(key >= 0, value, math.nan)
-        rows["mean_distance"][:, r0:r1] = _mean_distance(w, q_pos, a0)
-        # pooled maps: each row's keys into bins of b first (cheap: the last dim is contiguous), then rows
-        # into bins, on the b-times smaller result; merge into bins an earlier chunk may have started
-        col_max, col_sum = _pool_keys(w, b)  # (n_head, C, Wb) each
-        head_mean_max, _ = _pool_keys(w.mean(dim=0, keepdim=True), b)  # (1, C, Wb)
-        n_bins = -(-(r1 - r0 + r0 % b) // b)
-        rb, cb = slice(r0 // b, r0 // b + n_bins), slice(a0 // b, a0 // b + col_max.shape[-1])
-        self.pooled_max[:, rb, cb] = torch.maximum(self.pooled_max[:, rb, cb], _row_bins(col_max, r0, b).amax(dim=2))
-        self.pooled_sum[:, rb, cb] += _row_bins(col_sum, r0, b).sum(dim=2)
-        self.mean_max[rb, cb] = torch.maximum(self.mean_max[rb, cb], _row_bins(head_mean_max, r0, b).amax(dim=2)[0])
+        rows["mean_distance"][:, r0:r1] = _mean_distance(w, q_pos, a0) if mean_distance is None else mean_distance
+        # pooled maps: rows into bins first, then each bin's keys; merge into bins an earlier chunk may have started
+        pooled_max = _pool(w, r0, b, "max")  # (n_head, n_bins, Wb)
+        pooled_sum = _pool(w, r0, b, "sum")
+        mean_max = _pool(w.mean(dim=0, keepdim=True), r0, b, "max")  # (1, n_bins, Wb)
+        rb = slice(r0 // b, r0 // b + pooled_max.shape[1])
+        cb = slice(a0 // b, a0 // b + pooled_max.shape[-1])
+        self.pooled_max[:, rb, cb] = torch.maximum(self.pooled_max[:, rb, cb], pooled_max)
+        self.pooled_sum[:, rb, cb] += pooled_sum
+        self.mean_max[rb, cb] = torch.maximum(self.mean_max[rb, cb], mean_max[0])
 
     def capture(self, scale: float, softcap: float | None, **kept: Tensor | None) -> LayerCapture:
         device = self.pooled_max.device
@@ -293,6 +364,8 @@ def _chunk_rows(keys: KeyRanges, n_head: int, b: int, device) -> int:
     c_first, c_last = keys.key_span(0, keys.q_len)
     budget = CHUNK_ELEMENTS if device.type == "cpu" else DEVICE_CHUNK_ELEMENTS
     chunk = max(1, budget // max(1, n_head * (c_last - c_first)))
+    if device.type == "cpu":
+        chunk = min(chunk, max(CPU_CHUNK_ROWS, b))
     return chunk // b * b if chunk >= b else chunk  # whole bins when they fit: no bin to merge
 
 
@@ -331,11 +404,18 @@ def capture_attention(
     device = q.device
     reducer = _Reducer(n_head, q_len, k_len, keys, bin_size, device, sinks is not None)
     rows = reducer.rows
-    out = torch.zeros(n_head, q_len, v.shape[-1], device=device, dtype=torch.float32)
+    v_dim = v.shape[-1]
+    out = torch.zeros(n_head, q_len, v_dim, device=device, dtype=torch.float32)
+    values = torch.empty(n_kv_head, k_len, v_dim + 4, device=device)  # v, then four columns a chunk fills
+    values[..., :v_dim] = v.detach()
     sink = None if sinks is None else sinks.detach().to(device, torch.float32).view(n_head, 1, 1)
 
-    for r0, r1, q_pos, a0, a1 in reducer.chunks(_chunk_rows(keys, n_head, bin_size, device), device):
-        s = _scores(q[:, r0:r1], k[:, a0:a1], scale, softcap)  # (n_head, C, W)
+    chunk = _chunk_rows(keys, n_head, bin_size, device)
+    k_t = k.detach().float().transpose(-2, -1).contiguous()  # (n_kv_head, hd, k_len): each chunk's keys a view
+    cells = n_head * min(chunk, q_len) * k_len
+    scores_buffer, weights_buffer = torch.empty(cells, device=device), torch.empty(cells, device=device)
+    for r0, r1, q_pos, a0, a1 in reducer.chunks(chunk, device):
+        s = _scores_into(scores_buffer, q[:, r0:r1], k_t[..., a0:a1], scale, softcap)  # (n_head, C, W)
         parts = _masked_parts(keys, r0, r1, a0, a1)
         keep = {(ps, pe): keys.block(r0, r1, a0 + ps, a0 + pe).to(device) for ps, pe in parts}
         for (ps, pe), kp in keep.items():
@@ -345,11 +425,11 @@ def capture_attention(
         dead = torch.isneginf(m)
         m = m.masked_fill(dead, 0.0)
         s.sub_(m)  # s - max: -inf where masked
-        e = torch.exp(s)  # (n_head, C, W) unnormalised weights
+        e = torch.exp(s, out=weights_buffer[: s.numel()].view(s.shape))  # (n_head, C, W) unnormalised weights
         for (ps, pe), kp in keep.items():
             s[..., ps:pe].masked_fill_(~kp, 0.0)  # so 0 * (s - m) stays 0 where masked
         z_keys = e.sum(dim=-1, keepdim=True)  # (n_head, C, 1)
-        e_dot_s = (e * s).sum(dim=-1)  # (n_head, C): Σ e·(s - m), for the entropy
+        e_dot_s = s.mul_(e).sum(dim=-1)  # (n_head, C): Σ e·(s - m), for the entropy (s is not needed after)
         e_sink = None if sink is None else torch.exp(sink - m)  # (n_head, C, 1)
         z = z_keys if e_sink is None else z_keys + e_sink
         z_safe = torch.where(z > 0, z, torch.ones_like(z))
@@ -363,8 +443,11 @@ def capture_attention(
         rows["max_weight"][:, r0:r1] = torch.where(dead1, 0.0, top / z1)
         if e_sink is not None:
             rows[SINK_STAT][:, r0:r1] = e_sink[..., 0] / z1
-        reducer.add(w, r0, r1, q_pos, a0)
-        out[:, r0:r1] = weighted_values(w[None], v[None, :, a0:a1].float())[0]  # (n_head, C, v_dim)
+        # one matmul gives the output and the distances' far sums: v with the four columns of _far_columns
+        values[:, a0:a1, v_dim:] = _far_columns(q_pos, a0, a1 - a0, device)
+        both = weighted_values(w[None], values[None, :, a0:a1])[0]  # (n_head, C, v_dim + 4)
+        out[:, r0:r1] = both[..., :v_dim]
+        reducer.add(w, r0, r1, q_pos, a0, mean_distance=_distance_from(w, q_pos, a0, both[..., v_dim:]))
 
     capture = reducer.capture(scale, softcap, q=q if keep_qk else None, k=k if keep_qk else None, sinks=sinks)
     return out.to(q.dtype), capture
@@ -472,11 +555,19 @@ class CaptureSession:
     q, k and v; each sequence gets its own list of :class:`LayerCapture`.
     """
 
-    def __init__(self, batch: int, q_len: int, n_heads_total: int, keep_qk: bool = True) -> None:
+    def __init__(
+        self,
+        batch: int,
+        q_len: int,
+        n_heads_total: int,
+        keep_qk: bool = True,
+        on_layer: Callable[[], None] | None = None,
+    ) -> None:
         self.bin_size = pool_bin(q_len, n_heads_total)
         self.keep_qk = keep_qk
         self.layers: list[list[LayerCapture]] = [[] for _ in range(batch)]
         self._last: tuple[object, Tensor] | None = None
+        self._on_layer = on_layer  # called after each layer is captured (a progress bar's step)
 
     def seen(self, module: object, q: Tensor) -> bool:
         """Whether this call repeats the last one, the same module on the same q tensor (DiffLlama calls
@@ -515,4 +606,6 @@ class CaptureSession:
             )
             sequence.append(capture)
             outputs.append(out)
+        if self._on_layer is not None:
+            self._on_layer()
         return torch.stack(outputs)  # (B, n_head, T, hd)

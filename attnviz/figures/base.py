@@ -16,6 +16,9 @@ Masked cells (may-not-attend) are NaN and show as the grey plot background.
 
 from __future__ import annotations
 
+import math
+import re
+
 import numpy as np
 import plotly.graph_objects as go
 import torch
@@ -85,11 +88,82 @@ def weight_colorbar(gamma: float = 1.0) -> dict:
         "tickvals": ticks,
         "ticktext": [f"{tick:g}" for tick in ticks],
         "thickness": 14,
+        "len": 1.0,  # the plot's height, never more: a figure sized to its plot keeps the bar beside it
+        "lenmode": "fraction",
     }
 
 
 def axis_height(n: int) -> int:
     return int(min(900, max(380, 160 + 14 * n)))
+
+
+MODEBAR_PX = 28  # Plotly's toolbar, drawn over the figure's top right: a margin this tall keeps it off the labels
+LABEL_PX = 18  # tick labels (one line of 12 px text) closer than this overlap, rotated or not
+HEATMAP_SIDE_PX = (320, 640)  # one head's plot area: at least, and at most, this many pixels a side
+CELL_PX = 24  # below the largest side, each token gets this many pixels
+COLORBAR_PX = 90  # the colour bar, its ticks and its title, right of the plot
+
+
+def heatmap_plot_size(n_q: int, n_k: int, max_side: int = HEATMAP_SIDE_PX[1]) -> tuple[int, int]:
+    """(width, height) in pixels of a (n_q, n_k) heatmap's plot area with square cells, its longer side between
+    ``HEATMAP_SIDE_PX[0]`` and ``max_side`` (a few tokens get large cells, a long window small ones)."""
+    longest = max(n_q, n_k, 1)
+    side = min(max_side, max(HEATMAP_SIDE_PX[0], CELL_PX * longest))
+    cell = side / longest
+    return max(1, round(cell * n_k)), max(1, round(cell * n_q))
+
+
+def thinned_ticks(labels: list[str], plot_px: float, label_px: float = LABEL_PX) -> dict:
+    """Tick settings for a category axis of ``labels`` drawn over ``plot_px`` pixels: every k-th label, with k the
+    smallest step that leaves ``label_px`` pixels a label, so labels never overlap (each is whole on hover)."""
+    step = max(1, math.ceil(len(labels) * label_px / max(plot_px, 1.0)))
+    shown = labels[::step]
+    return {"tickmode": "array", "tickvals": shown, "ticktext": shown}
+
+
+CJK = re.compile(r"[\u2e80-\u9fff\uf900-\ufaff\uff00-\uffef]")  # scripts written upright, never on their side
+
+
+def upright_axis_titles(fig: go.Figure) -> go.Figure:
+    """``fig`` with every vertical axis title that holds Chinese (or other CJK) text written horizontally.
+
+    Plotly turns a y-axis title on its side, which lays Chinese characters down. Such a title becomes a horizontal
+    label at the top of its axis: beside the plot's top corner when the x axis (its labels) sits on top, above the
+    plot otherwise. A figure with no such title is returned as it is; else a copy is changed, never ``fig``.
+    """
+    names = [
+        name
+        for name in fig.layout
+        if name.startswith("yaxis") and fig.layout[name].title.text and CJK.search(fig.layout[name].title.text)
+    ]
+    if not names:
+        return fig
+    fig = go.Figure(fig)
+    top_x = fig.layout.xaxis.side == "top"
+    for name in names:
+        axis = fig.layout[name]
+        anchor = axis.anchor if axis.anchor and axis.anchor != "free" else "x"
+        x_domain = fig.layout["xaxis" + anchor[1:]].domain or (0.0, 1.0)
+        right = axis.side == "right"
+        outward = "left" if right else "right"  # away from the plot, into the margin beside it
+        fig.add_annotation(
+            text=axis.title.text,
+            xref="paper",
+            yref="paper",
+            x=x_domain[1] if right else x_domain[0],
+            y=(axis.domain or (0.0, 1.0))[1],
+            xanchor=outward if top_x else ("right" if right else "left"),
+            yanchor="bottom",
+            xshift=(4 if right else -4) if top_x else 0,
+            yshift=0 if top_x else 4,
+            textangle=0,
+            showarrow=False,
+        )
+        axis.title.text = None
+    if not top_x:  # room above the plot for the titles
+        t = fig.layout.margin.t
+        fig.update_layout(margin={"t": max(80 if t is None else t, 50)})
+    return fig
 
 
 WHOLE_ON_HOVER = 32  # cut tokens (rows and columns each) that get their whole text on hover
@@ -105,8 +179,13 @@ def make_head_heatmap_figure(
     mask: Tensor | None = None,
     q_hover: list[str] | None = None,
     k_hover: list[str] | None = None,
+    max_side: int = HEATMAP_SIDE_PX[1],
 ) -> go.Figure:
     """One head drawn large: weights (q_len, k_len), tokens on both axes, the weight on hover.
+
+    The figure has a size of its own (:func:`heatmap_plot_size`: square cells, the longer side at most
+    ``max_side`` pixels, plus room for the labels and the colour bar), so its colour bar is as tall as its plot;
+    the axes label every k-th token, as many as fit without overlapping (:func:`thinned_ticks`).
 
     ``mask`` (bool, True = may attend, broadcastable to (q_len, k_len)) greys out the
     cells a query cannot see, such as the future under a causal mask.
@@ -144,12 +223,28 @@ def make_head_heatmap_figure(
                 where = {"x": [k_ticks[p] for p in pair], "y": q_ticks}
                 template = cell_hover(key=hover_text(whole[i]))
             fig.add_trace(go.Heatmap(z=part, **where, hovertemplate=template, showscale=False, **cells))
+    plot_w, plot_h = heatmap_plot_size(len(q_labels), len(k_labels), max_side)
+    longest = max((len(label) for label in (*q_ticks, *k_ticks)), default=1)
+    left = min(220, 40 + 7 * longest)  # the query labels and the axis title
+    top = min(170, 60 + MODEBAR_PX + round(6 * longest))  # the title, the toolbar and the key labels (at -60°)
     fig.update_layout(
         title={"text": tr(title), "y": 0.99, "yanchor": "top"},
-        height=axis_height(len(q_labels)) + 60,
+        width=left + plot_w + COLORBAR_PX,
+        height=top + plot_h + 10,
         plot_bgcolor=MASKED_COLOR,
-        margin={"l": 10, "r": 10, "t": 130, "b": 10},
-        xaxis={"title": {"text": t("figures.key_axis")}, "type": "category", "tickangle": -60, "side": "top"},
-        yaxis={"title": {"text": t("figures.query_axis")}, "type": "category", "autorange": "reversed"},
+        margin={"l": left, "r": COLORBAR_PX, "t": top, "b": 10},
+        xaxis={
+            "title": {"text": t("figures.key_axis")},
+            "type": "category",
+            "tickangle": -60,
+            "side": "top",
+            **thinned_ticks(k_ticks, plot_w),
+        },
+        yaxis={
+            "title": {"text": t("figures.query_axis")},
+            "type": "category",
+            "autorange": "reversed",
+            **thinned_ticks(q_ticks, plot_h),
+        },
     )
     return fig

@@ -13,12 +13,17 @@ from torch import Tensor
 
 from attnviz.figures.base import (
     BASE_SCALE,
+    COLORBAR_PX,
+    HEATMAP_SIDE_PX,
     MASKED_COLOR,
+    MODEBAR_PX,
     N_STOPS,
     head_label,
+    heatmap_plot_size,
     weight_colorbar,
     weight_colorscale,
 )
+from attnviz.i18n.catalogue import DEFAULT_LANGUAGE, catalogue
 from attnviz.i18n.translate import t, tr
 from attnviz.models.record import Head
 
@@ -72,6 +77,27 @@ def quantize_grid(mosaic: Tensor, gamma: float = 1.0) -> np.ndarray:
     return levels
 
 
+def stat_name(column: str) -> str:
+    """A statistics table column (``entropy_norm``, ``layer``, ``flags`` …) named in the session's language; a
+    column with no name of its own keeps its own."""
+    key = f"stat_names.{column}"
+    return t(key) if key in catalogue(DEFAULT_LANGUAGE) else column
+
+
+def flag_names(flags: str) -> str:
+    """A head's flags ("sink, uniform") in the session's language."""
+    return ", ".join(t(f"flag_names.{flag}") if flag in GRID_FLAGS else flag for flag in flags.split(", ") if flag)
+
+
+def stats_in_words(stats: pd.DataFrame) -> pd.DataFrame:
+    """The statistics table as the reader sees it: its columns named and its flags written in the reader's language
+    (the numbers unchanged)."""
+    shown = stats.copy()
+    if "flags" in shown.columns:
+        shown["flags"] = shown["flags"].map(lambda f: flag_names(str(f or "")))
+    return shown.rename(columns={c: stat_name(c) for c in shown.columns})
+
+
 def grid_show_options(stat_columns: list[str] | tuple[str, ...]) -> list[str]:
     """What the grid can show: every head, the heads with one flag, or each layer's heads sorted by a statistic."""
     return [
@@ -89,9 +115,9 @@ def grid_show_labels(options: list[str] | tuple[str, ...]) -> dict[str, str]:
         if option == GRID_SHOW_ALL:
             labels[option] = t("figures.show_all")
         elif option.startswith("only heads flagged "):
-            labels[option] = t("figures.show_flagged", flag=option.removeprefix("only heads flagged "))
+            labels[option] = t("figures.show_flagged", flag=flag_names(option.removeprefix("only heads flagged ")))
         elif option.startswith("sorted by "):
-            labels[option] = t("figures.show_sorted", stat=option.removeprefix("sorted by "))
+            labels[option] = t("figures.show_sorted", stat=stat_name(option.removeprefix("sorted by ")))
         else:
             labels[option] = option
     return labels
@@ -191,7 +217,7 @@ def make_head_grid_figure(
     def hover(layer: int, head: Head) -> str:
         text = f"L{layer} {head_label(head)}"
         if head != "mean" and flags is not None and flags[layer][head]:
-            text += f"<br>{flags[layer][head]}"
+            text += f"<br>{flag_names(flags[layer][head])}"
         if head != "mean" and shown is not None and not shown[layer][head]:
             text += "<br>" + dimmed
         return text
@@ -231,11 +257,11 @@ def make_head_grid_figure(
             fig.add_shape(type="path", path=" ".join(dim), fillcolor=DIM_COLOR, line={"width": 0}, layer="above")
     cell_px = max(18, min(90, 900 // max(n_col, 1)))
     if max_height is not None:
-        cell_px = max(12, min(cell_px, (max_height - 80) // max(n_layer, 1)))
+        cell_px = max(12, min(cell_px, (max_height - 80 - MODEBAR_PX) // max(n_layer, 1)))
     ticks = {"tickvals": col_x, "ticktext": col_names, "showgrid": False, "zeroline": False}
     fig.update_layout(
-        height=int(min(4000, 80 + n_layer * cell_px)),
-        margin={"l": 10, "r": 10, "t": 30, "b": 30},
+        height=int(min(4000, 80 + MODEBAR_PX + n_layer * cell_px)),
+        margin={"l": 10, "r": 10, "t": 30 + MODEBAR_PX, "b": 30},  # the toolbar above the head labels, not on them
         hoverdistance=-1,  # the nearest tile centre answers anywhere on the tile (tiles are square)
         xaxis={**ticks, "side": "top", "constrain": "domain"},
         xaxis2={**ticks, "side": "bottom", "overlaying": "x", "matches": "x"},  # the head labels below a tall grid too
@@ -257,7 +283,8 @@ def make_head_stats_figure(stats: pd.DataFrame, metric: str) -> go.Figure:
     if metric not in stats.columns:
         raise ValueError(f"unknown statistic {metric!r}")
     table = stats.pivot(index="layer", columns="head", values=metric)  # (n_layer, n_head)
-    flags = stats.pivot(index="layer", columns="head", values="flags").fillna("")
+    flags = stats.pivot(index="layer", columns="head", values="flags").fillna("").map(flag_names)
+    name = stat_name(metric)
     fig = go.Figure(
         go.Heatmap(
             z=table.to_numpy(dtype=np.float32),
@@ -265,8 +292,8 @@ def make_head_stats_figure(stats: pd.DataFrame, metric: str) -> go.Figure:
             y=[f"L{layer}" for layer in table.index],
             customdata=flags.to_numpy(),
             colorscale="Cividis",
-            colorbar={"title": {"text": metric}, "thickness": 14},
-            hovertemplate="%{y} %{x}<br>" + metric + " %{z:.3f}<br>%{customdata}<extra></extra>",
+            colorbar={"title": {"text": name, "side": "right"}, "thickness": 14},
+            hovertemplate="%{y} %{x}<br>" + name + " %{z:.3f}<br>%{customdata}<extra></extra>",
             texttemplate="%{z:.2f}" if table.size <= 150 else None,
         )
     )
@@ -295,12 +322,14 @@ def make_pooled_head_figure(
     title: str = "",
     gamma: float = 1.0,
     kind: str = "max",
+    max_side: int = HEATMAP_SIDE_PX[1],
 ) -> go.Figure:
     """A long head at display resolution: pooled (P, Pk) -> heatmap on token-index axes.
 
     Each cell covers ``bin_size`` x ``bin_size`` tokens and shows their max (or
     mean) weight; NaN cells (nothing visible) are grey. The axes are token
     indices, so a box selection reads directly as a range of queries and keys.
+    The figure is sized to a square plot of at most ``max_side`` pixels, its colour bar as tall as the plot.
     """
     z = pooled.float().cpu().numpy().astype(np.float32)  # (P, Pk)
     if kind == "max":
@@ -320,24 +349,17 @@ def make_pooled_head_figure(
             hoverongaps=False,
         )
     )
+    plot_w, plot_h = heatmap_plot_size(q_len, k_len, max_side)
+    left, top = 70, 90 + MODEBAR_PX  # position numbers and the axis title; the title, the toolbar, the key axis
     fig.update_layout(
         title={"text": tr(title), "y": 0.99, "yanchor": "top"},
-        height=720,
+        width=left + plot_w + COLORBAR_PX,
+        height=top + plot_h + 10,
         plot_bgcolor=MASKED_COLOR,
         dragmode="select",
-        margin={"l": 10, "r": 10, "t": 60, "b": 10},
-        xaxis={
-            "title": {"text": t("figures.key_position")},
-            "side": "top",
-            "range": [-0.5, k_len - 0.5],
-            "constrain": "domain",
-        },
-        yaxis={
-            "title": {"text": t("figures.query_position")},
-            "range": [q_len - 0.5, -0.5],
-            "scaleanchor": "x",
-            "constrain": "domain",
-        },
+        margin={"l": left, "r": COLORBAR_PX, "t": top, "b": 10},
+        xaxis={"title": {"text": t("figures.key_position")}, "side": "top", "range": [-0.5, k_len - 0.5]},
+        yaxis={"title": {"text": t("figures.query_position")}, "range": [q_len - 0.5, -0.5]},
     )
     return fig
 

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from attnviz.figures.base import head_label
+from attnviz.figures.base import head_label, hover_text
 from attnviz.i18n.message import Text
 from attnviz.i18n.translate import t, tr
 
@@ -22,6 +22,7 @@ def make_scaling_overview_figure(table: pd.DataFrame, stat: str, titles: dict[st
 
     titles = {kind: tr(title) for kind, title in titles.items()}
     kinds = list(titles)
+    name = hover_text(t(f"scaling.stat_{stat}"))  # the statistic's name in the reader's language, never the column
     fig = make_subplots(rows=1, cols=len(kinds), subplot_titles=[titles[k] for k in kinds], horizontal_spacing=0.04)
     for i, kind in enumerate(kinds):
         grid = table.pivot(index="layer", columns="head", values=f"{stat}_{kind}")  # (n_layer, n_head)
@@ -34,8 +35,8 @@ def make_scaling_overview_figure(table: pd.DataFrame, stat: str, titles: dict[st
                 zmax=1.0,
                 colorscale="Cividis",
                 showscale=i == len(kinds) - 1,
-                colorbar={"title": {"text": stat}, "thickness": 14},
-                hovertemplate="%{y} %{x}<br>" + stat + " %{z:.3f}<extra>" + titles[kind] + "</extra>",
+                colorbar={"title": {"text": name, "side": "right"}, "thickness": 14},
+                hovertemplate="%{y} %{x}<br>" + name + " %{z:.3f}<extra>" + titles[kind] + "</extra>",
             ),
             row=1,
             col=i + 1,

@@ -32,6 +32,7 @@ from torch import Tensor
 from attnviz.core.attention import scaled_dot_product_attention
 from attnviz.core.capture import WINDOW_CELLS
 from attnviz.core.head_stats import PREVIOUS_TOKEN, SINK_FIRST_TOKEN, UNIFORM_ENTROPY_NORM, entropy
+from attnviz.core.progress import Progress, or_none
 from attnviz.i18n.message import Message, msg
 from attnviz.models.record import AttentionRecord
 from attnviz.models.source import AttentionSource, LayerInput
@@ -240,17 +241,27 @@ class HeadOutputs:
         return ~np.isnan(share) & (share < DEAD_OUTPUT_SHARE)
 
 
-def head_output_norms(source: AttentionSource, text: str, max_tokens: int) -> HeadOutputs:
+def head_output_norms(
+    source: AttentionSource, text: str, max_tokens: int, progress: Progress | None = None
+) -> HeadOutputs:
     """Every head's output norm on the first min(max_tokens, OUTPUT_TOKENS) tokens of ``text``.
 
     Every layer's input from one pass (:meth:`~attnviz.models.source.AttentionSource.attention_layers`). Raises what
     that raises: ParityUnsupportedError when our module cannot rerun this source's layers (then there is no dead
-    role).
+    role). ``progress``: the pass (weighed as n_layer layers), then a step a layer.
     """
+    progress = or_none(progress)
+    progress.plan([("progress.run", 1, [source.n_layer]), ("progress.layer", source.n_layer)])
     layers = source.attention_layers(text, min(max_tokens, OUTPUT_TOKENS))
+    progress.step()
     if layers[0].hidden.shape[1] == 0:
         raise ValueError(msg("head_roles_lib.no_tokens_outputs"))
-    norms = torch.stack([layer_output_norms(layer) for layer in layers])  # (n_layer, n_head)
+    progress.stage("progress.layer", len(layers))
+    norms = []
+    for layer in layers:
+        norms.append(layer_output_norms(layer))
+        progress.step()
+    norms = torch.stack(norms)  # (n_layer, n_head)
     return HeadOutputs(norms.numpy(), len(layers[0].tokens), layers[0].n_input)
 
 
@@ -473,22 +484,30 @@ def parse_prompts(text: str, max_prompts: int = STABILITY_MAX_PROMPTS) -> tuple[
 
 
 def role_stability(
-    source: AttentionSource, texts: list[str], max_tokens: int, *, with_outputs: bool = False
+    source: AttentionSource,
+    texts: list[str],
+    max_tokens: int,
+    *,
+    with_outputs: bool = False,
+    progress: Progress | None = None,
 ) -> pd.DataFrame:
     """Each head's most common role over ``texts``: layer, head, role, share (of prompts), n_prompts.
 
     Each text is cut to min(max_tokens, STABILITY_TOKENS) tokens. ``with_outputs``
     measures every head's output on each text too (:func:`head_output_norms`), so
     "dead" counts as a role. Texts with fewer than two tokens are skipped;
-    ValueError when none is left. Ties go to the role listed first in :data:`ROLES`.
+    ValueError when none is left. Ties go to the role listed first in :data:`ROLES`. ``progress``: a step a prompt.
     """
     n_tokens = min(max_tokens, STABILITY_TOKENS)
+    progress = or_none(progress)
+    progress.stage("progress.prompt", len(texts))
     frames = []
     for text in texts:
         record = source.run(text, n_tokens)
         if len(record.tokens) >= 2:
             outputs = head_output_norms(source, text, n_tokens) if with_outputs else None
             frames.append(head_roles(record, outputs)[["layer", "head", "role"]])
+        progress.step()
     if not frames:
         raise ValueError(msg("head_roles_lib.no_text_two_tokens", n=len(texts)))
     counts = pd.concat(frames).groupby(["layer", "head"])["role"].value_counts().rename("count").reset_index()
@@ -516,22 +535,32 @@ def text_of_length(source: AttentionSource, text: str, n_tokens: int) -> str:
     return repeated
 
 
-def sink_vs_length(source: AttentionSource, text: str, lengths: tuple[int, ...] = SINK_LENGTHS) -> pd.DataFrame:
+def sink_vs_length(
+    source: AttentionSource,
+    text: str,
+    lengths: tuple[int, ...] = SINK_LENGTHS,
+    progress: Progress | None = None,
+) -> pd.DataFrame:
     """Each head's weight on the first token as the input grows: length, layer, head, first_token_weight.
 
     ``text`` is repeated to each length (capped at the model's ``max_positions``);
     first_token_weight is the mean over query rows that see two keys. The
     captures keep no q and k, so each holds only row statistics and pooled maps;
     they run one after another, so the peak memory is the longest one's.
-    ValueError over SINK_MAX_CELLS (:func:`check_sink_cost`).
+    ValueError over SINK_MAX_CELLS (:func:`check_sink_cost`). ``progress``: a step a length, each weighed by its
+    attention cells (n²) so the estimate of the longer ones is calibrated on the shorter ones.
     """
     check_sink_cost(source, lengths)
+    capped = sink_lengths(source, lengths)
+    progress = or_none(progress)
+    progress.stage("progress.length", len(capped), weights=[n * n for n in capped])
     frames = []
-    for length in sink_lengths(source, lengths):
+    for length in capped:
         record = source.run(text_of_length(source, text, length), length, keep_qk=False)
         stats = record.statistics[["layer", "head", "first_token_weight"]].copy()
         stats.insert(0, "length", len(record.tokens))
         frames.append(stats)
+        progress.step()
     frame = pd.concat(frames, ignore_index=True)
     return frame.drop_duplicates(["length", "layer", "head"]).reset_index(drop=True)
 

@@ -26,6 +26,7 @@ from attnviz import settings
 from attnviz.core.attention import attention_scores
 from attnviz.core.capture import CHUNK_ELEMENTS
 from attnviz.core.masks import KeyRanges
+from attnviz.core.progress import Progress, or_none
 from attnviz.i18n.message import Message, msg
 from attnviz.models.record import AttentionRecord
 
@@ -144,12 +145,15 @@ def tokens_within_budget(n_layer: int, n_head: int, requested: int) -> int:
     return max(1, min(requested, settings.SCALING_TOKENS, within))
 
 
-def scaling_rows(record: AttentionRecord, d_model: int, head_dim: int) -> ScalingRows:
-    """Every head of every layer under the three scales, from the record's q and k, chunk by chunk."""
+def scaling_rows(record: AttentionRecord, d_model: int, head_dim: int, progress: Progress | None = None) -> ScalingRows:
+    """Every head of every layer under the three scales, from the record's q and k, chunk by chunk
+    (``progress``: a step a layer)."""
     factors = scale_factors(head_dim, d_model)
     if record.layers[0].q is None:
         raise ValueError(msg("scaling_lib.no_qk"))
     n_layer, n_head, T = record.n_layer, record.n_head, record.q_len
+    progress = or_none(progress)
+    progress.stage("progress.layer", n_layer)
     entropy = {kind: torch.zeros(n_layer, n_head, T) for kind in factors}
     max_weight = {kind: torch.zeros(n_layer, n_head, T) for kind in factors}
     score_sum = torch.zeros(n_layer, n_head, dtype=torch.float64)
@@ -169,6 +173,7 @@ def scaling_rows(record: AttentionRecord, d_model: int, head_dim: int) -> Scalin
                 rows_entropy, rows_max, _ = softmax_rows(raw * factor)
                 entropy[kind][layer, :, r0:r1] = rows_entropy
                 max_weight[kind][layer, :, r0:r1] = rows_max
+        progress.step()
     live = record.live_rows()
     visible = torch.stack([record.keys(layer).visible() for layer in range(n_layer)])
     denominator = cells.clamp_min(1)[:, None]

@@ -12,6 +12,7 @@ greys them, and a zero weight stays distinguishable from "could not attend".
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
@@ -26,6 +27,8 @@ DIRECTIONS = {ATTENDS_TO: "attends to (its query row)", ATTENDED_BY: "is attende
 REDUCTIONS = ("mean", "sum")
 COLUMN_CHUNK = 4096  # query rows per weights_window call for a column: (n_head, 4096, 1) floats at a time
 LINE_VIEW_TOKENS = 64  # the line view draws every pair of tokens, so it stops here
+WINDOW_TOKENS = 128  # the running text shows one page of this many tokens: readable at any length
+OVERVIEW_BINS = 128  # the overview of a whole text sums its weights into at most this many bins of tokens
 
 
 def direction_label(direction: str) -> Message:
@@ -119,3 +122,96 @@ def layer_weights(record: AttentionRecord, layer: int) -> Tensor:
         raise ValueError(msg("token_view_lib.line_view_limit", limit=LINE_VIEW_TOKENS, q_len=record.q_len))
     weights = weights_window(record.layers[layer], None, (0, record.q_len), (0, record.k_len))  # (n_head, T, T)
     return weights.masked_fill(~record.mask(layer), math.nan)
+
+
+def head_row(weights: Tensor, head: int | str) -> Tensor:
+    """One head's row of (n_head, T) weights, or the mean over heads for ``"mean"``: (T,), NaN where masked."""
+    if head == "mean":
+        return weights.nanmean(dim=0)  # a cell every head masks stays NaN
+    if not 0 <= int(head) < weights.shape[0]:
+        raise ValueError(f"head {head} is out of range: the weights have {weights.shape[0]} heads")
+    return weights[int(head)]
+
+
+def heads_and_mean(weights: Tensor) -> Tensor:
+    """(n_head, T) weights with the mean over heads as one more row: (n_head + 1, T)."""
+    return torch.cat([weights, head_row(weights, "mean")[None]])
+
+
+def n_pages(n_tok: int, size: int = WINDOW_TOKENS) -> int:
+    """How many pages of ``size`` tokens a text of ``n_tok`` tokens fills (the last may be shorter)."""
+    if size < 1 or n_tok < 1:
+        raise ValueError(f"a page of {size} tokens over {n_tok} tokens: both must be at least 1")
+    return -(-n_tok // size)
+
+
+def page_of(token: int, size: int = WINDOW_TOKENS) -> int:
+    """The page that shows ``token``."""
+    return int(token) // size
+
+
+def page_bounds(n_tok: int, page: int, size: int = WINDOW_TOKENS) -> tuple[int, int]:
+    """Page ``page``'s tokens as (start, stop), stop excluded: pages are fixed blocks of ``size`` tokens."""
+    last = n_pages(n_tok, size) - 1
+    if isinstance(page, bool) or not 0 <= int(page) <= last:
+        raise ValueError(f"page {page} is out of range: {n_tok} tokens make pages 0 to {last} of {size} tokens")
+    start = int(page) * size
+    return start, min(n_tok, start + size)
+
+
+@dataclass(frozen=True)
+class WindowShare:
+    """How a row's weight splits around a window of tokens [start, stop): each (n_row,), float64.
+
+    Masked cells count as 0, so before + inside + after is the row's total (1 for a query row
+    a softmax made; any sum for a key column).
+    """
+
+    start: int
+    stop: int
+    before: Tensor
+    inside: Tensor
+    after: Tensor
+
+    @property
+    def total(self) -> Tensor:
+        return self.before + self.inside + self.after
+
+
+def window_share(weights: Tensor, start: int, stop: int) -> WindowShare:
+    """The weight of (n_row, T) ``weights`` that lies before, inside and after the window [start, stop)."""
+    if weights.ndim != 2 or not 0 <= start < stop <= weights.shape[1]:
+        raise ValueError(f"window [{start}, {stop}) does not fit weights of shape {tuple(weights.shape)}")
+    w = weights.detach().double().nan_to_num(0.0)  # (n_row, T); float64 so the three parts add up to the total
+    return WindowShare(start, stop, w[:, :start].sum(-1), w[:, start:stop].sum(-1), w[:, stop:].sum(-1))
+
+
+@dataclass(frozen=True)
+class PooledOverview:
+    """Weights summed over bins of consecutive tokens: ``sums`` (n_row, n_bin), float64, NaN where a whole
+    bin is masked; bin ``i`` holds tokens ``edges[i]`` to ``edges[i + 1] - 1``."""
+
+    sums: Tensor
+    edges: tuple[int, ...]
+
+    @property
+    def bin_size(self) -> int:
+        return self.edges[1] - self.edges[0]
+
+
+def pooled_overview(weights: Tensor, n_bins: int = OVERVIEW_BINS) -> PooledOverview:
+    """Where a row's weight goes across a whole text: (n_row, T) -> the sum over each bin of tokens.
+
+    Bins hold ceil(T / n_bins) tokens each (the last may hold fewer), so a text of any length is at
+    most ``n_bins`` columns; the bins of a row add up to the row's total (masked cells count as 0).
+    """
+    if weights.ndim != 2 or n_bins < 1:
+        raise ValueError(f"weights of shape {tuple(weights.shape)} and {n_bins} bins: need (n_row, T) and >= 1 bin")
+    n_row, T = weights.shape
+    size = -(-T // n_bins)
+    n = -(-T // size)
+    padded = torch.full((n_row, n * size), math.nan, dtype=torch.float64)
+    padded[:, :T] = weights.detach().double()
+    bins = padded.view(n_row, n, size)  # (n_row, n_bin, size)
+    sums = bins.nansum(-1).masked_fill(bins.isnan().all(-1), math.nan)  # (n_row, n_bin)
+    return PooledOverview(sums, (*range(0, T, size), T))

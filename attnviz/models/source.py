@@ -22,6 +22,7 @@ from attnviz.i18n.message import msg
 
 if TYPE_CHECKING:
     from attnviz.core.attention import MultiHeadAttention, PositionRotation
+    from attnviz.core.progress import Progress
     from attnviz.i18n.message import Text
     from attnviz.models.record import AttentionRecord, BatchRecord, GenerationRecord, Parity
 
@@ -187,8 +188,11 @@ class AttentionSource(Protocol):
         """Tokenise, cut to ``max_tokens`` keeping the "start" or the "end" of the text."""
         ...
 
-    def run(self, text: str, max_tokens: int, *, keep_qk: bool = True) -> AttentionRecord:
-        """Capture every layer's attention on ``text`` (bounded memory, see attnviz.core.capture)."""
+    def run(
+        self, text: str, max_tokens: int, *, keep_qk: bool = True, progress: Progress | None = None
+    ) -> AttentionRecord:
+        """Capture every layer's attention on ``text`` (bounded memory, see attnviz.core.capture); ``progress``
+        gets a stage "progress.layer" and a step as each layer is captured."""
         ...
 
     def reference_weights(self, text: str, max_tokens: int) -> Tensor:
@@ -202,8 +206,11 @@ class AttentionSource(Protocol):
         """Several texts padded to one length on ``side``, captured as one batch."""
         ...
 
-    def generate(self, prompt: str, n_new: int, max_tokens: int) -> GenerationRecord:
-        """Greedy decoding; GenerationUnsupportedError unless ``can_generate``."""
+    def generate(
+        self, prompt: str, n_new: int, max_tokens: int, *, progress: Progress | None = None
+    ) -> GenerationRecord:
+        """Greedy decoding; GenerationUnsupportedError unless ``can_generate``. ``progress``: a step per new
+        token (stage "progress.token"), then one per captured layer."""
         ...
 
     def check_parity(self, text: str, max_tokens: int, bug: str | None = None) -> Parity:

@@ -11,7 +11,7 @@ import streamlit as st
 
 from attnviz.app.widgets import plotly
 from attnviz.core.head_stats import describe_flags
-from attnviz.figures.heads import grid_view, make_head_grid_figure, make_head_stats_figure
+from attnviz.figures.heads import grid_view, make_head_grid_figure, make_head_stats_figure, stat_name, stats_in_words
 from attnviz.i18n.translate import language, t
 from attnviz.models.record import AttentionRecord
 
@@ -44,13 +44,14 @@ def _stats_figure(record_key: tuple, metric: str, _record: AttentionRecord, lang
 
 def stats_section(record: AttentionRecord, record_key: tuple, key: str) -> None:
     """The per-head statistics: a chart of one statistic and the whole table."""
-    metric = st.selectbox(t("views.statistic"), record.stat_columns, key=f"{key}_metric")
+    metric = st.selectbox(t("views.statistic"), record.stat_columns, key=f"{key}_metric", format_func=stat_name)
     plotly(_stats_figure(record_key, metric, record, language()), key=f"{key}_stats_chart")
+    flags = stat_name("flags")
     st.dataframe(
-        record.statistics,
+        stats_in_words(record.statistics),  # headers and flags in the reader's language, the numbers as they are
         key=f"{key}_stats_table",
         hide_index=True,
         width="stretch",
-        column_config={"flags": st.column_config.TextColumn("flags", width="large")},
+        column_config={flags: st.column_config.TextColumn(flags, width="large")},
     )
     st.caption(t("views.stats_caption", flags=describe_flags()))

@@ -10,8 +10,10 @@ import streamlit as st
 from attnviz import settings
 from attnviz.app import hosted
 from attnviz.app.cache import BoundedCache
+from attnviz.app.progress import progress_text
 from attnviz.app.widgets import plotly
 from attnviz.core.budget import training_seconds
+from attnviz.core.progress import Progress, ProgressState
 from attnviz.errors import TrainingCapError
 from attnviz.figures.training import make_training_figure
 from attnviz.i18n.translate import t
@@ -40,22 +42,27 @@ def train_live(config: TrainingConfig) -> list[RunResult]:
     chart = st.empty()
     drawn = {"bar": 0.0, "chart": 0.0, "n": 0}
 
+    def on_progress(state: ProgressState) -> None:
+        now = time.perf_counter()
+        if now - drawn["bar"] >= 0.1 or state.done == state.total:  # each message lets a Stop interrupt here
+            drawn["bar"] = now
+            bar.progress(state.fraction, text=progress_text(t("ui_training.training"), state))
+
     def on_step(kind: str, step: int, loss: float, accuracy: float) -> None:
         live["losses"][kind].append(loss)
         live["accuracies"][kind].append(accuracy)
         if kind != SCALE_KINDS[-1]:
             return
         live["step"], now = step, time.perf_counter()
-        if now - drawn["bar"] >= 0.1 or step == config.steps:  # each message lets a Stop interrupt here
-            drawn["bar"] = now
-            bar.progress(step / config.steps, text=t("ui_training.step", step=step, steps=config.steps))
         if now - drawn["chart"] >= TRAINING_DRAW_EVERY_S:
             drawn["chart"], drawn["n"] = now, drawn["n"] + 1
             fig = make_training_figure(live["losses"], live["accuracies"], steps=config.steps, n_values=config.values)
             with chart:
                 plotly(fig, key=f"training_live_{drawn['n']}")
 
-    results = training.train_scale(config, on_step=on_step)  # looked up on each call: tests count the trainings
+    results = training.train_scale(  # looked up on each call: tests count the trainings
+        config, on_step=on_step, progress=Progress(on_update=on_progress)
+    )
     for placeholder in (bar, stop, chart):
         placeholder.empty()
     return results

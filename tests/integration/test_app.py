@@ -152,8 +152,8 @@ SAME_FOR_EVERY_MODEL = {
     "overview": 0,
     "heads": 3,
     "padding": 4,
-    "masks": 7,
-    "tokens": 3,
+    "masks": 8,
+    "tokens": 4,  # the running text, every head, across layers, lines
     "head_roles": 2,
     "kv_cache": 4,
     "scaling": 8,

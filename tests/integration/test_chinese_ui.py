@@ -76,3 +76,39 @@ def test_every_page_in_chinese_has_no_english_sentence_left(page):
         assert not left, left
     finally:
         set_language("en")
+
+
+RAW_NAMES = re.compile(
+    r"\b(entropy_norm|entropy|max_weight|first_token_weight|prev_token_weight|self_weight|"
+    r"mean_distance|sink_weight|uniform|saturated|sink|previous-token|flags|layer|head)\b"
+)
+CJK = re.compile(r"[\u4e00-\u9fff]")
+
+
+def test_the_heads_page_in_chinese_names_its_statistics_and_flags_and_writes_chinese_axis_titles_across():
+    set_language("zh")
+    try:
+        at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+        at.query_params["lang"] = "zh"
+        at.run()
+        at.switch_page("pages/heads.py").run()
+        assert not at.exception, at.exception
+        frame = at.dataframe[0].value
+        assert list(frame.columns)[:4] == ["层", "头", "熵", "归一化熵"]
+        shown = [*frame.columns, *(f for cell in frame["标记"] for f in str(cell).split(", ") if f)]
+        shown += list(at.selectbox(key="heads_metric").options)  # the picker's labels, as the browser shows them
+        at.selectbox(key="heads_metric").set_value("entropy_norm").run()
+        for chart in at.get("plotly_chart"):
+            spec = json.loads(chart.proto.spec)
+            shown += [(trace.get("colorbar") or {}).get("title", {}).get("text", "") for trace in spec["data"]]
+            for name, axis in spec["layout"].items():
+                if name.startswith("yaxis"):
+                    assert not CJK.search(str((axis.get("title") or {}).get("text", ""))), (
+                        name,
+                        axis,
+                    )  # not on its side
+        raw = [text for text in shown if text and RAW_NAMES.fullmatch(str(text))]
+        assert not raw, raw
+        assert "归一化熵" in shown  # the statistic's colour bar, named
+    finally:
+        set_language("en")

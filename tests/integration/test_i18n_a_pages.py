@@ -145,7 +145,7 @@ def test_cost_page_tiling_in_chinese(zh):
     at = app("zh")
     at.switch_page("pages/cost.py").run()
     assert not at.exception
-    assert at.button(key="cost_measure").label == "在本机上测量（约 10 秒）"
+    assert at.button(key="cost_measure").label == "在本机上测量（进度条显示剩余时间）"
     tiling = spec_of(at.get("plotly_chart")[0])
     assert [a["text"] for a in tiling["layout"]["annotations"]] == [
         "分数，每次一个键块",
@@ -176,7 +176,7 @@ def test_figures_speak_the_session_language(zh):
     example = tiling_example(8, 4)
     assert spec_of(make_tiling_figure(example.steps, example.weights))["data"][0]["name"].startswith("块 0：")
     labels = grid_show_labels(grid_show_options(STAT_COLUMNS))
-    assert labels["all heads"] == "所有头" and labels["sorted by entropy"] == "按 entropy 排序"
+    assert labels["all heads"] == "所有头" and labels["sorted by entropy"] == "按 熵 排序"  # the statistic named too
     assert "注意力汇聚" in tr(describe_flags())
 
 

@@ -28,7 +28,7 @@ def metrics(at: AppTest) -> dict[str, str]:
 def test_presets_give_exact_bytes_per_token_and_every_figure():
     at = page()
     assert at.selectbox(key="kv_preset").value == "gemma-2-9b"
-    assert metrics(at)["bytes per token (all layers, no window)"] == "344,064"  # 42 x 8 x 256 x 2 x 2
+    assert metrics(at)["bytes per token"] == "344,064"  # 42 x 8 x 256 x 2 x 2
     kinds = at.dataframe[0].value
     assert list(kinds["layer kind"]) == ["full", "sliding"] and list(kinds["layers"]) == [21, 21]
     assert list(kinds["tokens held per sequence"]) == [8192, 4096]
@@ -38,10 +38,13 @@ def test_presets_give_exact_bytes_per_token_and_every_figure():
     assert configured["x"][-1] == 4 * 4096  # past the window, to show the sliding layers level off
     for key, per_token in [("llama-3-8b", "131,072"), ("deepseek-v3", "70,272"), ("falcon-7b", "8,192")]:
         at.selectbox(key="kv_preset").set_value(key).run()
-        assert not at.exception and metrics(at)["bytes per token (all layers, no window)"] == per_token
+        assert not at.exception and metrics(at)["bytes per token"] == per_token
     assert len(at.get("plotly_chart")) == 4 and not any("latent of" in i.value for i in at.info)
     at.selectbox(key="kv_preset").set_value("deepseek-v3").run()
     assert any("latent of 512 + 64" in i.value for i in at.info)  # MLA: no heads to group, no figure
+    # what MLA stores, not its 128 query heads: 61 layers x (512 latent + 64 RoPE) x 2 bytes = 70,272 a token
+    assert metrics(at)["layers · latent · RoPE dim"] == "61 · 512 · 64"
+    assert "layers · KV heads · head_dim" not in metrics(at)
     assert len(at.get("plotly_chart")) == 3
     at.selectbox(key="kv_gpu").set_value(0).run()  # another size, typed
     at.number_input(key="kv_gpu_gb").set_value(24.0).run()
@@ -61,14 +64,14 @@ def test_a_pasted_config_a_bad_one_and_the_bundled_models():
         "vocab_size": 128256,
     }
     at.text_area(key="kv_paste").input(json.dumps(config)).run()
-    assert not at.exception and metrics(at)["bytes per token (all layers, no window)"] == "131,072"
+    assert not at.exception and metrics(at)["bytes per token"] == "131,072"
     at.text_area(key="kv_paste").input("{not json").run()
     assert not at.exception and any("is not JSON" in e.value for e in at.error)
     at.text_area(key="kv_paste").input(json.dumps({"model_type": "llama", "hidden_size": 64})).run()
     assert not at.exception and any("num_hidden_layers" in as_read(e.value) for e in at.error)
     at.radio(key="kv_source").set_value("bundled").run()
     at.selectbox(key="kv_bundled").set_value("smollm2").run()
-    assert not at.exception and metrics(at)["bytes per token (all layers, no window)"] == "23,040"
+    assert not at.exception and metrics(at)["bytes per token"] == "23,040"
     at.radio(key="kv_source").set_value("folder").run()
     at.text_input(key="kv_folder").input("/nonexistent/model").run()
     assert not at.exception and any("cannot be used" in e.value for e in at.error)

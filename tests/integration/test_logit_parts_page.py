@@ -22,13 +22,13 @@ def test_the_why_section_draws_parts_that_add_up_to_the_logit(model):
     at.selectbox(key="model").set_value(model).run()
     at.text_area(key="text").input(TEXT).run()
     at.switch_page("pages/tokens.py").run()
-    assert len(at.get("plotly_chart")) == 3  # the section is closed until asked for
+    assert len(at.get("plotly_chart")) == 4  # the section is closed until asked for
     at.toggle(key="tokens_why").set_value(True).run()
     assert not at.exception, at.exception
     assert not at.error, [e.value for e in at.error]
     charts = [spec_of(c) for c in at.get("plotly_chart")]
-    assert len(charts) == 5
-    dims, bands = charts[3], charts[4]
+    assert len(charts) == 6
+    dims, bands = charts[4], charts[5]
     logit = dims["layout"]["shapes"][0]["y0"]
     assert decode(dims["data"][0]["y"]).astype(float).sum() == pytest.approx(logit, abs=1e-4)
     assert decode(bands["data"][0]["y"]).astype(float).sum() == pytest.approx(logit, abs=1e-4)
@@ -45,7 +45,7 @@ def test_the_why_section_draws_parts_that_add_up_to_the_logit(model):
     at.selectbox(key="tokens_why_key").set_value(0).run()
     at.toggle(key="tokens_why_sort").set_value(True).run()
     assert not at.exception, at.exception
-    dims = spec_of(at.get("plotly_chart")[3])
+    dims = spec_of(at.get("plotly_chart")[4])
     heights = np.abs(decode(dims["data"][0]["y"]))
     assert (heights[:-1] >= heights[1:]).all()
     assert "H1" in dims["layout"]["title"]["text"] and "key 0" in dims["layout"]["title"]["text"]

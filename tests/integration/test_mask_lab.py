@@ -59,7 +59,7 @@ def page(model: str, text: str = TEXT) -> AppTest:
 def test_the_page_with_every_bundled_model(model):
     at = page(model)
     charts = at.get("plotly_chart")
-    assert len(charts) == 7  # mask, without, with, difference, leak test, the bug's fix and the bug
+    assert len(charts) == 8  # mask, without, with, difference, one query row, leak test, the bug's fix and the bug
     assert at.success and "No problem found" in at.success[0].value  # the causal default is what the model expects
     table = at.dataframe[0].value
     bugs = gallery(8, causal=True)

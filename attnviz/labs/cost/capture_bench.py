@@ -30,7 +30,7 @@ from attnviz.labs.cost.peak_memory import run_child, status_bytes
 
 CASES = ("sdpa", "capture", "capture+qk", "full-record", "embedded-max")
 TARGET_RSS_MB = 3 * 1024  # capture at 8,192 tokens
-TARGET_TIME_RATIO = 3.0  # capture / sdpa forward, same input
+TARGET_TIME_RATIO = 1.3  # capture / sdpa forward, same input (issue 18; it was 3.0)
 PARAGRAPH = (
     "Attention lets every token look at every other token and decide how much each one matters. "
     "注意力机制让每个词都能看到句子里的其他词。 The cat sat on the mat because it was tired. "

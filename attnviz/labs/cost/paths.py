@@ -31,8 +31,9 @@ from attnviz import settings
 from attnviz.core.attention import naive_attention
 from attnviz.core.capture import capture_attention, pool_bin
 from attnviz.core.masks import KeyRanges
+from attnviz.core.progress import Progress, or_none
 from attnviz.i18n.message import Message, msg
-from attnviz.labs.cost.peak_memory import reset_peak_rss, run_child, status_bytes
+from attnviz.labs.cost.peak_memory import reset_peak_rss, status_bytes, stream_child
 
 PATHS = ("naive", "fused", "chunked")
 PATH_TITLES = {
@@ -112,15 +113,31 @@ def _sync(device: str) -> None:
         torch.mps.synchronize()
 
 
-def measure(sizes: Sequence[int] = SIZES, device: str = "cpu", repeats: int = 2) -> list[dict]:
+def measurements(sizes: Sequence[int]) -> list[tuple[str, int]]:
+    """The (path, tokens) pairs :func:`measure` runs, in order: every path at each size, naive up to its bound."""
+    return [(path, n) for n in sizes for path in PATHS if not (path == "naive" and n > NAIVE_MAX_TOKENS)]
+
+
+def measurement_weights(sizes: Sequence[int]) -> list[float]:
+    """Each measurement's relative cost, for the progress estimate: its n² attention cells (every path does
+    n² work; the fit in :func:`attnviz.core.progress.stage_seconds` adds the per-call overhead)."""
+    return [float(n * n) for _, n in measurements(sizes)]
+
+
+def measure(
+    sizes: Sequence[int] = SIZES, device: str = "cpu", repeats: int = 2, progress: Progress | None = None
+) -> list[dict]:
     """Time (best of ``repeats``) and peak extra memory of each path at each size, in this process.
 
     On the CPU the peak is the process's resident-set high-water mark, reset
     before each call (Linux), so run it in a process of its own
-    (:func:`measure_in_child`); on CUDA it is torch's allocator peak.
+    (:func:`measure_in_child`); on CUDA it is torch's allocator peak. ``progress``:
+    a step a measurement (:func:`measurements`), weighed by :func:`measurement_weights`.
     """
     if any(n < 1 or n > MAX_TOKENS for n in sizes):
         raise ValueError(f"sizes must lie in 1..{MAX_TOKENS}, got {list(sizes)}")
+    progress = or_none(progress)
+    progress.stage("progress.measurement", len(measurements(sizes)), weights=measurement_weights(sizes))
     rows = []
     for n in sizes:
         q, k, v = _inputs(n, device)
@@ -146,16 +163,61 @@ def measure(sizes: Sequence[int] = SIZES, device: str = "cpu", repeats: int = 2)
                     peak = (status_bytes("VmHWM") or base) - base
                 del out
             rows.append({"path": path, "tokens": n, "seconds": best, "peak_mb": max(peak, 0) / 2**20})
+            progress.step()
     return rows
 
 
-def measure_in_child(sizes: Sequence[int] = SIZES, timeout_s: float = 600.0) -> list[dict]:
-    """:func:`measure` on the CPU in a fresh Python, so the peaks are the measurement's own."""
-    proc = run_child(["-m", "attnviz.labs.cost.paths", "--sizes", *map(str, sizes)], timeout_s)
-    if proc.returncode != 0:
-        lines = proc.stderr.strip().splitlines()
-        raise RuntimeError(msg("cost.failed", why=lines[-1] if lines else proc.returncode))
-    return json.loads(proc.stdout)
+STEP_LINE = "attnviz-cost-step"  # what the child writes to stderr after each measurement (and once when it is ready)
+
+
+class _StepLines(Progress):
+    """The child's side of the progress: a line on stderr per step, which the parent counts."""
+
+    def __init__(self) -> None:
+        super().__init__()
+
+    def stage(self, label: str, total: int, weights: Sequence[float] | None = None, **params: object) -> None:
+        pass
+
+    def step(self, n: int = 1) -> None:
+        for _ in range(n):
+            print(STEP_LINE, file=sys.stderr, flush=True)
+
+
+def measure_in_child(
+    sizes: Sequence[int] = SIZES, timeout_s: float = 600.0, progress: Progress | None = None
+) -> list[dict]:
+    """:func:`measure` on the CPU in a fresh Python, so the peaks are the measurement's own.
+
+    ``progress``: the child's start (its imports, weighed as nothing: its own stage), then a step a measurement,
+    as the child reports them on stderr.
+    """
+    progress = or_none(progress)
+    progress.plan(
+        [
+            ("progress.starting", 1, [0.0]),
+            ("progress.measurement", len(measurements(sizes)), measurement_weights(sizes)),
+        ]
+    )
+    progress.stage("progress.starting", 1, weights=[0.0])
+    args = ["-m", "attnviz.labs.cost.paths", "--sizes", *map(str, sizes), "--progress"]
+    started, other = [False], []
+
+    def on_line(line: str) -> None:
+        if line.strip() != STEP_LINE:
+            other.append(line)
+        elif not started[0]:
+            started[0] = True
+            progress.step()
+            progress.stage("progress.measurement", len(measurements(sizes)), weights=measurement_weights(sizes))
+        else:
+            progress.step()
+
+    returncode, stdout = stream_child(args, timeout_s, on_line)
+    if returncode != 0:
+        lines = "".join(other).strip().splitlines()
+        raise RuntimeError(msg("cost.failed", why=lines[-1] if lines else returncode))
+    return json.loads(stdout)
 
 
 @dataclass(frozen=True)
@@ -229,8 +291,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m attnviz.labs.cost.paths", description=__doc__)
     parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES))
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--progress", action="store_true", help=f"write {STEP_LINE} to stderr after each step")
     args = parser.parse_args(argv)
-    print(json.dumps(measure(args.sizes, args.device)))
+    reporter = _StepLines() if args.progress else None
+    if reporter is not None:
+        reporter.step()  # ready: the imports are done
+    print(json.dumps(measure(args.sizes, args.device, progress=reporter)))
     return 0
 
 

@@ -12,7 +12,8 @@ import os
 import resource
 import subprocess
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import attnviz
@@ -76,3 +77,33 @@ def run_child(args: Sequence[str], timeout_s: float, fixed_malloc: bool = True) 
     return subprocess.run(
         [sys.executable, *args], capture_output=True, text=True, env=env, timeout=timeout_s, check=False
     )
+
+
+def stream_child(
+    args: Sequence[str], timeout_s: float, on_stderr_line: Callable[[str], None], fixed_malloc: bool = True
+) -> tuple[int, str]:
+    """``python ARGS`` like :func:`run_child`, calling ``on_stderr_line`` with each line of stderr as it comes
+    (a progress report): its exit status and stdout. Killed after ``timeout_s`` (subprocess.TimeoutExpired)."""
+    with subprocess.Popen(
+        [sys.executable, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=child_env(fixed_malloc),
+    ) as proc:
+        timer = threading.Timer(timeout_s, proc.kill)
+        timer.start()
+        try:
+            out: list[str] = []
+            reader = threading.Thread(target=lambda: out.append(proc.stdout.read()), daemon=True)
+            reader.start()  # stdout is read beside stderr, so neither pipe fills and blocks the child
+            for line in proc.stderr:
+                on_stderr_line(line)
+            reader.join()
+            returncode = proc.wait()
+        finally:
+            killed = timer.finished.is_set()  # set before cancel() only when the timer fired
+            timer.cancel()
+        if killed:
+            raise subprocess.TimeoutExpired(proc.args, timeout_s)
+        return returncode, "".join(out)

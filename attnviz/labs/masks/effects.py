@@ -17,7 +17,9 @@ import torch
 from torch import Tensor
 
 from attnviz.core.capture import head_scores, weights_window
+from attnviz.core.progress import Progress, or_none
 from attnviz.i18n.message import Message, msg
+from attnviz.labs.masks.doctor import Expectation, expected_keep
 from attnviz.labs.masks.reading import additive_blocked
 from attnviz.models.record import AttentionRecord
 from attnviz.models.source import AttentionSource
@@ -45,6 +47,22 @@ def blocked_by(mask: Tensor) -> Tensor:
     if mask.dtype == torch.bool:
         return ~mask
     return additive_blocked(mask)
+
+
+def meant_keep(
+    keep: Tensor, expect: Expectation | None, *, lengths: list[int] | None = None, side: str = "right"
+) -> Tensor:
+    """bool (T, T): the cells a mask is *meant* to keep, against which its leak is measured.
+
+    With an expectation (what the user says the mask should be) it is the expectation's mask, so a mask that keeps
+    the future (an upper triangle meant to be causal) shows the weight it puts there; without one it is the mask's
+    own ``keep``, and then nothing can leak.
+    """
+    if expect is None:
+        return keep
+    T = keep.shape[-1]
+    meant = expected_keep(expect, T, lengths=lengths if expect.needs_lengths else None, side=side)
+    return meant.reshape(T, T) if meant.ndim == 3 else meant  # one sequence: (1, T, T) -> (T, T)
 
 
 @dataclass(frozen=True)
@@ -148,20 +166,26 @@ def leak_test(
     mask: Tensor,
     seed: int = 0,
     tolerance: float = LEAK_TOLERANCE,
+    progress: Progress | None = None,
 ) -> LeakTest:
-    """Run the model under ``mask`` (T, T), then again with the tokens after each cut replaced.
+    """Run the model under ``mask`` (T, T), then again with the tokens after each cut replaced (``progress``: a
+    step a run).
 
     Under a mask that hides the future, a row's state depends only on the
     tokens at or before it, so rows before a cut do not move at all. A row that
     moves saw a changed token: the mask leaks (through any layer).
     """
+    progress = or_none(progress)
+    progress.plan([("progress.run", 1 + len(leak_cuts(mask.shape[-1])))])  # the mask is (T, T): the cuts are known
     base = source.states_under_mask(text, max_tokens, mask)  # (T, d_model)
+    progress.step()
     T = base.shape[0]
     size = base.abs().amax(dim=-1).clamp_min(1e-12)  # (T,)
     change = torch.full((T,), math.nan)
     cuts = leak_cuts(T)
     for cut in cuts:
         changed = source.states_under_mask(text, max_tokens, mask, perturb_from=cut, seed=seed)
+        progress.step()
         moved = ((changed[:cut] - base[:cut]).abs().amax(dim=-1) / size[:cut]).nan_to_num(nan=math.inf)  # (cut,)
         change[:cut] = torch.fmax(change[:cut], moved)
     leaked = torch.nonzero(change > tolerance).flatten().tolist()

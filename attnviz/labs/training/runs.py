@@ -51,6 +51,7 @@ from torch import Tensor, nn
 
 from attnviz import settings
 from attnviz.core.attention import MultiHeadAttention, attention_scores
+from attnviz.core.progress import Progress, or_none
 from attnviz.i18n.message import msg
 from attnviz.labs.scaling import SCALE_KINDS, scale_factors
 
@@ -413,6 +414,7 @@ def train_scale(
     *,
     steps: int | None = None,
     seed: int | None = None,
+    progress: Progress | None = None,
 ) -> list[RunResult]:
     """The three variants (``SCALE_KINDS`` order), trained in lockstep: step 1 of each, then step 2 of each, …
 
@@ -420,13 +422,15 @@ def train_scale(
     step. Each run is exactly what :func:`train_variant` gives alone (its own model and
     batch stream). ``steps`` and ``seed`` override the config's (validated again), for
     the CLI. ``on_step(scale, step, loss, accuracy)`` is called after each variant's step;
-    ``should_stop()`` is asked before each round.
+    ``should_stop()`` is asked before each round; ``progress`` gets a step a round (all three runs' step).
     """
     config = config or TrainingConfig()
     overrides = {name: value for name, value in (("steps", steps), ("seed", seed)) if value is not None}
     if overrides:
         config = replace(config, **overrides)
     runs = [_Run(config, kind) for kind in SCALE_KINDS]
+    progress = or_none(progress)
+    progress.stage("progress.step", config.steps)  # after building the models: the first step is a step like the rest
     for step in range(1, config.steps + 1):
         if should_stop is not None and should_stop():
             break
@@ -434,6 +438,7 @@ def train_scale(
             loss, accuracy = run.step()
             if on_step is not None:
                 on_step(run.kind, step, loss, accuracy)
+        progress.step()
     return [run.result() for run in runs]
 
 

@@ -36,10 +36,11 @@ from attnviz.core.attention import (
     weighted_values,
 )
 from attnviz.core.masks import KeyRanges
+from attnviz.core.progress import Progress, or_none
 from attnviz.core.tokenizer import Token
 from attnviz.i18n.message import Text, msg
 from attnviz.labs.walkthrough.code import CALLED_WITHIN, DEFINITION, INNER_CALL, ShownCode, excerpt, whole
-from attnviz.models.source import LayerInput
+from attnviz.models.source import AttentionSource, LayerInput
 
 # What a step's drawn tensor is, which decides how one head of it becomes a matrix.
 FEATURES_BY_HEAD = "features by head"  # (batch, seq, n_head * head_dim)
@@ -469,3 +470,17 @@ def walk(layer: LayerInput) -> Walkthrough:
         output_diff=_max_diff(steps[-1].tensors["output"], forward[0]),
         weights_diff=_max_diff(weights, forward[1]),
     )
+
+
+def walk_source(
+    source: AttentionSource, text: str, max_tokens: int, layer: int, progress: Progress | None = None
+) -> Walkthrough:
+    """:func:`walk` on layer ``layer`` of ``source`` as it ran on ``text``: the model's pass that gives the layer
+    its input, then the walk (``progress``: a step each)."""
+    progress = or_none(progress)
+    progress.stage("progress.step", 2)
+    layer_input = source.attention_layer(text, max_tokens, layer)
+    progress.step()
+    walked = walk(layer_input)
+    progress.step()
+    return walked

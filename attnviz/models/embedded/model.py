@@ -24,6 +24,7 @@ from attnviz import settings
 from attnviz.core.attention import KVCache, MultiHeadAttention
 from attnviz.core.capture import CaptureSession
 from attnviz.core.masks import KeyRanges, pad_row, padding_mask, positions_from_mask
+from attnviz.core.progress import Progress, or_none
 from attnviz.core.token_display import visible_text
 from attnviz.core.tokenizer import Token, tokenize
 from attnviz.errors import GenerationUnsupportedError, ParityUnsupportedError
@@ -185,9 +186,13 @@ class EmbeddedModel(nn.Module):
         pe = sinusoidal_positions(int(positions.max()) + 1, d_model)[positions]  # (batch, T, d_model)
         return (table + pe).to(self.device)
 
-    def _capture(self, x: Tensor, keys: list[KeyRanges], keep_qk: bool) -> tuple[CaptureSession, Tensor]:
+    def _capture(
+        self, x: Tensor, keys: list[KeyRanges], keep_qk: bool, progress: Progress | None = None
+    ) -> tuple[CaptureSession, Tensor]:
         """x (B, T, d_model) through every block, attention captured per sequence -> the session, final x."""
-        session = CaptureSession(x.shape[0], x.shape[1], self.n_layer * self.n_head, keep_qk)
+        progress = or_none(progress)
+        progress.stage("progress.layer", self.n_layer)
+        session = CaptureSession(x.shape[0], x.shape[1], self.n_layer * self.n_head, keep_qk, on_layer=progress.step)
         scale = 1.0 / math.sqrt(self.head_dim)
 
         def attend(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
@@ -205,12 +210,14 @@ class EmbeddedModel(nn.Module):
         return KeyRanges.span(length, start, end)
 
     @torch.no_grad()
-    def run(self, text: str, max_tokens: int, *, keep_qk: bool = True) -> AttentionRecord:
-        """Tokenise, truncate to ``max_tokens`` and capture every layer's attention."""
+    def run(
+        self, text: str, max_tokens: int, *, keep_qk: bool = True, progress: Progress | None = None
+    ) -> AttentionRecord:
+        """Tokenise, truncate to ``max_tokens`` and capture every layer's attention (a ``progress`` step a layer)."""
         encoding = self.encode(text, max_tokens)
         T = len(encoding.tokens)
         x = self.embed([[source_text(t) for t in encoding.tokens]], torch.arange(T)[None])  # (1, T, d_model)
-        session, x = self._capture(x, [self._keys(T)], keep_qk)
+        session, x = self._capture(x, [self._keys(T)], keep_qk, progress)
         return AttentionRecord(
             model_name=self.name,
             tokens=encoding.tokens,
@@ -265,7 +272,9 @@ class EmbeddedModel(nn.Module):
         ]
         return BatchRecord(records=records, key_mask=key_mask, side=side)
 
-    def generate(self, prompt: str, n_new: int, max_tokens: int) -> GenerationRecord:
+    def generate(
+        self, prompt: str, n_new: int, max_tokens: int, *, progress: Progress | None = None
+    ) -> GenerationRecord:
         raise GenerationUnsupportedError(msg("model_errors.embedded_no_lm_head"))
 
     def parity_bugs(self) -> dict[str, str]:

@@ -37,6 +37,7 @@ from torch import Tensor
 from attnviz import settings
 from attnviz.core.capture import CaptureSession, capture_weights
 from attnviz.core.masks import KeyRanges, pad_row, padding_mask, positions_from_mask
+from attnviz.core.progress import Progress, or_none
 from attnviz.core.token_display import display_tokens, generated_tokens
 from attnviz.core.tokenizer import Token
 from attnviz.errors import GenerationUnsupportedError, ModelUnavailableError, ParityUnsupportedError
@@ -276,13 +277,23 @@ class HFSource:
             raise ModelUnavailableError(msg("model_errors.no_hidden", name=self.name))
 
     def _capture(
-        self, input_ids: Tensor, attention_mask: Tensor | None, position_ids: Tensor | None, keep_qk: bool
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor | None,
+        position_ids: Tensor | None,
+        keep_qk: bool,
+        progress: Progress | None = None,
     ) -> tuple[CaptureSession, Tensor, Tensor | None]:
-        """Run and capture a (batch, T) pass -> the session, last hidden (B, T, d_model), next-token logits (B, V)."""
+        """Run and capture a (batch, T) pass -> the session, last hidden (B, T, d_model), next-token logits (B, V).
+
+        ``progress`` gets a stage of n_layer steps, one as each layer is captured (a hybrid's fewer attention layers
+        end it early)."""
         batch, T = input_ids.shape
+        progress = or_none(progress)
+        progress.stage("progress.layer", self.n_layer)
         if self.route == "eager":
-            return self._capture_eager(input_ids, attention_mask, position_ids)
-        session = CaptureSession(batch, T, self.n_layer * self.n_head, keep_qk)
+            return self._capture_eager(input_ids, attention_mask, position_ids, progress)
+        session = CaptureSession(batch, T, self.n_layer * self.n_head, keep_qk, on_layer=progress.step)
         with capturing(session), self._last_hidden() as hidden:
             out = self.forward(input_ids, attention_mask, position_ids)
         if not session.layers[0] and T:
@@ -291,7 +302,11 @@ class HFSource:
         return session, hidden[-1].float().cpu(), logits
 
     def _capture_eager(
-        self, input_ids: Tensor, attention_mask: Tensor | None, position_ids: Tensor | None
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor | None,
+        position_ids: Tensor | None,
+        progress: Progress,
     ) -> tuple[CaptureSession, Tensor, Tensor | None]:
         """The eager route: the model's own attention returns every weight; each layer is captured from them."""
         batch, T = input_ids.shape
@@ -313,6 +328,7 @@ class HFSource:
                 w = weights[b].float()
                 keys = eager_keys(w, self.causal, start, end)
                 sequence.append(capture_weights(w.cpu(), keys, bin_size=session.bin_size, scale=scale))
+            progress.step()
         logits = out.logits[:, -1].float().cpu() if self.can_generate and T else None
         return session, hidden[-1].float().cpu(), logits
 
@@ -334,10 +350,12 @@ class HFSource:
         )
 
     @torch.no_grad()
-    def run(self, text: str, max_tokens: int, *, keep_qk: bool = True) -> AttentionRecord:
+    def run(
+        self, text: str, max_tokens: int, *, keep_qk: bool = True, progress: Progress | None = None
+    ) -> AttentionRecord:
         encoding = self.encode(text, max_tokens)
         input_ids = torch.tensor([encoding.ids], dtype=torch.long, device=self.device)  # (1, T)
-        session, hidden, logits = self._capture(input_ids, None, None, keep_qk)
+        session, hidden, logits = self._capture(input_ids, None, None, keep_qk, progress)
         return self._record(encoding, session.layers[0], hidden[0], None if logits is None else logits[0])
 
     def reference_weights(self, text: str, max_tokens: int) -> Tensor:
@@ -377,7 +395,9 @@ class HFSource:
         return BatchRecord(records=records, key_mask=key_mask, side=side)
 
     @torch.no_grad()
-    def generate(self, prompt: str, n_new: int, max_tokens: int) -> GenerationRecord:
+    def generate(
+        self, prompt: str, n_new: int, max_tokens: int, *, progress: Progress | None = None
+    ) -> GenerationRecord:
         """Greedy decoding with the KV cache, then one captured pass over prompt + generated tokens.
 
         Row ``p`` of the record is the attention of the token *at* position p (the
@@ -393,11 +413,15 @@ class HFSource:
         ids = list(encoding.ids)
         generated: list[int] = []
         eos = self.tokenizer.eos_token_id
+        progress = or_none(progress)
+        progress.plan([("progress.token", n_new), ("progress.layer", self.n_layer)])
+        progress.stage("progress.token", n_new)
         with running(self.name):
             out = self.model(input_ids=torch.tensor([ids], device=self.device), use_cache=True, logits_to_keep=1)
             for step in range(n_new):
                 next_id = int(out.logits[0, -1].argmax())
                 generated.append(next_id)
+                progress.step()
                 if next_id == eos or step == n_new - 1:
                     break
                 next_ids = torch.tensor([[next_id]], device=self.device)
@@ -407,7 +431,7 @@ class HFSource:
             ids=ids + generated, tokens=encoding.tokens + new_tokens, n_input=len(ids) + len(generated)
         )
         input_ids = torch.tensor([everything.ids], dtype=torch.long, device=self.device)
-        session, hidden, logits = self._capture(input_ids, None, None, keep_qk=True)
+        session, hidden, logits = self._capture(input_ids, None, None, keep_qk=True, progress=progress)
         record = self._record(everything, session.layers[0], hidden[0], logits[0])
         return GenerationRecord(
             record=record,

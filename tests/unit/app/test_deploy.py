@@ -67,7 +67,8 @@ def test_the_image_serves_hosted_mode_headless_offline():
     env = " ".join(arg for word, arg in instructions() if word == "ENV")
     assert "ATTNVIZ_HOSTED=1" in env and "HF_HUB_OFFLINE=1" in env
     cmd = json.loads(next(arg for word, arg in instructions() if word == "CMD"))
-    assert cmd[:3] == ["streamlit", "run", "app.py"]
+    assert cmd[:3] == ["streamlit", "run", "serve.py"]  # app.py, warmed at start
+    assert 'st.App(str(Path(__file__).with_name("app.py"))' in (ROOT / "serve.py").read_text()
     assert "--server.headless=true" in cmd and "--browser.gatherUsageStats=false" in cmd
 
 

@@ -29,3 +29,11 @@ def test_a_long_text_is_pooled_and_the_window_it_draws_is_returned():
     at.number_input(key="v_q0").set_value(500).run()
     at.radio(key="v_pool").set_value("mean").run()
     assert at.text[0].value.startswith("(500, 756) (0, 256)") and at.text[0].value.endswith("mean")
+
+
+def test_the_one_row_view_starts_at_the_windows_last_row():
+    from attnviz.app.head_view import default_row
+
+    assert default_row((0, 256)) == 255  # a decoder's row 255 sees 256 keys; row 0 would see only itself
+    assert default_row((1900, 2000)) == 1999
+    assert default_row((5, 5)) == 5

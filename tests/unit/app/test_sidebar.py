@@ -39,3 +39,24 @@ def test_a_path_must_be_typed_before_anything_opens():
     assert (
         at.text[1].value == "Invalid model settings: type the path of a local Hugging Face model folder (or a hub id)"
     )
+
+
+def test_the_example_box_says_custom_text_once_the_text_is_no_example():
+    from attnviz import settings
+    from attnviz.app.sidebar import CUSTOM_TEXT, example_for
+
+    cat = settings.DEFAULT_EXAMPLE
+    assert example_for(settings.EXAMPLES[cat], cat) == cat
+    assert example_for("my own words", cat) == CUSTOM_TEXT
+    assert example_for(settings.EXAMPLES["中文: 猫"], cat) == "中文: 猫"  # a link holding an example's text names it
+    at = AppTest.from_function(script).run()
+    assert at.sidebar.selectbox(key="example").value == cat
+    at.sidebar.text_area(key="text").input("my own words").run()
+    box = at.sidebar.selectbox(key="example")
+    assert not at.exception and box.value == CUSTOM_TEXT and "Your own text" in box.options
+    assert at.text[0].value == repr(("my own words", "default", 256))
+    box.set_value(CUSTOM_TEXT).run()  # choosing it changes nothing
+    assert at.text[0].value == repr(("my own words", "default", 256))
+    at.sidebar.selectbox(key="example").set_value(cat).run()  # an example puts its text back
+    assert at.text[0].value == repr((settings.EXAMPLES[cat], "default", 256))
+    assert at.sidebar.selectbox(key="example").value == cat

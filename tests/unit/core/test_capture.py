@@ -287,3 +287,29 @@ def test_a_row_that_sees_no_key_gives_everything_to_its_sink():
     assert torch.equal(out[:, 0], torch.zeros(2, 4)) and torch.equal(capture.rows["sink_weight"][:, 0], torch.ones(2))
     window = weights_window(capture, None, (0, 3), (0, 3))
     assert torch.allclose(window.sum(dim=-1)[:, 1:] + capture.rows["sink_weight"][:, 1:], torch.ones(2, 2))
+
+
+@pytest.mark.parametrize("rows_first", [True, False], ids=["rows first", "keys first"])
+@pytest.mark.parametrize("chunk_rows", [3, 41], ids=["chunks inside bins", "one chunk"])
+@pytest.mark.parametrize("mask", ["causal", "window 5", "left-padded causal", "right-padded encoder"])
+def test_pooled_maps_and_distances_are_the_same_whichever_way_a_chunk_is_pooled(
+    monkeypatch, rows_first, chunk_rows, mask
+):
+    """Narrow bins pool rows first, wide ones keys first; chunks of 3 rows straddle bins of 4."""
+    monkeypatch.setattr(capture_module, "ROWS_FIRST_BIN", 100 if rows_first else 0)
+    monkeypatch.setattr(capture_module, "CHUNK_ELEMENTS", 6 * 41 * chunk_rows)
+    q, k, v = inputs()
+    keys = MASKS[mask](41)
+    ref_out, ref_w = reference(q, k, v, keys)
+    out, cap = capture_attention(q, k, v, keys, scale=16**-0.5, bin_size=4)
+    assert (out - ref_out).abs().max().item() <= TOL
+    visible = keys.dense()
+    assert (cap.pooled_max.nan_to_num(0) - pool(ref_w, 4, "max")).abs().max().item() <= TOL
+    counts = pooled_counts(keys, 4)
+    mean = (pool(ref_w, 4, "sum") / counts.clamp_min(1)).masked_fill(counts == 0, 0)
+    assert (cap.pooled_mean.nan_to_num(0) - mean).abs().max().item() <= TOL
+    head_mean = pool(ref_w.mean(dim=0, keepdim=True), 4, "max")[0]
+    assert (cap.mean_pooled_max.nan_to_num(0) - head_mean).abs().max().item() <= TOL
+    distance = (torch.arange(41.0)[:, None] - torch.arange(41.0)[None, :]).abs()
+    truth = (ref_w * distance * visible).sum(-1)  # up to 40 tokens: float32 rounding relative to the distance
+    torch.testing.assert_close(cap.rows["mean_distance"], truth, rtol=TOL, atol=TOL, equal_nan=True)

@@ -53,3 +53,49 @@ def test_cut_labels_get_their_row_and_column_again_with_the_whole_text_on_hover(
     assert decode(column["z"])[:, 0].tolist() == pytest.approx(w[:, 1].tolist())
     assert "query 1 bbbbbbbb<br>" in row["hovertemplate"] and "key 1 bbbbbbbb<br>" in column["hovertemplate"]
     assert len(spec_of(make_head_heatmap_figure(w, whole, whole, q_hover=whole, k_hover=whole))["data"]) == 1
+
+
+def test_a_256_token_window_is_square_with_labels_thinned_so_none_overlap():
+    from attnviz.figures.base import COLORBAR_PX, LABEL_PX, heatmap_plot_size
+
+    labels = [f"{i} tok{i}" for i in range(256)]
+    spec = spec_of(make_head_heatmap_figure(torch.full((256, 256), 1 / 256), labels, labels, max_side=480))
+    layout = spec["layout"]
+    assert heatmap_plot_size(256, 256, 480) == (480, 480)  # square cells, 480 / 256 = 1.875 px each
+    margin = layout["margin"]
+    assert layout["width"] - margin["l"] - margin["r"] == 480 and layout["height"] - margin["t"] - margin["b"] == 480
+    assert margin["r"] == COLORBAR_PX and spec["data"][0]["colorbar"]["len"] == 1.0  # the bar is the plot's height
+    assert spec["data"][0]["colorbar"]["lenmode"] == "fraction"
+    for axis in ("xaxis", "yaxis"):
+        ticks = layout[axis]["tickvals"]
+        step = -(-256 * LABEL_PX // 480)  # ceil(256 * 18 / 480) = 10: every 10th token labelled
+        assert step == 10 and ticks == labels[::10] and layout[axis]["ticktext"] == ticks
+        assert 480 / len(ticks) >= LABEL_PX  # 26 labels, 18.5 px apart
+    assert spec["data"][0]["x"] == labels  # every token still has its column (and its whole label on hover)
+
+
+def test_a_few_tokens_get_large_cells_and_every_label():
+    from attnviz.figures.base import heatmap_plot_size
+
+    assert heatmap_plot_size(5, 5) == (320, 320)  # the smallest side: 64 px a token
+    assert heatmap_plot_size(20, 20) == (480, 480)  # 24 px a token
+    assert heatmap_plot_size(10, 40) == (640, 160)  # 10 queries x 40 keys: wide, square cells
+    labels = ["0 a", "1 b", "2 c", "3 d", "4 e"]
+    layout = spec_of(make_head_heatmap_figure(random_attention(5, 5), labels, labels))["layout"]
+    assert layout["xaxis"]["tickvals"] == labels and layout["yaxis"]["tickvals"] == labels
+
+
+def test_a_chinese_vertical_axis_title_is_written_across_and_an_english_one_is_left_alone():
+    import plotly.graph_objects as go
+
+    from attnviz.figures.base import upright_axis_titles
+
+    english = go.Figure(go.Scatter(y=[1, 2]), layout={"yaxis": {"title": {"text": "weight"}}})
+    assert upright_axis_titles(english) is english
+    chinese = go.Figure(go.Scatter(y=[1, 2]), layout={"yaxis": {"title": {"text": "权重"}}, "margin": {"t": 10}})
+    upright = upright_axis_titles(chinese)
+    assert chinese.layout.yaxis.title.text == "权重" and not chinese.layout.annotations  # the input is not changed
+    assert upright.layout.yaxis.title.text is None
+    (note,) = upright.layout.annotations
+    assert (note.text, note.textangle, note.x, note.y, note.yanchor) == ("权重", 0, 0.0, 1.0, "bottom")
+    assert upright.layout.margin.t == 50  # room above the plot for it

@@ -91,3 +91,43 @@ def test_row_view_leaves_masked_keys_out():
     y = decode(spec["data"][0]["y"])
     assert y[:2].tolist() == pytest.approx([0.2, 0.8]) and np.isnan(y[2])
     assert spec["data"][0]["text"] == ["0 a", "1 b", "2 c"]
+
+
+def test_a_pooled_map_is_a_square_plot_with_its_colour_bar_no_taller():
+    from attnviz.figures.base import COLORBAR_PX, MODEBAR_PX
+
+    pooled = torch.rand(63, 63)  # 2,000 tokens in bins of 32
+    layout = spec_of(make_pooled_head_figure(pooled, 32, 2000, 2000, max_side=480))["layout"]
+    m = layout["margin"]
+    assert (layout["width"] - m["l"] - m["r"], layout["height"] - m["t"] - m["b"]) == (480, 480)
+    assert m["r"] == COLORBAR_PX and m["t"] >= MODEBAR_PX
+    assert "scaleanchor" not in layout["yaxis"]  # a squeezed column narrows the plot, never leaves the bar taller
+    spec = spec_of(make_pooled_head_figure(pooled, 32, 2000, 2000))
+    assert spec["data"][0]["colorbar"]["len"] == 1.0 and spec["layout"]["width"] - m["l"] - m["r"] == 640
+
+
+def test_the_grid_leaves_the_toolbar_a_row_above_its_head_labels():
+    from attnviz.figures.base import MODEBAR_PX
+
+    layout = spec_of(make_head_grid_figure(torch.rand(2, 3, 8, 8)))["layout"]
+    assert layout["margin"]["t"] == 30 + MODEBAR_PX and layout["xaxis"]["side"] == "top"
+
+
+def test_the_statistics_are_named_and_flagged_in_the_readers_language():
+    import pandas as pd
+
+    from attnviz.figures.heads import flag_names, stat_name, stats_in_words
+    from attnviz.i18n.translate import set_language
+
+    stats = pd.DataFrame({"layer": [0], "head": [1], "entropy_norm": [0.95], "flags": ["uniform, sink"]})
+    assert stat_name("entropy_norm") == "entropy_norm" and flag_names("uniform, sink") == "uniform, sink"
+    set_language("zh")
+    try:
+        shown = stats_in_words(stats)
+        assert list(shown.columns) == ["层", "头", "归一化熵", "标记"] and shown["标记"][0] == "均匀, 汇点"
+        assert shown["归一化熵"][0] == 0.95 and list(stats.columns)[2] == "entropy_norm"  # numbers and input kept
+        assert stat_name("unknown_column") == "unknown_column"
+        spec = spec_of(make_head_stats_figure(stats, "entropy_norm"))
+        assert spec["data"][0]["colorbar"]["title"]["text"] == "归一化熵"
+    finally:
+        set_language("en")

@@ -31,6 +31,9 @@ def test_one_heatmap_per_scale_titled_in_the_readers_words():
     ]
     assert decode(fig["data"][1]["z"]).shape == (2, 3) and decode(fig["data"][1]["z"])[0, 0] == pytest.approx(0.2)
     assert {trace["zmin"] for trace in fig["data"]} == {0.0} and {trace["zmax"] for trace in fig["data"]} == {1.0}
+    # the colour bar names the statistic in words, never by its column name
+    assert fig["data"][-1]["colorbar"]["title"]["text"] == "share of saturated rows"
+    assert "saturated_share" not in fig["data"][0]["hovertemplate"]
 
 
 def test_variance_follows_d_k_and_the_layers_sit_on_their_ratio():

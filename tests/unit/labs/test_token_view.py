@@ -1,5 +1,7 @@
 """One token's attention against the full weights of the embedded model, and the figures that draw it."""
 
+import math
+
 import pytest
 import torch
 
@@ -96,3 +98,60 @@ def test_a_long_input_is_read_in_bounded_windows():
     assert token_view.token_row(record, 0, 599).shape == (2, 600)
     with pytest.raises(ValueError, match="64 tokens"):
         token_view.layer_weights(record, 0)
+
+
+def test_pages_are_fixed_blocks_and_the_last_is_shorter():
+    assert token_view.n_pages(300, 128) == 3 and token_view.n_pages(256, 128) == 2 and token_view.n_pages(5, 128) == 1
+    assert [token_view.page_bounds(300, p, 128) for p in range(3)] == [(0, 128), (128, 256), (256, 300)]
+    assert [token_view.page_of(t, 128) for t in (0, 127, 128, 255, 256, 299)] == [0, 0, 1, 1, 2, 2]
+    with pytest.raises(ValueError, match="pages 0 to 2"):
+        token_view.page_bounds(300, 3, 128)
+    with pytest.raises(ValueError, match="at least 1"):
+        token_view.n_pages(0, 128)
+
+
+def test_weight_off_the_page_is_what_the_page_leaves_of_the_row():
+    # powers of two add up exactly, so the parts are compared with ==
+    row = torch.tensor([[0.5, 0.25, 0.125, 0.0625, 0.0625, math.nan], [0.0, 0.0, 1.0, 0.0, 0.0, 0.0]])
+    share = token_view.window_share(row, 1, 3)
+    assert share.before.tolist() == [0.5, 0.0] and share.inside.tolist() == [0.375, 1.0]
+    assert share.after.tolist() == [0.125, 0.0]
+    assert torch.equal(share.before + share.after, 1 - share.inside)
+    assert share.total.tolist() == [1.0, 1.0]
+    with pytest.raises(ValueError, match="does not fit"):
+        token_view.window_share(row, 4, 7)
+
+
+def test_a_real_rows_parts_add_up_to_one():
+    model = EmbeddedModel(EmbeddedConfig(d_model=48, n_head=3, n_layer=1, causal=True))
+    record = model.run(" ".join(f"w{i % 13}" for i in range(600)), 600)
+    row = token_view.token_row(record, 0, 400)  # (n_head, 600), NaN after 400
+    start, stop = token_view.page_bounds(600, token_view.page_of(400, 128), 128)
+    assert (start, stop) == (384, 512)
+    share = token_view.window_share(row, start, stop)
+    assert torch.equal(share.after, torch.zeros(3, dtype=torch.float64))  # the future is masked: no weight
+    assert torch.allclose(share.before + share.after, 1 - share.inside, atol=1e-6)
+    assert torch.allclose(share.inside, row[:, 384:401].double().sum(-1), atol=1e-12)
+
+
+def test_the_pooled_overview_sums_bins_to_the_row_total():
+    row = torch.tensor([[0.5, 0.25, 0.125, 0.0625, 0.0625, math.nan, math.nan], [1.0, *[0.0] * 6]])
+    pooled = token_view.pooled_overview(row, n_bins=3)  # 7 tokens in bins of 3: 0-2, 3-5, 6
+    assert pooled.edges == (0, 3, 6, 7) and pooled.bin_size == 3
+    assert pooled.sums[0, :2].tolist() == [0.875, 0.125] and math.isnan(pooled.sums[0, 2])  # bin 6: all masked
+    assert pooled.sums[1].tolist() == [1.0, 0.0, 0.0]
+    assert torch.equal(pooled.sums.nansum(-1), torch.tensor([1.0, 1.0], dtype=torch.float64))
+    long = torch.rand(4, 8192)
+    pooled = token_view.pooled_overview(long)
+    assert pooled.sums.shape == (4, 128) and pooled.bin_size == 64
+    assert torch.allclose(pooled.sums.sum(-1), long.double().sum(-1), atol=1e-9)
+
+
+def test_a_head_row_or_the_mean_over_heads():
+    w = torch.tensor([[0.2, 0.8, math.nan], [0.6, 0.4, math.nan]])
+    assert token_view.head_row(w, 1)[:2].tolist() == pytest.approx([0.6, 0.4]) and token_view.head_row(w, 1)[2].isnan()
+    assert torch.allclose(token_view.head_row(w, "mean")[:2], torch.tensor([0.4, 0.6]))
+    both = token_view.heads_and_mean(w)
+    assert both.shape == (3, 3) and both[2, :2].tolist() == pytest.approx([0.4, 0.6]) and both[:, 2].isnan().all()
+    with pytest.raises(ValueError, match="2 heads"):
+        token_view.head_row(w, 2)

@@ -84,3 +84,25 @@ def test_the_leak_test_catches_a_one_token_leak_on_the_embedded_model(causal_mod
     assert torch.isnan(leaky.change[3 * T // 4 :]).all()  # rows after the last cut are never tested
     bool_as_float = leak_test(causal_model, TEXT, 64, causal.float())
     assert len(bool_as_float.leaked_rows) == 3 * T // 4  # nothing hidden: every tested row moves
+
+
+def test_an_upper_triangle_meant_to_be_causal_reports_the_weight_it_puts_on_the_future(causal_model):
+    from attnviz.core.capture import head_scores
+    from attnviz.labs.masks.doctor import parse_expect
+    from attnviz.labs.masks.effects import meant_keep
+
+    record = causal_model.run(TEXT, 64)
+    T = record.q_len
+    upper = torch.ones(T, T, dtype=torch.bool).triu()  # query i keeps keys i..T-1: the future
+    meant = meant_keep(upper, parse_expect("causal"))
+    assert torch.equal(meant, torch.ones(T, T, dtype=torch.bool).tril())
+    assert meant_keep(upper, None) is upper  # nothing said about what it should be: measured against itself
+    # by hand: row i under the upper triangle is softmax over keys i..T-1; every key after i is hidden by causal
+    s = head_scores(record.layers[1], 2, (0, T), (0, T)).double()
+    by_hand = 0.0
+    for i in range(T - 1):
+        denom = sum(math.exp(float(s[i, k])) for k in range(i, T))
+        by_hand = max(by_hand, max(math.exp(float(s[i, k])) / denom for k in range(i + 1, T)))
+    effect = head_effect(record, 1, 2, upper, meant)
+    assert effect.leaked == pytest.approx(by_hand, rel=1e-5) and effect.leaked > 1.0 / T
+    assert head_effect(record, 1, 2, upper, upper).leaked == 0.0  # the old headline: against the mask itself

@@ -1,0 +1,64 @@
+"""What a server does once at start so that its first visitor does not wait for it: :func:`warm_up`.
+
+The first session of a fresh server would otherwise pay for importing torch,
+plotly, pandas and every module the first page uses, and for building the
+default model: longer than drawing the page itself. ``serve.py`` runs
+:func:`warm_up` in the server's start-up, before it accepts a connection, so
+the process's module table and model cache are full when the first visitor
+arrives. ``streamlit run app.py`` still works, and pays this on its first visit.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import time
+
+# what the Heads page (where a visitor lands) and the sidebar import, heaviest first
+MODULES = (
+    "torch",
+    "plotly.graph_objects",
+    "pandas",
+    "attnviz.app.sidebar",
+    "attnviz.app.navigation",
+    "attnviz.app.loading",
+    "attnviz.app.head_view",
+    "attnviz.app.widgets",
+    "attnviz.app.exports",
+    "attnviz.figures.heads",
+    "attnviz.models.embedded.model",
+)
+
+
+def default_spec():
+    """The source a new visitor's sidebar asks for: the embedded model at its default settings."""
+    from attnviz.app.state import DEFAULTS
+    from attnviz.core.devices import resolve_device
+    from attnviz.models.embedded.config import EmbeddedConfig
+    from attnviz.models.registry import EMBEDDED, SourceSpec
+
+    config = EmbeddedConfig(
+        d_model=int(DEFAULTS["d_model"]),
+        n_head=int(DEFAULTS["n_head"]),
+        n_kv_head=int(DEFAULTS["n_kv_head"]) or None,
+        n_layer=int(DEFAULTS["n_layer"]),
+        seed=int(DEFAULTS["seed"]),
+        causal=bool(DEFAULTS["causal"]),
+    )
+    return SourceSpec(EMBEDDED, resolve_device(DEFAULTS["device"]), config)
+
+
+def warm_up() -> dict[str, float]:
+    """Import the first page's modules and load the default model into the shared cache: seconds per step."""
+    timings: dict[str, float] = {}
+    for name in MODULES:
+        start = time.perf_counter()
+        importlib.import_module(name)
+        timings[name] = time.perf_counter() - start
+    from attnviz.app.loading import load_source
+
+    start = time.perf_counter()
+    load_source(default_spec())
+    timings["default model"] = time.perf_counter() - start
+    print(f"attnviz: warmed up in {sum(timings.values()):.1f} s", file=sys.stderr)
+    return timings
