@@ -5,7 +5,7 @@ import streamlit as st
 from attnviz import settings as limits
 from attnviz.app.loading import cached, cached_job, require_qk, require_source, require_text, unknown_warning
 from attnviz.app.navigation import frame_settings
-from attnviz.app.search import focus_token, new_focus, token_search
+from attnviz.app.search import new_focus, token_search
 from attnviz.app.state import valid_choice
 from attnviz.app.widgets import layer_head_picker, plotly, show_error, table
 from attnviz.core.token_display import markdown_text, plain_text
@@ -25,6 +25,7 @@ from attnviz.labs.masks.effects import (
 )
 from attnviz.labs.masks.gallery import TABLE_HEADERS as GALLERY_HEADERS
 from attnviz.labs.masks.gallery import gallery, gallery_table
+from attnviz.models.record import short_text
 from pages.widgets.masks import lab_mask_input
 
 st.title(t("masks.title"))
@@ -99,19 +100,19 @@ tokens = cached(  # the whole text, as the other pages read it: the search finds
     "tokens", settings.key(), lambda: source.encode(settings.text, settings.max_tokens).tokens, t("search.reading")
 )
 token_search(tokens, key="mask_search")
-focus, picked = focus_token(), new_focus("mask")
-if focus is not None and focus < len(tokens) and not (focus < T and record.tokens[focus] == tokens[focus]):
-    st.info(t("search.beyond_mask_lab", index=focus, n=T))
+picked = new_focus("mask")  # once per pick: a pick on another page, or for another text, says nothing here
+if picked is not None and picked < len(tokens) and not (picked < T and record.tokens[picked] == tokens[picked]):
+    st.info(t("search.beyond_mask_lab", index=picked, n=T))
 elif picked is not None:
     st.session_state["mask_row"] = picked
-valid_choice("mask_row", range(T), 0)
+valid_choice("mask_row", range(T), T - 1)  # the last row: in a decoder it sees every key
 row = int(st.number_input(t("search.mask_row"), 0, T - 1, key="mask_row"))
 plotly(
     make_row_figure(
         effect.weights[row],
         labels,
         visible=lab.keep[row],
-        title=t("search.mask_row_with", row=row, token=plain_text(record.tokens[row].text)),
+        title=t("search.mask_row_with", row=row, token=plain_text(short_text(record.tokens[row].text))),
     ),
     "mask_row_fig",
 )

@@ -79,10 +79,10 @@ head = cols[3].selectbox(t("tokens.head"), heads, key="tokens_head", format_func
 # the page follows the token when it moves (picked, clicked or found); the buttons turn it in between
 size = token_view.WINDOW_TOKENS
 last_page = token_view.n_pages(n_tok, size) - 1
-if st.session_state.get("tokens_page_token") != token:
-    st.session_state["tokens_page_token"] = token
+if st.session_state.get("tokens_page_token") != (token, seen):  # a new token, or the same index in a new text
+    st.session_state["tokens_page_token"] = (token, seen)
     st.session_state["tokens_page"] = token_view.page_of(token, size)
-page = min(st.session_state.get("tokens_page", 0), last_page)
+page = st.session_state["tokens_page"] = min(max(0, st.session_state.get("tokens_page", 0)), last_page)
 start, stop = token_view.page_bounds(n_tok, page, size)
 shown = texts[start:stop]
 

@@ -47,7 +47,8 @@ class BoundedCache:
         with self._lock:
             return key in self._items
 
-    def _lookup(self, key: Hashable) -> tuple[bool, Any]:
+    def lookup(self, key: Hashable) -> tuple[bool, Any]:
+        """(True, the value) if ``key`` is held now (it becomes the most recent), else (False, None): one look."""
         with self._lock:
             if key in self._items:
                 self._items.move_to_end(key)
@@ -55,13 +56,13 @@ class BoundedCache:
             return False, None
 
     def get_or_compute(self, key: Hashable, compute: Callable[[], Any]) -> Any:
-        found, value = self._lookup(key)
+        found, value = self.lookup(key)
         if found:
             return value
         with self._lock:
             key_lock = self._computing.setdefault(key, threading.Lock())
         with key_lock:  # a second session asking for the same result waits for the first
-            found, value = self._lookup(key)
+            found, value = self.lookup(key)
             if found:
                 return value
             try:

@@ -30,7 +30,7 @@ from attnviz.app.state import Settings
 from attnviz.app.widgets import show_error
 from attnviz.core.budget import request_cost
 from attnviz.core.capture import predicted_nbytes
-from attnviz.core.progress import NO_PROGRESS, Progress
+from attnviz.core.progress import Progress
 from attnviz.core.token_display import markdown_text, typed_special
 from attnviz.errors import ModelUnavailableError
 from attnviz.i18n.message import msg
@@ -79,8 +79,9 @@ def cached_job(kind: str, key: tuple, job: Callable[[Progress], Any], title: str
     titled ``title``: its stages, counts and the time left, as the job reports them. The reporter is no part
     of the key: a cached result is handed back without running anything."""
     cache = result_cache()
-    if (kind, key) in cache:
-        return cache.get_or_compute((kind, key), lambda: job(NO_PROGRESS))
+    found, value = cache.lookup((kind, key))
+    if found:
+        return value
     with progress_bar(title) as progress:
         return cache.get_or_compute((kind, key), lambda: job(progress))
 

@@ -369,6 +369,7 @@ def _chunk_rows(keys: KeyRanges, n_head: int, b: int, device) -> int:
     return chunk // b * b if chunk >= b else chunk  # whole bins when they fit: no bin to merge
 
 
+@torch.no_grad()  # a capture reads a pass; its output carries no gradient (the chunks write into reused buffers)
 def capture_attention(
     q: Tensor,
     k: Tensor,

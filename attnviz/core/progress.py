@@ -124,13 +124,17 @@ class Progress:
         self._current = -1
 
     def stage(self, label: str, total: int, weights: Sequence[float] | None = None, **params: object) -> None:
-        """Begin the next stage: the planned one, when it has this label (its total and weights replaced), or a new
-        one put before the rest of the plan."""
+        """Begin the next stage: the planned one, when it has this label (its total and weights replaced; a plan's
+        weights are kept when none are given and the total is the plan's), or a new one put before the rest of the
+        plan."""
+        given = weights
         weights = _check_weights(total, weights)
         following = self._current + 1
         if following < len(self._stages) and self._stages[following].label == label:
             planned = self._stages[following]
-            planned.weights, planned.params = weights, tuple(params.items())
+            if given is not None or len(planned.weights) != total:
+                planned.weights = weights
+            planned.params = tuple(params.items())
         else:
             self._stages.insert(following, _Stage(label, weights, tuple(params.items())))
         self._current = following

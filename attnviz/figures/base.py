@@ -16,7 +16,6 @@ Masked cells (may-not-attend) are NaN and show as the grey plot background.
 
 from __future__ import annotations
 
-import math
 import re
 
 import numpy as np
@@ -98,7 +97,8 @@ def axis_height(n: int) -> int:
 
 
 MODEBAR_PX = 28  # Plotly's toolbar, drawn over the figure's top right: a margin this tall keeps it off the labels
-LABEL_PX = 18  # tick labels (one line of 12 px text) closer than this overlap, rotated or not
+LABEL_PX = 18  # tick labels (one line of 12 px text) closer than this overlap
+SLANTED_LABEL_PX = 28  # ... and labels slanted at -60° (the key axis on top), whose lines run closer together
 HEATMAP_SIDE_PX = (320, 640)  # one head's plot area: at least, and at most, this many pixels a side
 CELL_PX = 24  # below the largest side, each token gets this many pixels
 COLORBAR_PX = 90  # the colour bar, its ticks and its title, right of the plot
@@ -113,10 +113,18 @@ def heatmap_plot_size(n_q: int, n_k: int, max_side: int = HEATMAP_SIDE_PX[1]) ->
     return max(1, round(cell * n_k)), max(1, round(cell * n_q))
 
 
+TICK_STEPS = (1, 2, 5)  # label every 1, 2, 5, 10, 20, 50, ... tokens: positions a reader can count on
+
+
 def thinned_ticks(labels: list[str], plot_px: float, label_px: float = LABEL_PX) -> dict:
     """Tick settings for a category axis of ``labels`` drawn over ``plot_px`` pixels: every k-th label, with k the
-    smallest step that leaves ``label_px`` pixels a label, so labels never overlap (each is whole on hover)."""
-    step = max(1, math.ceil(len(labels) * label_px / max(plot_px, 1.0)))
+    smallest of 1, 2, 5, 10, 20, 50, … that leaves ``label_px`` pixels a label, so labels never overlap (each is
+    whole on hover)."""
+    needed = len(labels) * label_px / max(plot_px, 1.0)
+    step, scale = 1, 1
+    while step < needed:
+        step = next((s * scale for s in TICK_STEPS if s * scale >= needed), 10 * scale)
+        scale *= 10
     shown = labels[::step]
     return {"tickmode": "array", "tickvals": shown, "ticktext": shown}
 
@@ -238,7 +246,7 @@ def make_head_heatmap_figure(
             "type": "category",
             "tickangle": -60,
             "side": "top",
-            **thinned_ticks(k_ticks, plot_w),
+            **thinned_ticks(k_ticks, plot_w, SLANTED_LABEL_PX),
         },
         yaxis={
             "title": {"text": t("figures.query_axis")},

@@ -414,7 +414,11 @@ class HFSource:
         generated: list[int] = []
         eos = self.tokenizer.eos_token_id
         progress = or_none(progress)
-        progress.plan([("progress.token", n_new), ("progress.layer", self.n_layer)])
+        # in one unit, a decode step's cost (one token through every layer): a captured layer reads every token
+        context = len(ids) + n_new
+        progress.plan(
+            [("progress.token", n_new), ("progress.layer", self.n_layer, [context / self.n_layer] * self.n_layer)]
+        )
         progress.stage("progress.token", n_new)
         with running(self.name):
             out = self.model(input_ids=torch.tensor([ids], device=self.device), use_cache=True, logits_to_keep=1)

@@ -290,7 +290,7 @@ def test_a_row_that_sees_no_key_gives_everything_to_its_sink():
 
 
 @pytest.mark.parametrize("rows_first", [True, False], ids=["rows first", "keys first"])
-@pytest.mark.parametrize("chunk_rows", [3, 41], ids=["chunks inside bins", "one chunk"])
+@pytest.mark.parametrize("chunk_rows", [3, 44], ids=["chunks inside bins", "one chunk"])
 @pytest.mark.parametrize("mask", ["causal", "window 5", "left-padded causal", "right-padded encoder"])
 def test_pooled_maps_and_distances_are_the_same_whichever_way_a_chunk_is_pooled(
     monkeypatch, rows_first, chunk_rows, mask
@@ -298,6 +298,8 @@ def test_pooled_maps_and_distances_are_the_same_whichever_way_a_chunk_is_pooled(
     """Narrow bins pool rows first, wide ones keys first; chunks of 3 rows straddle bins of 4."""
     monkeypatch.setattr(capture_module, "ROWS_FIRST_BIN", 100 if rows_first else 0)
     monkeypatch.setattr(capture_module, "CHUNK_ELEMENTS", 6 * 41 * chunk_rows)
+    expected = 3 if chunk_rows == 3 else 44  # 44 rows: the whole text in one chunk
+    assert capture_module._chunk_rows(MASKS["full"](41), 6, 4, torch.device("cpu")) == expected
     q, k, v = inputs()
     keys = MASKS[mask](41)
     ref_out, ref_w = reference(q, k, v, keys)
@@ -313,3 +315,19 @@ def test_pooled_maps_and_distances_are_the_same_whichever_way_a_chunk_is_pooled(
     distance = (torch.arange(41.0)[:, None] - torch.arange(41.0)[None, :]).abs()
     truth = (ref_w * distance * visible).sum(-1)  # up to 40 tokens: float32 rounding relative to the distance
     torch.testing.assert_close(cap.rows["mean_distance"], truth, rtol=TOL, atol=TOL, equal_nan=True)
+
+
+def test_a_cpu_chunk_holds_at_most_its_rows_and_cells():
+    keys = KeyRanges.causal(8192)
+    cpu = torch.device("cpu")
+    assert capture_module._chunk_rows(keys, 9, 32, cpu) == 96  # 2**23 cells / (9 heads x 8,192 keys), whole bins
+    assert capture_module._chunk_rows(KeyRanges.causal(512), 9, 8, cpu) == capture_module.CPU_CHUNK_ROWS  # 128
+    assert capture_module._chunk_rows(keys, 64, 32, cpu) == 16  # 64 heads: half a bin a chunk, merged into it
+
+
+def test_a_capture_of_tensors_that_require_grad_runs_and_carries_none():
+    q, k, v = (t.requires_grad_() for t in inputs(length=10))
+    out, cap = capture_attention(q, k, v, KeyRanges.causal(10), scale=0.25, bin_size=2)
+    assert not out.requires_grad and not cap.q.requires_grad
+    ref, _ = reference(q.detach(), k.detach(), v.detach(), KeyRanges.causal(10))
+    assert (out - ref).abs().max().item() <= TOL

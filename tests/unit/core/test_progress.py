@@ -140,3 +140,28 @@ def test_bad_stages_raise_with_the_numbers():
         progress.step()
     with pytest.raises(ValueError, match="2 weights for 3 steps"):
         progress.stage("progress.layer", 3, weights=[1, 2])
+
+
+def test_a_planned_stage_keeps_its_weights_when_it_begins_without_any():
+    """Generation: 4 decode steps of 1 s, then 2 captured layers weighing 10 decode steps each (the context)."""
+    clock = FakeClock()
+    progress, states = recorded(clock)
+    progress.plan([("progress.token", 4), ("progress.layer", 2, [10.0, 10.0])])
+    progress.stage("progress.token", 4)
+    for _ in range(2):
+        clock.advance(1.0)
+        progress.step()
+    assert states[-1].remaining_s == pytest.approx(2 * 1.0 + 20 * 1.0)  # 2 steps here, then 20 units at 1 s
+    assert states[-1].fraction == pytest.approx(2 / 24)
+    for _ in range(2):
+        clock.advance(1.0)
+        progress.step()
+    progress.stage("progress.layer", 2)  # as the capture begins its stage: no weights given, the plan's kept
+    clock.advance(10.0)
+    progress.step()
+    assert states[-1].fraction == pytest.approx(14 / 24)
+    progress.plan([("progress.layer", 3, [5.0, 5.0, 5.0])])
+    progress.stage("progress.layer", 2)  # another total: the plan's weights no longer fit, each step weighs 1
+    clock.advance(1.0)
+    progress.step()
+    assert states[-1].fraction == pytest.approx(1 / 2)

@@ -56,7 +56,7 @@ def test_cut_labels_get_their_row_and_column_again_with_the_whole_text_on_hover(
 
 
 def test_a_256_token_window_is_square_with_labels_thinned_so_none_overlap():
-    from attnviz.figures.base import COLORBAR_PX, LABEL_PX, heatmap_plot_size
+    from attnviz.figures.base import COLORBAR_PX, LABEL_PX, SLANTED_LABEL_PX, heatmap_plot_size
 
     labels = [f"{i} tok{i}" for i in range(256)]
     spec = spec_of(make_head_heatmap_figure(torch.full((256, 256), 1 / 256), labels, labels, max_side=480))
@@ -66,11 +66,12 @@ def test_a_256_token_window_is_square_with_labels_thinned_so_none_overlap():
     assert layout["width"] - margin["l"] - margin["r"] == 480 and layout["height"] - margin["t"] - margin["b"] == 480
     assert margin["r"] == COLORBAR_PX and spec["data"][0]["colorbar"]["len"] == 1.0  # the bar is the plot's height
     assert spec["data"][0]["colorbar"]["lenmode"] == "fraction"
-    for axis in ("xaxis", "yaxis"):
+    # queries: 256 * 18 / 480 = 9.6 px -> every 10th token, 26 labels 18.5 px apart; keys, slanted on top:
+    # 256 * 28 / 480 = 14.9 -> every 20th, 13 labels 36.9 px apart
+    for axis, step, px in (("yaxis", 10, LABEL_PX), ("xaxis", 20, SLANTED_LABEL_PX)):
         ticks = layout[axis]["tickvals"]
-        step = -(-256 * LABEL_PX // 480)  # ceil(256 * 18 / 480) = 10: every 10th token labelled
-        assert step == 10 and ticks == labels[::10] and layout[axis]["ticktext"] == ticks
-        assert 480 / len(ticks) >= LABEL_PX  # 26 labels, 18.5 px apart
+        assert ticks == labels[::step] and layout[axis]["ticktext"] == ticks
+        assert 480 / len(ticks) >= px
     assert spec["data"][0]["x"] == labels  # every token still has its column (and its whole label on hover)
 
 
