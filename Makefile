@@ -38,7 +38,7 @@ lint: setup
 test: setup browser lint
 	$(BIN)/python -m pytest
 
-# the inner loop: unit tests only (no model loads, no server, no browser), under 30 s
+# the inner loop: unit tests only (no model loads, no server, no browser), about a minute
 test-fast: setup
 	$(BIN)/python -m pytest tests/unit -q
 

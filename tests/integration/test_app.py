@@ -151,7 +151,6 @@ def test_every_widget_has_a_key():
 SAME_FOR_EVERY_MODEL = {
     "overview": 0,
     "heads": 3,
-    "padding": 4,
     "masks": 8,
     "tokens": 4,  # the running text, every head, across layers, lines
     "head_roles": 2,
@@ -163,9 +162,10 @@ SAME_FOR_EVERY_MODEL = {
 CHARTS = {
     model: {**SAME_FOR_EVERY_MODEL, **per_model}
     for model, per_model in {
-        "default": {"parity": "-", "generation": "-", "walkthrough": 0},
-        "minilm": {"parity": 3, "generation": "-", "walkthrough": 9},
-        "smollm2": {"parity": 3, "generation": 2, "walkthrough": 10},
+        # padding: the mask and one chart a default sentence; MiniLM reads the Chinese one as [UNK], so it is left out
+        "default": {"parity": "-", "generation": "-", "walkthrough": 0, "padding": 4},
+        "minilm": {"parity": 3, "generation": "-", "walkthrough": 9, "padding": 3},
+        "smollm2": {"parity": 3, "generation": 2, "walkthrough": 10, "padding": 4},
     }.items()
 }
 

@@ -226,8 +226,8 @@ def test_switching_the_language_keeps_a_translated_choice(server, page):
     shown_value = shown.evaluate(
         "e => e.innerText + ' ' + [...e.querySelectorAll('input')].map(i => i.value).join(' ')"
     )
-    assert "只看标记为 sink 的头" in shown_value, shown_value  # the same choice, shown in Chinese
-    assert page.get_by_text("8 个注意力头中有 0 个被标记为 sink", exact=False).count() == 1  # and applied
+    assert "只看标记为 汇点 的头" in shown_value, shown_value  # the same choice, shown in Chinese (the flag too)
+    assert page.get_by_text("8 个注意力头中有 0 个被标记为 汇点", exact=False).count() == 1  # and applied
     sidebar = page.locator('[data-testid="stSidebar"]')
     assert sidebar.get_by_label("要分析的文本", exact=True).input_value() == "A text the language switch must keep."
     assert "lang=zh" in page.url
