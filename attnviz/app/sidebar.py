@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 
 import streamlit as st
 
@@ -73,6 +74,19 @@ def choose_language() -> str:
     return st.session_state.lang
 
 
+def embedded_spec(values: Mapping, device: str) -> SourceSpec:
+    """The embedded model's spec from the sidebar's values (the session's, or :data:`DEFAULTS` for a new one)."""
+    config = EmbeddedConfig(
+        d_model=int(values["d_model"]),
+        n_head=int(values["n_head"]),
+        n_kv_head=int(values["n_kv_head"]) or None,
+        n_layer=int(values["n_layer"]),
+        seed=int(values["seed"]),
+        causal=bool(values["causal"]),
+    )
+    return SourceSpec(EMBEDDED, device, config)
+
+
 def sidebar() -> Settings:
     """Draw the shared sidebar and return the settings it holds."""
     init_state()
@@ -128,15 +142,7 @@ def sidebar() -> Settings:
         source = st.session_state.model
         try:
             if source == EMBEDDED:
-                config = EmbeddedConfig(
-                    d_model=int(st.session_state.d_model),
-                    n_head=int(st.session_state.n_head),
-                    n_kv_head=int(st.session_state.n_kv_head) or None,
-                    n_layer=int(st.session_state.n_layer),
-                    seed=int(st.session_state.seed),
-                    causal=bool(st.session_state.causal),
-                )
-                spec = SourceSpec(EMBEDDED, device, config)
+                spec = embedded_spec(st.session_state, device)
             elif source == "path":
                 path = st.session_state.model_path.strip()
                 if not path:

@@ -32,20 +32,11 @@ MODULES = (
 
 def default_spec():
     """The source a new visitor's sidebar asks for: the embedded model at its default settings."""
+    from attnviz.app.sidebar import embedded_spec
     from attnviz.app.state import DEFAULTS
     from attnviz.core.devices import resolve_device
-    from attnviz.models.embedded.config import EmbeddedConfig
-    from attnviz.models.registry import EMBEDDED, SourceSpec
 
-    config = EmbeddedConfig(
-        d_model=int(DEFAULTS["d_model"]),
-        n_head=int(DEFAULTS["n_head"]),
-        n_kv_head=int(DEFAULTS["n_kv_head"]) or None,
-        n_layer=int(DEFAULTS["n_layer"]),
-        seed=int(DEFAULTS["seed"]),
-        causal=bool(DEFAULTS["causal"]),
-    )
-    return SourceSpec(EMBEDDED, resolve_device(DEFAULTS["device"]), config)
+    return embedded_spec(DEFAULTS, resolve_device(DEFAULTS["device"]))
 
 
 def warm_up() -> dict[str, float]:

@@ -38,7 +38,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from attnviz.core.attention import attention_scores, group_size, weighted_values
+from attnviz.core.attention import group_size, weighted_values
 from attnviz.core.masks import KeyRanges
 from attnviz.i18n.message import msg
 
@@ -138,17 +138,15 @@ class LayerCapture:
 
 def _scores(q: Tensor, k: Tensor, scale: float, softcap: float | None) -> Tensor:
     """q (n_head, C, hd) x k (n_kv_head, W, hd) -> scores (n_head, C, W) in float32, as the inspectable path has them."""
-    scores = attention_scores(q[None].float(), k[None].float(), scale)[0]  # (n_head, C, W)
-    if softcap is not None:  # Gemma-2 style logit soft-capping, applied where the model applies it
-        scores = scores.div_(softcap).tanh_().mul_(softcap)
-    return scores
+    buffer = torch.empty(q.shape[0] * q.shape[1] * k.shape[1], device=q.device)
+    return _scores_into(buffer, q, k.float().transpose(-2, -1), scale, softcap)
 
 
 def _scores_into(buffer: Tensor, q: Tensor, k_t: Tensor, scale: float, softcap: float | None) -> Tensor:
     """:func:`_scores` written into ``buffer`` (flat, float32, at least n_head·C·W): q (n_head, C, hd) x
     k_t (n_kv_head, hd, W), k already transposed -> (n_head, C, W), a view of ``buffer``.
 
-    The same matmul and scaling as :func:`attention_scores`, without allocating a
+    The same matmul and scaling as :func:`attnviz.core.attention.attention_scores`, without allocating a
     chunk's scores anew: fresh pages for every chunk cost as much as the exp.
     """
     n_head, chunk, head_dim = q.shape
@@ -157,7 +155,7 @@ def _scores_into(buffer: Tensor, q: Tensor, k_t: Tensor, scale: float, softcap: 
     grouped = buffer[: n_head * chunk * width].view(n_kv_head, n_rep * chunk, width)
     torch.matmul(q.float().reshape(n_kv_head, n_rep * chunk, head_dim), k_t, out=grouped).mul_(scale)
     scores = grouped.view(n_head, chunk, width)  # (n_head, C, W)
-    if softcap is not None:
+    if softcap is not None:  # Gemma-2 style logit soft-capping, applied where the model applies it
         scores.div_(softcap).tanh_().mul_(softcap)
     return scores
 
