@@ -1,6 +1,6 @@
 # attnviz: `make run` serves the app, `make test` runs every test. Both set up
 # everything first on a fresh machine (virtual environment, pinned packages, the
-# project itself installed in it, Debian's chromium for the browser tests).
+# project itself installed in it, Debian's chromium and nginx for the browser tests).
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 PORT ?= 8501
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup run test test-fast lint browser bench bench-browser screenshots clean
+.PHONY: setup run test test-fast fuzz lint browser bench bench-browser screenshots docker-check clean
 
 $(STAMP): requirements.txt requirements-dev.txt requirements-models.txt constraints.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,9 @@ run: setup
 browser:
 	@command -v chromium >/dev/null 2>&1 || { $(SUDO) apt-get update && \
 		$(SUDO) apt-get install -y --no-install-recommends chromium fonts-noto-cjk fonts-noto-color-emoji; }
+	@# Debian's nginx, for the replicas test (deploy/replicas.py runs its own, as any user, on its own ports)
+	@command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || { $(SUDO) apt-get update && \
+		$(SUDO) apt-get install -y --no-install-recommends nginx; }
 
 # style, then the architecture: the layers and the other import contracts in pyproject.toml
 lint: setup
@@ -41,6 +44,10 @@ test: setup browser lint
 # the inner loop: unit tests only (no model loads, no server, no browser), about a minute
 test-fast: setup
 	$(BIN)/python -m pytest tests/unit -q
+
+# the generated-input suites alone (part of `make test`): 2,000+ cases, each with a time limit and a memory cap
+fuzz: setup
+	$(BIN)/python -m pytest tests/property -q
 
 # side-by-side benchmarks (minutes): payload, attention paths, capture vs a plain forward
 bench: setup
@@ -61,6 +68,10 @@ bench-browser: setup browser
 screenshots: setup browser
 	$(BIN)/python -m tools.screenshots
 	$(BIN)/python -m tools.screenshots --lang zh
+
+# build the image, run it until its HEALTHCHECK says healthy, remove it; without a Docker engine: one line, exit 0
+docker-check:
+	@sh deploy/docker_check.sh
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache build attnviz.egg-info

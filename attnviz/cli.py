@@ -16,8 +16,10 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from attnviz import __version__, settings
+from attnviz.core.budget import RequestCost, request_cost
 from attnviz.core.devices import DEVICE_CHOICES, resolve_device
-from attnviz.errors import ModelUnavailableError, ParityUnsupportedError
+from attnviz.core.files import printable
+from attnviz.errors import ModelUnavailableError, ParityUnsupportedError, first_line
 from attnviz.labs.kv.config import KV_DTYPES
 from attnviz.labs.masks.doctor import Diagnosis, diagnose, parse_expect, parse_lengths
 from attnviz.labs.masks.reading import LoadedMask, read_mask_file
@@ -128,8 +130,10 @@ def load_cli_source(args: argparse.Namespace) -> AttentionSource:
             causal=args.causal,
         )
     progress = (
-        (lambda fraction, message: print(f"[{fraction:4.0%}] {message}", file=sys.stderr)) if not args.quiet else None
-    )
+        (lambda fraction, message: print(printable(f"[{fraction:4.0%}] {message}"), file=sys.stderr))
+        if not args.quiet
+        else None
+    )  # the message names the user's --model: a newline or an ANSI escape in it is shown, never obeyed
     spec = SourceSpec(args.model, device, config, allow_pickle=args.allow_pickle)
     return open_source(spec, progress=progress)
 
@@ -162,14 +166,37 @@ def check_bounds(args: argparse.Namespace, bounds: dict[str, settings.Bound]) ->
                 raise CommandError(f"{bound.name} ({item}) must be from {bound.low} to {bound.high}")
 
 
+def over_budget_line(cost: RequestCost) -> str:
+    """The one line a capture over the request budget exits with: its numbers, what fits, and the flag."""
+    return (
+        f"this request reads {cost.tokens:,} tokens x {cost.n_layer} layers x {cost.n_head} heads = "
+        f"{cost.head_tokens:,} head-tokens, over the request budget of {cost.budget:,} (about {cost.peak_gb:,.1f} GB "
+        f"and {cost.seconds:,.0f} s here); --max-tokens {cost.max_tokens:,} or fewer fits, "
+        "or pass --over-budget to run it anyway"
+    )
+
+
+def check_budget(source: AttentionSource, args: argparse.Namespace) -> None:
+    """CommandError (exit 2) when the capture would be over the request budget and --over-budget was not given.
+
+    The same question the local app asks (``attnviz.app.loading.within_budget``), priced from the text's token
+    count after encoding, before any capture runs."""
+    n_tokens = len(source.encode(args.text, args.max_tokens).tokens)
+    cost = request_cost(source.n_layer, source.n_head, source.n_kv_head, source.head_dim, n_tokens)
+    if cost.over and not args.over_budget:
+        raise CommandError(over_budget_line(cost))
+
+
 def capture_for(args: argparse.Namespace, keep_qk: bool) -> tuple[AttentionSource, AttentionRecord]:
-    """The source --model names and its capture of the text; CommandError for any bad input."""
+    """The source --model names and its capture of the text, within the request budget unless --over-budget;
+    CommandError for any bad input."""
     check_text(args.text)
     if not args.text.strip():
         raise CommandError("the text is empty; give some words to analyse")
     check_bounds(args, TEXT_BOUNDS)
     try:
         source = load_cli_source(args)
+        check_budget(source, args)
         return source, source.run(args.text, args.max_tokens, keep_qk=keep_qk)
     except (ValueError, ModelUnavailableError) as err:
         raise CommandError(str(err)) from err
@@ -401,6 +428,12 @@ def add_text_and_model_arguments(command: argparse.ArgumentParser) -> None:
         help="allow a local model whose weights are pickled (*.bin); trust it first",
     )
     command.add_argument("--quiet", action="store_true", help="no loading progress on stderr")
+    command.add_argument(
+        "--over-budget",
+        action="store_true",
+        help="run a request over the request budget (tokens x layers x heads > "
+        f"{settings.REQUEST_HEAD_TOKENS:,}, SmolLM2 at 8,192 tokens) instead of exiting 2 with its cost",
+    )
     command.add_argument("--max-tokens", type=int, default=settings.MAX_TOKENS.default)
     command.add_argument("--device", choices=DEVICE_CHOICES, default="auto")
     command.add_argument("--d-model", type=int, default=settings.D_MODEL.default)
@@ -416,7 +449,7 @@ def one_line_errors(parser: argparse.ArgumentParser, command: str) -> None:
 
     def error(message: str) -> NoReturn:
         prefix = f"attnviz {command}" if command else "attnviz"
-        parser.exit(2, f"{prefix}: error: {message}\n")
+        parser.exit(2, printable(f"{prefix}: error: {message}") + "\n")  # the message may quote what was typed
 
     parser.error = error
 
@@ -494,7 +527,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown:  # as parse_args does, but from the subcommand's parser when it has its own error format
         getattr(args, "parser", parser).error(f"unrecognized arguments: {' '.join(unknown)}")
     if args.command is None:
-        parser.print_help(sys.stderr)
+        commands = ",".join(next(a for a in parser._actions if a.dest == "command").choices)
+        print(f"attnviz: error: no command given; usage: {parser.prog} {{{commands}}} ... (or --help)", file=sys.stderr)
         return 2
     try:
         code = args.func(args)
@@ -503,10 +537,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # `... | head` closed the pipe: not an error
         sys.stderr.close()
         return 0
-    except CommandError as err:
-        print(f"attnviz {args.command}: error: {err}", file=sys.stderr)
+    except CommandError as err:  # its text names the user's paths and values: printable keeps it one line
+        print(printable(f"attnviz {args.command}: error: {err}"), file=sys.stderr)
+        return 2
+    except OSError as err:  # a path no library check caught: still one line, naming the reason
+        print(printable(f"attnviz {args.command}: error: {first_line(err)}"), file=sys.stderr)
         return 2
     except CheckFailedError as err:
         out.notice(args.command)
-        print(f"attnviz {args.command}: {err}", file=sys.stderr)
+        print(printable(f"attnviz {args.command}: {err}"), file=sys.stderr)
         return 1

@@ -27,6 +27,11 @@ class ConfigError(ValueError):
     """A config that cannot be read or used; the one-line message names the missing or bad field."""
 
 
+class PathError(ValueError):
+    """A path a user named that cannot be read safely: missing, too long, a loop, not permitted, not a regular
+    file (a FIFO, a device, a /proc file, a folder) or over a size cap. One line naming the path and the reason."""
+
+
 class MaskFileError(ValueError):
     """A mask file that cannot be read safely: pickled, corrupt, unsupported or too large. One line."""
 

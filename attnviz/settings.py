@@ -67,6 +67,48 @@ def cache_bytes() -> int:
     return int(os.environ.get(CACHE_MB_ENV, CACHE_MB_DEFAULT)) * 2**20
 
 
+# Admission (attnviz/core/admission.py): one process-wide budget, in MB, for the memory of the heavy work in flight
+# (captures, scaling, generation, …); a request that does not fit waits in a FIFO queue. Without ATTNVIZ_MEMORY_MB
+# the budget is the container's memory limit (cgroup v2 or v1), else the machine's RAM, less the result cache's bound
+# (ATTNVIZ_CACHE_MB) and MODELS_RESERVE_MB: the process's base (Python, torch, Streamlit: ~0.6 GB) with every bundled
+# model loaded (SmolLM2 0.54 GB float32, MiniLM 0.09 GB) and room for a browser session's page state
+MEMORY_MB_ENV = "ATTNVIZ_MEMORY_MB"
+MODELS_RESERVE_MB = 1536
+# requests running at once: several torch jobs in one process share its cores and each one's thread team, so past
+# one job per two cores they slow each other down far more than they gain (4 SmolLM2 captures at once on 2 cores:
+# each 15x slower than alone). ATTNVIZ_MAX_RUNNING overrides (a whole number >= 1)
+MAX_RUNNING_ENV = "ATTNVIZ_MAX_RUNNING"
+CORES_PER_RUNNING = 2
+ADMISSION_POLL_S = 1.0  # a waiting visitor's place and estimate are redrawn this often (and a Cancel is seen)
+# a capture's admitted bytes: this x its predicted record (capture.predicted_nbytes). Measured (SmolLM2, the app's
+# capture with q and k, RSS above the process with the model loaded): 474 / 749 / 1,317 MB at 2,048 / 4,096 /
+# 8,192 tokens, 1.40-1.42 x the record (the record itself, and what its forward holds while it runs)
+ADMISSION_RECORD_FACTOR = 1.45
+
+
+def max_running(cpu_count: int | None = None) -> int:
+    """How many requests may run at once: ATTNVIZ_MAX_RUNNING where set, else one per :data:`CORES_PER_RUNNING`
+    cores (at least one); ValueError naming the variable when it is not a whole number >= 1."""
+    raw = os.environ.get(MAX_RUNNING_ENV, "").strip()
+    if raw:
+        if not raw.isdigit() or int(raw) < 1:
+            raise ValueError(msg("admission.bad_max_running_env", env=MAX_RUNNING_ENV, value=raw[:40]))
+        return int(raw)
+    cores = os.cpu_count() if cpu_count is None else cpu_count
+    return max(1, (cores or 1) // CORES_PER_RUNNING)
+
+
+def memory_mb_override() -> int | None:
+    """ATTNVIZ_MEMORY_MB as an integer number of MB (>= 0), or None where it is unset or empty; ValueError naming
+    the variable when it is not such a number."""
+    raw = os.environ.get(MEMORY_MB_ENV, "").strip()
+    if not raw:
+        return None
+    if not raw.isdigit():
+        raise ValueError(msg("admission.bad_memory_env", env=MEMORY_MB_ENV, value=raw[:40]))
+    return int(raw)
+
+
 # the Scaling page recomputes every head under three scales: it reads at most this many tokens
 SCALING_TOKENS = 2048
 # the scaling lab's work: every head's T x T scores under three scales. SmolLM2 (30 x 9 heads) at 2,048 tokens is
@@ -114,7 +156,18 @@ KV_CONFIG_MAX_BYTES = 2**20  # real config.json files are a few KB; multimodal o
 # a model config's sizes, checked before anything is allocated, by `heads` (a model folder) and `kv-cache` alike:
 # far above every released model (Llama 3.1 405B: 126 layers, 128 heads, hidden 16,384; Gemma 3: 262,144 tokens
 # of vocabulary; Llama 4 Scout: 10 M positions), far below what a bogus config.json would make us allocate
-MODEL_LIMITS = {"layers": 10_000, "heads": 4_096, "hidden": 131_072, "vocab": 4_194_304, "positions": 2**27}
+MODEL_LIMITS = {
+    "layers": 10_000, "heads": 4_096, "hidden": 131_072, "vocab": 4_194_304, "positions": 2**27,
+    "intermediate": 2**20,  # an MLP's width (Llama 3.1 405B: 53,248)
+}  # fmt: skip
+# a local model folder, checked before transformers opens a file in it: its config.json and tokenizer files are
+# read with these caps (a tokenizer.json of a 256k vocabulary is about 35 MB); its weights must hold at least
+# MODEL_MIN_BYTES_PER_PARAM bytes per weight its config declares (a lower bound), or the config is refused: a
+# 4-bit checkpoint holds 0.5, so 1/16 leaves room for families the bound counts loosely (ALBERT shares its layers)
+MODEL_CONFIG_MAX_BYTES = 2**20
+MODEL_TEXT_FILE_MAX_BYTES = 256 * 2**20
+MODEL_FOLDER_MAX_ENTRIES = 10_000
+MODEL_MIN_BYTES_PER_PARAM = 1 / 16
 KV_MAX_LAYERS = MODEL_LIMITS["layers"]
 KV_MAX_BATCH = 2**20
 KV_MAX_SEQ_LEN = 2**30
@@ -130,6 +183,10 @@ KV_LLAMACPP_N_UBATCH = 512  # llama.cpp's default -ub (physical batch), which si
 HOSTED_ENV = "ATTNVIZ_HOSTED"
 HOSTED_FLAG = "--hosted"
 MODELS_ENV = "ATTNVIZ_MODELS"
+# Replicas behind nginx (deploy/replicas.py): each replica's own name, and the cookie nginx sets on the websocket
+# upgrade naming the replica that answered it (attnviz/app/replica.py)
+REPLICA_ENV = "ATTNVIZ_REPLICA"
+REPLICA_COOKIE = "attnviz_replica"
 # One request's budget: tokens x layers x heads. It is SmolLM2's largest request (8,192 tokens x 30 layers x 9
 # heads), measured at 2.3 GB peak and 80 s on 2 cores (benchmarks/capture.py); the record grows linearly in it and
 # the time in it x tokens, so with tokens <= 8,192 no request within it costs more than that one. Over it: refused

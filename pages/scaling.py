@@ -5,7 +5,7 @@ import streamlit as st
 from attnviz import settings as limits
 from attnviz.app.loading import cached, cached_job, require_qk, require_source, require_text, unknown_warning
 from attnviz.app.navigation import frame_settings
-from attnviz.app.widgets import layer_head_picker, plotly, show_error, table
+from attnviz.app.widgets import layer_head_picker, plotly, show_error, show_info, table
 from attnviz.errors import ModelUnavailableError
 from attnviz.figures.base import make_head_heatmap_figure
 from attnviz.figures.scaling import (
@@ -14,6 +14,7 @@ from attnviz.figures.scaling import (
     make_scaling_overview_figure,
     make_variance_figure,
 )
+from attnviz.i18n.message import msg
 from attnviz.i18n.translate import t
 from attnviz.labs import scaling
 
@@ -144,6 +145,9 @@ curve = cached(
     lambda: scaling.gradient_curve(record, layer, head, scaling.gradient_multiples(factors)),
     t("scaling.measuring_gradients"),
 )
+if curve is None:
+    show_info(msg("page_extremes.no_gradient_rows", layer=layer))
+    st.stop()
 markers = {kind: factors[kind] / factors["sqrt_dk"] for kind in scaling.SCALE_KINDS}
 plotly(make_gradient_figure(curve, markers, scale_titles), key="scaling_gradient")
 st.caption(

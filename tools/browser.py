@@ -37,8 +37,13 @@ def free_port() -> int:
 
 
 @contextmanager
-def streamlit_server(timeout: float = 90.0, script: str = "app.py") -> Iterator[str]:
-    """Run ``streamlit run app.py`` (or ``script``, e.g. ``serve.py``) on a free port; yield its base URL."""
+def streamlit_server(
+    timeout: float = 90.0, script: str = "app.py", env: dict[str, str] | None = None, on_start=None
+) -> Iterator[str]:
+    """Run ``streamlit run app.py`` (or ``script``, e.g. ``serve.py``) on a free port; yield its base URL.
+
+    ``env``: variables added to the server's environment (e.g. ATTNVIZ_MEMORY_MB); ``on_start(proc)`` hears the
+    server's ``subprocess.Popen`` once it answers (to sample its memory)."""
     port = free_port()
     cmd = [
         sys.executable,
@@ -61,7 +66,7 @@ def streamlit_server(timeout: float = 90.0, script: str = "app.py") -> Iterator[
     log_dir.mkdir(exist_ok=True)
     log = open(log_dir / f"streamlit-{port}.log", "w")  # noqa: SIM115 (closed in the finally below)
     proc = subprocess.Popen(
-        cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"}
+        cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
     )
     url = f"http://127.0.0.1:{port}"
     try:
@@ -76,6 +81,8 @@ def streamlit_server(timeout: float = 90.0, script: str = "app.py") -> Iterator[
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"streamlit did not start (exit code {proc.poll()})")
             time.sleep(0.3)
+        if on_start is not None:
+            on_start(proc)
         yield url
     finally:
         proc.terminate()

@@ -10,10 +10,16 @@ Caching, deliberately:
   per process, handed out by reference (no copy per rerun) and bounded in bytes
   (``ATTNVIZ_CACHE_MB``, default 2,048 MB; at most 32 entries). Their keys hold no language: the library's
   results are the same in every language, and their words are rendered as the page draws.
+
+Admission, in the same place: a result not in the cache is computed only once its predicted memory fits the
+server's budget for work in flight (:mod:`attnviz.app.queue_view`, ``ATTNVIZ_MEMORY_MB``); until then the visitor
+sees their place in the queue. A cached result is handed back without asking, and the admission happens inside
+the cache's single flight: a second session asking for a result being computed waits for it and is never queued.
 """
 
 from __future__ import annotations
 
+import math
 import sys
 import threading
 import time
@@ -26,8 +32,10 @@ from attnviz import settings
 from attnviz.app import hosted
 from attnviz.app.cache import BoundedCache
 from attnviz.app.progress import progress_bar
+from attnviz.app.queue_view import admitted, request_id, stop_if_cancelled
 from attnviz.app.state import Settings
 from attnviz.app.widgets import show_error
+from attnviz.core.admission import Need
 from attnviz.core.budget import request_cost
 from attnviz.core.capture import predicted_nbytes
 from attnviz.core.progress import Progress
@@ -65,25 +73,95 @@ def result_cache() -> BoundedCache:
     return BoundedCache(max_bytes=settings.cache_bytes(), max_entries=settings.CACHE_ENTRIES)
 
 
-def cached(kind: str, key: tuple, compute, spinner: str):
-    """A large result by (kind, key), computed once per process (while a spinner says what is happening)."""
-    cache = result_cache()
-    if (kind, key) in cache:
-        return cache.get_or_compute((kind, key), compute)
-    with st.spinner(spinner):
-        return cache.get_or_compute((kind, key), compute)
+# results derived in a moment from one already held (a record's labels, one head's curve): no admission
+LIGHT_KINDS = frozenset({"tokens", "head_roles", "head_similarity", "gradient"})
+# jobs that read their texts one after another: they hold one capture's memory at a time
+SEQUENTIAL_KINDS = frozenset({"role_stability", "sink_vs_length"})
 
 
-def cached_job(kind: str, key: tuple, job: Callable[[Progress], Any], title: str) -> Any:
-    """A large result by (kind, key), computed once per process by ``job(progress)`` under a progress bar
-    titled ``title``: its stages, counts and the time left, as the job reports them. The reporter is no part
-    of the key: a cached result is handed back without running anything."""
+def shape_need(n_layer: int, n_head: int, n_kv_head: int, head_dim: int, n_tokens: int) -> Need:
+    """A capture's predicted bytes above the process's base (models loaded): ``ADMISSION_RECORD_FACTOR`` x its
+    record (:mod:`attnviz.settings`); and its seconds (:func:`attnviz.core.budget.request_cost`)."""
+    record = predicted_nbytes(n_layer, n_head, n_kv_head, head_dim, max(1, n_tokens))
+    seconds = request_cost(n_layer, n_head, n_kv_head, head_dim, n_tokens).seconds
+    return Need(math.ceil(settings.ADMISSION_RECORD_FACTOR * record), seconds)
+
+
+def capture_need(source: AttentionSource, text: str, max_tokens: int) -> Need:
+    """The need of ``source``'s capture of ``text`` cut to ``max_tokens`` tokens (:func:`shape_need`)."""
+    n_tokens = len(source.encode(text, max_tokens).tokens)
+    return shape_need(source.n_layer, source.n_head, source.n_kv_head, source.head_dim, n_tokens)
+
+
+def largest_need() -> Need:
+    """What the largest request any page allows may cost (SmolLM2 at the request budget): the need of a job whose
+    key says nothing about its size."""
+    return shape_need(30, 9, 3, 64, settings.MAX_TOKENS.high)  # SmolLM2's shape: its 8,192 tokens fill the budget
+
+
+def job_need(kind: str, key: tuple) -> Need | None:
+    """A job's predicted need from its kind and cache key; None for light work (:data:`LIGHT_KINDS`).
+
+    The pages' keys start with (spec, text or texts, tokens or lengths): the need is the capture of each text by
+    that model at that many tokens, summed (a batch holds them all at once; :data:`SEQUENTIAL_KINDS` and several
+    lengths run one after another, so their largest). A key of another shape gets :func:`largest_need`.
+    """
+    if kind in LIGHT_KINDS:
+        return None
+    if len(key) < 3 or not isinstance(key[0], SourceSpec):
+        return largest_need()
+    texts = (key[1],) if isinstance(key[1], str) else key[1]
+    lengths = (key[2],) if isinstance(key[2], int) else key[2]
+    if not isinstance(texts, tuple) or not isinstance(lengths, tuple) or not texts or not lengths:
+        return largest_need()
+    if not all(isinstance(text, str) for text in texts) or not all(isinstance(n, int) for n in lengths):
+        return largest_need()
+    source = load_source(key[0])  # loaded already: the page asked for it first
+    needs = [capture_need(source, text, n) for text in texts for n in lengths]
+    seconds = sum(need.seconds for need in needs)
+    if kind in SEQUENTIAL_KINDS or len(lengths) > 1:  # several lengths: one after another
+        return Need(max(need.nbytes for need in needs), seconds)
+    return Need(sum(need.nbytes for need in needs), seconds)
+
+
+def cached(kind: str, key: tuple, compute, spinner: str, need: Need | None = None):
+    """A large result by (kind, key), computed once per process (while a spinner says what is happening), once
+    its need (``need``, else :func:`job_need`) fits the server's memory budget."""
     cache = result_cache()
     found, value = cache.lookup((kind, key))
     if found:
         return value
+    need = job_need(kind, key) if need is None else need
+    rid = request_id(kind, key)
+    stop_if_cancelled(rid)
+
+    def admitted_compute():
+        with admitted(need, rid):
+            return compute()
+
+    with st.spinner(spinner):  # also while another session computes the same result, which this one then reads
+        return cache.get_or_compute((kind, key), admitted_compute)
+
+
+def cached_job(kind: str, key: tuple, job: Callable[[Progress], Any], title: str, need: Need | None = None) -> Any:
+    """A large result by (kind, key), computed once per process by ``job(progress)`` under a progress bar
+    titled ``title``: its stages, counts and the time left, as the job reports them. The reporter is no part
+    of the key: a cached result is handed back without running anything. It runs once its need (``need``, else
+    :func:`job_need`) fits the server's memory budget; until then the visitor sees their place in the queue."""
+    cache = result_cache()
+    found, value = cache.lookup((kind, key))
+    if found:
+        return value
+    need = job_need(kind, key) if need is None else need
+    rid = request_id(kind, key)
+    stop_if_cancelled(rid)
     with progress_bar(title) as progress:
-        return cache.get_or_compute((kind, key), lambda: job(progress))
+
+        def admitted_job():
+            with admitted(need, rid):
+                return job(progress)
+
+        return cache.get_or_compute((kind, key), admitted_job)
 
 
 def source_for(spec: SourceSpec) -> AttentionSource | None:
@@ -165,6 +243,7 @@ def record_for(source: AttentionSource, settings_: Settings) -> AttentionRecord:
         settings_.key(),
         lambda progress: source.run(settings_.text, settings_.max_tokens, progress=progress),
         t("sources.capturing"),
+        need=capture_need(source, settings_.text, settings_.max_tokens),
     )
 
 

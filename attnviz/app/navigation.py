@@ -58,8 +58,13 @@ def leave_legacy_multipage_mode() -> None:
     through app.py's frame.
     """
     if getattr(PagesManager, "uses_pages_directory", False):
-        # the link's query parameters (?lang=, ?layer=) go along: switch_page would clear them
-        st.switch_page(st.navigation(pages(), position="hidden"), query_params=st.query_params.to_dict())
+        _through_the_frame()
+
+
+def _through_the_frame() -> None:
+    """Rerun on the page the visitor asked for, through app.py's frame (``st.navigation`` resolves it)."""
+    # the link's query parameters (?lang=, ?layer=) go along: switch_page would clear them
+    st.switch_page(st.navigation(pages(), position="hidden"), query_params=st.query_params.to_dict())
 
 
 def frame_settings() -> Settings:
@@ -67,7 +72,12 @@ def frame_settings() -> Settings:
 
     A first visit straight to a page's URL on a fresh server runs that page file
     alone (legacy mode, see :func:`leave_legacy_multipage_mode`); the rerun goes
-    through app.py, sidebar included.
+    through app.py, sidebar included. So does a page file that ran without the
+    frame after another session left legacy mode in the meantime: Streamlit chose
+    the legacy route for this run before the flag changed (two first visitors at
+    once on a fresh server, or a session that moved to another replica).
     """
     leave_legacy_multipage_mode()
+    if "settings" not in st.session_state:
+        _through_the_frame()
     return st.session_state["settings"]

@@ -51,5 +51,10 @@ def warm_up() -> dict[str, float]:
     start = time.perf_counter()
     load_source(default_spec())
     timings["default model"] = time.perf_counter() - start
+    # app.py always calls st.navigation: start in its multipage mode, not the legacy pages/ one, so no first
+    # visitor's run goes down the legacy route (see attnviz.app.navigation.leave_legacy_multipage_mode)
+    from streamlit.runtime.pages_manager import PagesManager
+
+    PagesManager.uses_pages_directory = False
     print(f"attnviz: warmed up in {sum(timings.values()):.1f} s", file=sys.stderr)
     return timings

@@ -15,8 +15,10 @@ a bool mask is True where a query *may attend* to a key; a float mask is added
 to the scores (0 to keep, ``-inf`` or ``torch.finfo(dtype).min`` to drop, the
 latter as Hugging Face builds them). Either has 1 to 4 dims and broadcasts to
 ``(batch, n_head, q_len, k_len)``; a 1-D mask (k_len,) is a key mask applied to
-every query. Any other dtype (an integer 0/1 mask) is a TypeError, on both the
-inspectable and the fused path (:func:`attnviz.core.masks.check_mask`).
+every query. A float mask of another dtype than q is cast to q's (torch's fused
+kernel would refuse it); any other dtype (an integer 0/1 mask) is a TypeError.
+Both the inspectable and the fused path apply this one rule,
+:func:`attnviz.core.masks.check_mask`, so they accept and refuse the same masks.
 """
 
 from __future__ import annotations
@@ -258,7 +260,7 @@ def scaled_dot_product_attention(
     output, as without sinks).
     """
     group_size(q.shape[1], k.shape[1])
-    mask = check_mask(mask, (q.shape[0], q.shape[1], q.shape[-2], k.shape[-2]))
+    mask = check_mask(mask, (q.shape[0], q.shape[1], q.shape[-2], k.shape[-2]), like=q)
     check_sinks(sinks, q.shape[1])
     if scale is None:
         scale = 1.0 / math.sqrt(q.shape[-1])
@@ -305,7 +307,7 @@ def fused_attention(
     """
     n_rep = group_size(q.shape[1], k.shape[1])
     q_len, k_len = q.shape[-2], k.shape[-2]
-    mask = check_mask(mask, (q.shape[0], q.shape[1], q_len, k_len))
+    mask = check_mask(mask, (q.shape[0], q.shape[1], q_len, k_len), like=q)
     check_sinks(sinks, q.shape[1])
     if sinks is not None:
         return _fused_with_sinks(q, k, v, mask, scale, dropout_p, is_causal, sinks)

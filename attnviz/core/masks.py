@@ -201,14 +201,20 @@ def positions_from_mask(key_mask: Tensor) -> Tensor:
     return (key_mask.long().cumsum(-1) - 1).clamp_min(0)
 
 
-def check_mask(mask: Tensor | None, shape: Sequence[int] | None = None) -> Tensor | None:
+def check_mask(mask: Tensor | None, shape: Sequence[int] | None = None, like: Tensor | None = None) -> Tensor | None:
     """``mask`` checked against the conventions every attention path shares; None passes.
 
-    TypeError unless it is bool (True = may attend) or floating point (added to
-    the scores): an integer 0/1 mask is ambiguous, being neither. With ``shape``
-    (batch, n_head, q_len, k_len), ValueError unless the mask has 1 to 4 dims and
-    broadcasts to it. A 1-D mask of length k_len is a key mask, the same for every
+    This is the one rule both attention paths (the inspectable and the fused one) apply, so they accept and reject
+    the same masks. TypeError unless it is bool (True = may attend) or floating point (added to the scores): an
+    integer 0/1 mask is ambiguous, being neither. With ``shape`` (batch, n_head, q_len, k_len), ValueError unless
+    the mask has 1 to 4 dims and broadcasts to it. A 1-D mask of length k_len is a key mask, the same for every
     query; it comes back as (1, k_len), a shape torch's fused kernel accepts too.
+
+    With ``like`` (the queries) the mask comes back on their device, and a float mask in their dtype, since torch's
+    fused kernel refuses a float mask of another dtype (float64 with float32 queries) that the inspectable path
+    would add. A cell at or below the finfo min of the mask's own dtype (how Hugging Face hides a key) becomes
+    ``-inf`` before the cast, so it still hides the key once the dtype is wider (a float16 ``-65504`` in float32
+    scores) and a row of them is still found fully masked. A bool mask stays bool.
     """
     if mask is None:
         return None
@@ -217,20 +223,26 @@ def check_mask(mask: Tensor | None, shape: Sequence[int] | None = None) -> Tenso
             f"mask has dtype {mask.dtype}: use a bool keep-mask (True = may attend) or an additive float mask "
             "(0 to keep, -inf to drop); for a 0/1 integer mask, pass mask.bool()"
         )
-    if shape is None:
-        return mask
-    shape = tuple(shape)
-    fits = 1 <= mask.ndim <= len(shape)
-    if fits:
-        try:
-            fits = torch.broadcast_shapes(mask.shape, shape) == shape
-        except RuntimeError:
-            fits = False
-    if not fits:
-        raise ValueError(
-            f"mask of shape {tuple(mask.shape)} does not broadcast to (batch, n_head, q_len, k_len) = {shape}"
-        )
-    return mask[None, :] if mask.ndim == 1 else mask
+    if shape is not None:
+        shape = tuple(shape)
+        fits = 1 <= mask.ndim <= len(shape)
+        if fits:
+            try:
+                fits = torch.broadcast_shapes(mask.shape, shape) == shape
+            except RuntimeError:
+                fits = False
+        if not fits:
+            raise ValueError(
+                f"mask of shape {tuple(mask.shape)} does not broadcast to (batch, n_head, q_len, k_len) = {shape}"
+            )
+        if mask.ndim == 1:
+            mask = mask[None, :]  # (1, k_len)
+    if like is not None:
+        mask = mask.to(device=like.device)
+        if mask.dtype != torch.bool and mask.dtype != like.dtype:
+            hidden = mask <= torch.finfo(mask.dtype).min  # -inf included
+            mask = mask.masked_fill(hidden, float("-inf")).to(like.dtype)
+    return mask
 
 
 def masked_cells(mask: Tensor, dtype: torch.dtype | None = None) -> Tensor:

@@ -14,6 +14,7 @@ scales, so memory stays bounded like the capture's.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -241,6 +242,13 @@ def gradient_multiples(factors: dict[str, float]) -> list[float]:
 
 def random_variance(dims=VARIANCE_DIMS, samples: int = 20_000, seed: int = 0) -> pd.DataFrame:
     """Var(q·k) for random unit-variance q and k against d_k, unscaled and scaled by 1/√d_k."""
+    return pd.DataFrame(list(_random_variance_rows(tuple(dims), samples, seed)))
+
+
+@functools.lru_cache(maxsize=4)
+def _random_variance_rows(dims: tuple[int, ...], samples: int, seed: int) -> tuple[dict, ...]:
+    """:func:`random_variance`'s rows, computed once per process: the same numbers on every rerun of the page,
+    which would otherwise draw a few hundred MB of random numbers (seconds) each time."""
     g = torch.Generator().manual_seed(seed)
     rows = []
     for d in dims:
@@ -248,7 +256,7 @@ def random_variance(dims=VARIANCE_DIMS, samples: int = 20_000, seed: int = 0) ->
         k = torch.randn(samples, d, generator=g, dtype=torch.float64)
         dots = (q * k).sum(dim=-1)  # (samples,)
         rows.append({"d_k": d, "var_unscaled": float(dots.var()), "var_scaled": float((dots / math.sqrt(d)).var())})
-    return pd.DataFrame(rows)
+    return tuple(rows)
 
 
 VANISHING = 0.01  # a row whose softmax Jacobian has a Frobenius norm below this passes (almost) no gradient
@@ -275,15 +283,21 @@ class GradientCurve:
 
 def gradient_curve(
     record: AttentionRecord, layer: int, head: int, multiples=GRADIENT_MULTIPLES, seed: int = 0
-) -> GradientCurve:
-    """How much gradient the softmax passes back, as the scale grows: the tutorial's "gradients keep flowing"."""
+) -> GradientCurve | None:
+    """How much gradient the softmax passes back, as the scale grows: the tutorial's "gradients keep flowing".
+
+    None when no row of the layer sees two keys (a one-token text): a row with one key has no choice to make, so
+    there is no gradient to measure.
+    """
     capture = record.layers[layer]
     live = record.live_rows()[layer].nonzero()[:, 0]
+    if len(live) == 0:
+        return None
     if len(live) > GRADIENT_ROWS:
         live = live[torch.linspace(0, len(live) - 1, GRADIENT_ROWS).round().long()]
     q = capture.q[head, live]  # (R, hd)
     k = _kv_head(capture, head)[0, 0]  # (k_len, hd)
-    keep = torch.stack([capture.keys.block(int(r), int(r) + 1)[0] for r in live]) if len(live) else None
+    keep = torch.stack([capture.keys.block(int(r), int(r) + 1)[0] for r in live])  # (R, k_len)
     raw = (q @ k.T).masked_fill(~keep, -math.inf)  # (R, k_len)
     upstream = torch.randn(raw.shape, generator=torch.Generator().manual_seed(seed)).masked_fill(~keep, 0.0)
     correct = capture.q.shape[-1] ** -0.5

@@ -139,6 +139,9 @@ def kv_checks(settings_: Settings) -> None:
     source = current_source(settings_)
     if source is None:
         return
+    if not settings_.text.strip():  # every check below runs the model on the sidebar's text
+        show_info(msg("page_extremes.kv_checks_need_text"))
+        return
     measured, speed, whatif = st.tabs([t("kv_ui.tab_measured"), t("kv_ui.tab_speed"), t("kv_ui.tab_whatif")])
     with measured:
         st.markdown(t("kv_ui.measured_intro"))

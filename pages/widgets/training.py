@@ -11,7 +11,9 @@ from attnviz import settings
 from attnviz.app import hosted
 from attnviz.app.cache import BoundedCache
 from attnviz.app.progress import progress_text
+from attnviz.app.queue_view import admitted, request_id
 from attnviz.app.widgets import plotly
+from attnviz.core.admission import Need
 from attnviz.core.budget import training_seconds
 from attnviz.core.progress import Progress, ProgressState
 from attnviz.errors import TrainingCapError
@@ -68,6 +70,17 @@ def train_live(config: TrainingConfig) -> list[RunResult]:
     return results
 
 
+TRAINING_BYTES = 64 * 2**20  # the three runs' weights, optimiser state and batches at once: a few MB, rounded up
+
+
+def admitted_training(config: TrainingConfig) -> list[RunResult]:
+    """:func:`train_live` once the server's memory budget admits it, like every other heavy job (the Training page
+    keeps its own cache, so it does not go through ``loading.cached_job``)."""
+    need = Need(TRAINING_BYTES, training_seconds(training.training_macs(config)))
+    with admitted(need, request_id("training", (config,))):
+        return train_live(config)
+
+
 TRAINING_LEDGER = "training_ledger"  # this session's hosted training time (hosted.TrainingLedger)
 
 
@@ -75,7 +88,7 @@ def capped_training(config: TrainingConfig) -> list[RunResult]:
     """:func:`train_live`, within the session's training time on a hosted server; over it, stops after saying
     how long to wait. A stopped training counts the time it ran."""
     if not hosted.is_hosted():
-        return train_live(config)
+        return admitted_training(config)
     ledger = st.session_state.setdefault(TRAINING_LEDGER, hosted.TrainingLedger())
     needed = training_seconds(training.training_macs(config))
     try:
@@ -97,6 +110,6 @@ def capped_training(config: TrainingConfig) -> list[RunResult]:
         st.stop()
     start = time.time()
     try:
-        return train_live(config)
+        return admitted_training(config)
     finally:
         ledger.charge(time.time() - start, time.time())

@@ -2,7 +2,8 @@
 
 The "ci" profile (the default) is reproducible: ``derandomize=True`` draws the same inputs on every run, no
 example database, no deadline (a 2-core CI machine is slow now and then). ``HYPOTHESIS_PROFILE=explore`` draws
-new random inputs and ten times as many, to hunt for bugs locally. When the whole folder ran, the session prints
+new random inputs and ten times as many, to hunt for bugs locally. Every generated input runs under a time limit
+and a memory cap (``guard.py``; the CLI's in forked children, ``forked.py``). When the whole folder ran, the session prints
 how many inputs each test ran and fails if the total is under ``MIN_EXAMPLES``.
 """
 
@@ -12,6 +13,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, settings
 
 from tests.property import EXAMPLES, MIN_EXAMPLES
+from tests.property.guard import guarded
 
 SLOW_CHECKS = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example]
 settings.register_profile(
@@ -28,6 +30,10 @@ _run = {"modules": set(), "deselected": False}
 
 def pytest_collection_modifyitems(session, config, items):
     _run["modules"] = {Path(str(item.fspath)).name for item in items if Path(str(item.fspath)).parent == HERE}
+    for item in items:  # each generated input of this folder runs with a time limit and a memory cap
+        found = getattr(getattr(item, "obj", None), "hypothesis", None)
+        if Path(str(item.fspath)).parent == HERE and found and not getattr(found.inner_test, "guarded", False):
+            found.inner_test = guarded(found.inner_test)
 
 
 def pytest_deselected(items):

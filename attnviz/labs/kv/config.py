@@ -15,8 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from attnviz import settings
-from attnviz.errors import ConfigError
+from attnviz.core.files import kind_of, printable, read_bounded, shown_path
+from attnviz.errors import ConfigError, PathError
 from attnviz.i18n.message import Text, carried, msg
+from attnviz.models.hf.config_sizes import oversized
 
 KV_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4")
 LAYER_KINDS = ("full", "sliding", "linear", "mla")
@@ -118,6 +120,12 @@ class KVConfig:
         if kind == "linear":
             return 0, 0
         return 2 * self.n_kv_head, self.head_dim
+
+
+def _whole(value: Any) -> int | None:
+    """A field the weight estimate reads (never the cache): a whole number >= 0 as is, anything else (a string, a
+    list, a float) None, so that the estimate says it does not know rather than failing on it."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 def _check_positive(value: Any, name: str) -> int:
@@ -307,6 +315,9 @@ def config_from_dict(raw: dict, name: Text | str = "config") -> KVConfig:
     model_type = str(model_type) if model_type else None
     if section.get("sliding_window") == 0 and section.get("use_sliding_window") is False:  # Qwen2-MoE: off
         section = {**section, "sliding_window": None}
+    too_big = oversized(raw)  # before transformers reads it: its config classes act on their sizes as they are made
+    if too_big is not None:
+        raise ConfigError(msg("kv_memory.field_over", field=too_big.field, value=too_big.value, most=too_big.most))
     hf, why = _transformers_config(model_type, section)
     n_layer = _required(_with_known(section, hf, _LAYER_NAMES[0]), _LAYER_NAMES)
     n_head = _required(_with_known(section, hf, _HEAD_NAMES[0]), _HEAD_NAMES)
@@ -327,6 +338,7 @@ def config_from_dict(raw: dict, name: Text | str = "config") -> KVConfig:
     nope, v_dim = section.get("qk_nope_head_dim"), section.get("v_head_dim")
     if hf is not None and rank is not None:
         nope, v_dim = getattr(hf, "qk_nope_head_dim", nope), getattr(hf, "v_head_dim", v_dim)
+    nope, v_dim = _whole(nope), _whole(v_dim)
     if rank is not None:
         rank = _check_positive(rank, "kv_lora_rank")
         rope = _check_positive(rope, "qk_rope_head_dim")
@@ -363,20 +375,22 @@ def config_from_dict(raw: dict, name: Text | str = "config") -> KVConfig:
     if inter is None and mtype in _UNGATED_MLP:
         inter = 4 * hidden  # GPT-2's n_inner: null and Falcon's ffn_hidden_size default
     tied = _attr(hf, section, "tie_word_embeddings", True)
-    shared_inter = section.get("shared_expert_intermediate_size")
-    moe_inter = section.get("moe_intermediate_size")
-    n_shared = section.get("n_shared_experts") or 0
+    shared_inter = _whole(section.get("shared_expert_intermediate_size"))
+    moe_inter = _whole(section.get("moe_intermediate_size"))
+    n_shared = _whole(section.get("n_shared_experts")) or 0
     shared = 3 * hidden * (n_shared * (moe_inter or 0) + (shared_inter or 0)) + (hidden if shared_inter else 0)
     dtype = section.get("torch_dtype") or section.get("dtype") or raw.get("torch_dtype") or raw.get("dtype")
     params = _count_params(
         {
             "hidden": hidden, "vocab": vocab, "inter": inter, "kinds": kinds, "tied": bool(tied),
-            "model_type": mtype, "positions": positions, "type_vocab": section.get("type_vocab_size"),
+            "model_type": mtype, "positions": positions, "type_vocab": _whole(section.get("type_vocab_size")),
             "n_head": n_head, "n_kv": n_kv, "head_dim": head_dim, "nope": nope, "rope": rope, "v_dim": v_dim,
-            "q_rank": section.get("q_lora_rank"), "rank": rank,
-            "experts": section.get("n_routed_experts") or section.get("num_local_experts") or section.get("num_experts"),
-            "moe_inter": moe_inter, "sparse_step": section.get("decoder_sparse_step"),
-            "mlp_only": section.get("mlp_only_layers"), "dense_first": section.get("first_k_dense_replace") or 0,
+            "q_rank": _whole(section.get("q_lora_rank")), "rank": rank,
+            "experts": _whole(
+                section.get("n_routed_experts") or section.get("num_local_experts") or section.get("num_experts")
+            ),
+            "moe_inter": moe_inter, "sparse_step": _whole(section.get("decoder_sparse_step")),
+            "mlp_only": section.get("mlp_only_layers"), "dense_first": _whole(section.get("first_k_dense_replace")) or 0,
             "shared": shared,
         }
     )  # fmt: skip
@@ -403,18 +417,13 @@ def config_from_dict(raw: dict, name: Text | str = "config") -> KVConfig:
 
 
 def read_config_file(path: Path) -> dict:
-    """A config.json's object, size-checked before it is read; ConfigError for anything else."""
+    """A config.json's object, read once with its size cap (:func:`attnviz.core.files.read_bounded`: a FIFO, a
+    device or a /proc file refused, never waited on); ConfigError, one line, for anything else."""
     try:
-        size = path.stat().st_size
-    except OSError as err:
-        raise ConfigError(msg("kv_memory.cannot_read", name=path, error=err.strerror or err)) from err
-    if size > settings.KV_CONFIG_MAX_BYTES:
-        raise ConfigError(msg("kv_memory.too_large", name=path, size=size, most=settings.KV_CONFIG_MAX_BYTES))
-    try:
-        data = path.read_bytes()
-    except OSError as err:
-        raise ConfigError(msg("kv_memory.cannot_read", name=path, error=_one_line(err))) from err
-    return parse_config_json(data, str(path))
+        data = read_bounded(path, settings.KV_CONFIG_MAX_BYTES)
+    except PathError as err:
+        raise ConfigError(carried(err) or str(err)) from err
+    return parse_config_json(data, shown_path(path))
 
 
 def _float_marker(obj: dict) -> Any:
@@ -468,17 +477,27 @@ def load_config(path_or_name: str) -> KVConfig:
     """A config.json path, a model folder (its config.json), or a bundled model: "minilm" or "smollm2"."""
     from attnviz.models.hf.bundled import BUNDLED
 
-    if path_or_name in BUNDLED and not Path(path_or_name).exists():
-        return config_from_dict(_bundled_config(path_or_name), name=path_or_name)
-    path = Path(path_or_name)
-    if path.is_dir():
-        path = path / "config.json"
-        if not path.is_file():
-            raise ConfigError(msg("kv_memory.no_config_json", path=path_or_name))
-    elif not path.exists():
-        raise ConfigError(msg("kv_memory.not_a_file", path=path_or_name))
+    try:  # what the path names, symlinks followed: stat never blocks (a FIFO is refused when it is opened)
+        kind = kind_of(path_or_name)
+        if kind is None and path_or_name in BUNDLED:
+            return config_from_dict(_bundled_config(path_or_name), name=path_or_name)
+        path = Path(path_or_name)
+        if kind == "directory":
+            path = path / "config.json"
+            if kind_of(path) is None:
+                raise ConfigError(msg("kv_memory.no_config_json", path=shown_path(path_or_name)))
+        elif kind is None:
+            raise ConfigError(msg("kv_memory.not_a_file", path=shown_path(path_or_name)))
+    except PathError as err:
+        raise ConfigError(carried(err) or str(err)) from err
     name = path.parent.name if path.name == "config.json" and path.parent.name else path.name
-    return config_from_dict(read_config_file(path), name=name)
+    return config_from_dict(read_config_file(path), name=_shown_name(name))
+
+
+def _shown_name(name: str) -> str:
+    """A file or folder name as a config's title: control characters visible, a long one cut."""
+    shown = printable(name)
+    return shown if len(shown) <= 80 else shown[:79] + "…"
 
 
 def kv_config_of(source: Any) -> KVConfig:

@@ -20,6 +20,7 @@ import torch
 from torch import Tensor, nn
 
 from attnviz.core.attention import MultiHeadAttention, group_size
+from attnviz.i18n.message import msg
 from attnviz.models.source import LayerInput
 
 JS_MAX = float(torch.log(torch.tensor(2.0)))  # ln 2 nats: the divergence of two rows with disjoint support
@@ -114,8 +115,11 @@ def gqa_whatif(layer_input: LayerInput, groups: Sequence[int] | None = None) -> 
     js_max_nats (the worst row), output_rel_change (||out' - out|| / ||out|| over
     the whole layer output, the same on every row of a g), kv_bytes_per_token and
     kv_bytes_per_token_before (this layer, K and V), kv_saving (before / after).
-    ``groups`` defaults to every divisor of the layer's n_kv_head; ValueError for one that does not divide it.
+    ``groups`` defaults to every divisor of the layer's n_kv_head; ValueError for one that does not divide it,
+    and for a layer input of no tokens.
     """
+    if layer_input.hidden.shape[1] == 0:  # no rows to compare: the divergences would be means over nothing
+        raise ValueError(msg("page_extremes.whatif_no_tokens"))
     mha = layer_input.attention
     groups = default_groups(mha.n_kv_head) if groups is None else tuple(groups)
     for g in groups:

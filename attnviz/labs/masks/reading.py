@@ -29,8 +29,9 @@ import torch
 from torch import Tensor
 
 from attnviz import settings
-from attnviz.errors import MaskFileError
-from attnviz.i18n.message import Text, msg
+from attnviz.core.files import TooLargeError, kind_of, read_bounded
+from attnviz.errors import MaskFileError, PathError
+from attnviz.i18n.message import Text, carried, msg
 
 CONVENTIONS = ("keep", "block", "additive")
 MASK_SUFFIXES = (".npy", ".pt", ".safetensors", ".csv")
@@ -331,20 +332,21 @@ def read_mask_bytes(data: bytes, filename: str) -> LoadedMask:
 
 
 def read_mask_file(path: str | os.PathLike) -> LoadedMask:
-    """A mask from a file on disk; its size is checked before a byte of it is read."""
+    """A mask from a file on disk, read once with its size cap (:func:`attnviz.core.files.read_bounded`: a FIFO,
+    a device, a /proc file or a folder refused, never waited on); MaskFileError, one line, for any problem."""
     path = Path(path)
     name = shown_name(path.name)
     _suffix(path.name)
     try:
-        if not path.is_file():
-            raise MaskFileError(
-                msg("mask_io.no_file", name=name) if not path.exists() else msg("mask_io.not_file", name=name)
-            )
-        _check_size(path.stat().st_size, name)
-        with path.open("rb") as f:
-            data = f.read(settings.MASK_MAX_BYTES + 1)  # a file that grows, or a device, stops here
-    except OSError as err:
-        raise MaskFileError(msg("mask_io.cannot_read", name=name, error=_one_line(err, 80))) from err
+        if kind_of(path) is None:
+            raise MaskFileError(msg("mask_io.no_file", name=name))
+        data = read_bounded(path, settings.MASK_MAX_BYTES)
+    except TooLargeError as err:
+        if err.size is not None:
+            _check_size(err.size, name)
+        raise MaskFileError(carried(err) or str(err)) from err
+    except PathError as err:
+        raise MaskFileError(carried(err) or str(err)) from err
     return read_mask_bytes(data, path.name)
 
 

@@ -8,12 +8,26 @@ server's ``--allow-pickle``), and ``trust_remote_code`` is never set.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 
-from attnviz.errors import ModelUnavailableError
-from attnviz.i18n.message import Text, msg
+from attnviz import settings
+from attnviz.core.files import (
+    PATH_SHOWN_CHARS,
+    check_regular,
+    folder_entries,
+    kind_of,
+    printable,
+    read_bounded,
+    shown_path,
+)
+from attnviz.errors import ModelUnavailableError, PathError
+from attnviz.i18n.message import carried, msg
 from attnviz.models.hf.bundled import BUNDLED, Progress, prepared_folder
+from attnviz.models.hf.config_sizes import least_params, oversized
+
+__all__ = ["PATH_SHOWN_CHARS", "check_weights", "resolve_source", "shown_path"]
 
 PICKLE_PATTERNS = ("*.bin", "*.pt", "*.pth", "*.ckpt", "*.pkl")
 
@@ -30,14 +44,66 @@ def check_weights(folder: Path, allow_pickle: bool) -> bool:
     return False
 
 
-PATH_SHOWN_CHARS = 80  # a path in a message is cut to this many characters, with its length said
+TEXT_SUFFIXES = (".json", ".txt", ".model", ".jinja", ".tiktoken", ".vocab")  # configs, tokenizers, templates
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".pkl", ".msgpack", ".h5")
 
 
-def shown_path(source: str) -> Text | str:
-    """A model path for a one-line message: quoted, and cut (its length said) when it is very long."""
-    if len(source) <= PATH_SHOWN_CHARS:
-        return repr(source)
-    return msg("model_errors.path_cut", path=repr(source[: PATH_SHOWN_CHARS - 1]), n=len(source))
+def _refused(err: PathError) -> ModelUnavailableError:
+    return ModelUnavailableError(carried(err) or str(err))
+
+
+def read_folder_config(folder: Path) -> dict:
+    """A model folder's config.json as written, read once with its cap (a FIFO or a device refused, never waited
+    on), and its sizes held to ``settings.MODEL_LIMITS`` before transformers reads it: its config classes act on
+    their sizes as they are made (a list per layer), so 1,000,000,000 layers would hang ``AutoConfig`` itself."""
+    name = printable(folder.name)
+    try:
+        data = read_bounded(folder / "config.json", settings.MODEL_CONFIG_MAX_BYTES)
+    except PathError as err:
+        raise _refused(err) from err
+    try:
+        raw = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
+        reason = " ".join(str(err).split())[:120]
+        raise ModelUnavailableError(msg("model_files.bad_config", name=name, error=reason)) from err
+    if not isinstance(raw, dict):
+        raise ModelUnavailableError(msg("model_files.config_not_object", name=name, type=type(raw).__name__))
+    too_big = oversized(raw)
+    if too_big is not None:
+        raise ModelUnavailableError(
+            msg("model_errors.config_over", name=name, field=too_big.field, value=too_big.value, most=too_big.most)
+        )
+    return raw
+
+
+def check_folder_files(folder: Path, raw: dict, safetensors: bool) -> None:
+    """Every file transformers may open in ``folder`` checked before it does: a regular file (symlinks followed;
+    a FIFO, a device or a /proc file refused), configs and tokenizer files within their cap; and weights files
+    that can hold the weights the config declares (``settings.MODEL_MIN_BYTES_PER_PARAM`` bytes for each of
+    :func:`least_params`), so that no model is built far larger than what is on disk."""
+    try:
+        entries = folder_entries(folder, settings.MODEL_FOLDER_MAX_ENTRIES)
+        weights_bytes = 0
+        for entry in sorted(entries):
+            suffix = entry.suffix.lower()
+            if suffix in TEXT_SUFFIXES:
+                check_regular(entry, settings.MODEL_TEXT_FILE_MAX_BYTES)
+            elif suffix in WEIGHT_SUFFIXES:
+                size = check_regular(entry)
+                if (suffix == ".safetensors") == safetensors:
+                    weights_bytes += size
+    except PathError as err:
+        raise _refused(err) from err
+    params = least_params(raw)
+    if params is not None and params * settings.MODEL_MIN_BYTES_PER_PARAM > weights_bytes:
+        raise ModelUnavailableError(
+            msg(
+                "model_files.weights_too_small",
+                name=printable(folder.name),
+                params=params,
+                size=weights_bytes,
+            )
+        )
 
 
 def resolve_source(
@@ -48,24 +114,30 @@ def resolve_source(
 ) -> tuple[str, str, bool]:
     """A user's model choice -> (what to pass to from_pretrained, display name, use_safetensors).
 
-    ``before_weights(folder)`` checks a local folder's config before its weights are looked for.
+    A local folder is checked before transformers opens anything in it (:func:`read_folder_config`,
+    :func:`check_folder_files`); every OS error on the path (too long, a link loop, permission denied) is one
+    line naming it. ``before_weights(folder)`` then checks its config before its weights are looked for.
     """
     if source in BUNDLED:
         return str(prepared_folder(source, progress)), BUNDLED[source].title, True
     try:
         path = Path(source).expanduser()
-        exists = path.exists()
     except RuntimeError as err:  # "~nosuchuser/..."
         raise ModelUnavailableError(msg("model_errors.no_folder_because", path=shown_path(source), error=err)) from err
-    except (OSError, ValueError) as err:  # a name longer than the file system allows, a NUL byte
-        reason = getattr(err, "strerror", None) or str(err)
-        raise ModelUnavailableError(msg("model_errors.bad_path", path=shown_path(source), reason=reason)) from err
-    if exists:
-        if not path.is_dir() or not (path / "config.json").is_file():
-            raise ModelUnavailableError(msg("model_errors.not_hf_folder", source=source))
+    try:
+        kind = kind_of(path)
+        has_config = kind == "directory" and kind_of(path / "config.json") is not None
+    except PathError as err:
+        raise _refused(err) from err
+    if kind is not None:
+        if not has_config:
+            raise ModelUnavailableError(msg("model_errors.not_hf_folder", source=shown_path(source)))
+        raw = read_folder_config(path)
+        safetensors = check_weights(path, allow_pickle)
+        check_folder_files(path, raw, safetensors)
         if before_weights is not None:
             before_weights(path)
-        return str(path.resolve()), path.name, check_weights(path, allow_pickle)
+        return str(path.resolve()), printable(path.name), safetensors
     if source.startswith((".", "/", "~")) or source.count("/") > 1 or not source.strip():
-        raise ModelUnavailableError(msg("model_errors.no_folder", path=repr(source)))
+        raise ModelUnavailableError(msg("model_errors.no_folder", path=shown_path(source)))
     return source, source, True  # a hub id: works with network access or a filled HF cache

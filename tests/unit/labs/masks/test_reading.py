@@ -144,7 +144,7 @@ def test_read_mask_file_matches_the_bytes(tmp_path):
     with pytest.raises(MaskFileError, match="no such file"):
         read_mask_file(tmp_path / "missing.npy")
     (tmp_path / "folder.npy").mkdir()
-    with pytest.raises(MaskFileError, match="is not a file"):
+    with pytest.raises(MaskFileError, match="is a folder, not a regular file"):
         read_mask_file(tmp_path / "folder.npy")
 
 

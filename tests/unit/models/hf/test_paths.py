@@ -43,7 +43,7 @@ def test_a_hub_id_is_passed_on_and_a_path_the_file_system_refuses_is_one_line():
     assert resolve_source("org/model") == ("org/model", "org/model", True)
     with pytest.raises(ModelUnavailableError) as caught:
         resolve_source("/tmp/" + "a" * 300)  # longer than a file name may be
-    assert "\n" not in str(caught.value) and "(305 characters): File name too long" in str(caught.value)
+    assert "\n" not in str(caught.value) and "(305 characters): the name is too long" in str(caught.value)
 
 
 def test_a_long_path_is_shown_cut_with_its_length():
