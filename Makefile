@@ -30,7 +30,8 @@ browser:
 		$(SUDO) apt-get install -y --no-install-recommends chromium fonts-noto-cjk fonts-noto-color-emoji; }
 	@# Debian's nginx, for the replicas test (deploy/replicas.py runs its own, as any user, on its own ports)
 	@command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || { $(SUDO) apt-get update && \
-		$(SUDO) apt-get install -y --no-install-recommends nginx; }
+		$(SUDO) apt-get install -y --no-install-recommends nginx || [ -x /usr/sbin/nginx ]; }
+	@# (the package's own start of a system nginx on port 80 may fail where that port is taken: its binary is all we use)
 
 # style, then the architecture: the layers and the other import contracts in pyproject.toml
 lint: setup

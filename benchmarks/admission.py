@@ -9,7 +9,7 @@ submits a text of its own (none is a cache hit). Measured:
 
 - every session's result drawn (the page's "only the first N are shown" note, its charts, an idle script), and
   no page error;
-- the waits: from submission until the page last said "Waiting for memory" (0 for a request admitted at once), and
+- the waits: from submission until the page last said "Waiting in the queue" (0 for a request admitted at once), and
   until the result was drawn, p50 and p95; the queue places the pages showed;
 - the server's memory: its peak RSS (VmHWM, whole process: Streamlit runs every session in one), against
   ``base + budget + cache`` (``bound_in_flight_mb``), where base is its RSS with SmolLM2 loaded and every session
@@ -38,12 +38,12 @@ from pathlib import Path
 from benchmarks.concurrency import IDLE, WORDS, Session, percentile
 
 ADMITTED = re.compile(r"attnviz: admitted ([\d,]+) MB, in flight ([\d,]+) MB of ([\d,]+) MB, (\d+) waiting")
-PLACE = re.compile(r"Waiting for memory: (?:place (\d+) of (\d+)|next in line \((\d+) waiting\))")
+PLACE = re.compile(r"Waiting in the queue: (?:place (\d+) of (\d+)|next in line \((\d+) waiting\))")
 # the result drawn: the truncation note for this many tokens, every chart drawn, the script idle, nobody waiting
 DONE = """n => {
     if (IDLE !== 'notRunning') return false;
     const main = document.querySelector('[data-testid="stMain"]')?.innerText || '';
-    if (main.includes('Waiting for memory') || !main.includes('only the first ' + n + ' are shown')) return false;
+    if (main.includes('Waiting in the queue') || !main.includes('only the first ' + n + ' are shown')) return false;
     const plots = [...document.querySelectorAll('.js-plotly-plot')];
     return plots.length >= 3 && plots.every(p => p.querySelector('.main-svg'));
 }""".replace("IDLE", IDLE)
@@ -114,7 +114,7 @@ class Sampler:
 async def cancel_and_rerun(session: Session, timeout_ms: int) -> float:
     """Click Cancel while the page waits, see "Cancelled", click "Run it again"; seconds from the click until the
     page said it was cancelled."""
-    await session.page.get_by_text("Waiting for memory").first.wait_for(timeout=timeout_ms)
+    await session.page.get_by_text("Waiting in the queue").first.wait_for(timeout=timeout_ms)
     clicked = time.monotonic()
     await session.page.get_by_role("button", name="Cancel", exact=True).click()
     await session.page.get_by_text("Cancelled: this request left the queue").wait_for(timeout=timeout_ms)

@@ -32,6 +32,9 @@ try:
     record = cached_job(
         "record", key, lambda progress: source.run(settings.text, n_tokens, progress=progress), t("scaling.capturing")
     )
+    if len(record.tokens) < 2:  # one key per row: every scale gives weight 1, nothing saturates or flattens
+        st.info(t("sources.single_token"))
+        st.stop()
     rows = cached_job(
         "scaling",
         key,

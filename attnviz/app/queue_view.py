@@ -3,7 +3,7 @@
 The server has one :class:`~attnviz.core.admission.Admission` (``st.cache_resource``),
 whose budget is ATTNVIZ_MEMORY_MB or the default from the container's limit. A heavy
 job runs inside :func:`admitted`: it starts at once when its predicted bytes fit,
-otherwise the page shows "Waiting for memory: place 3 of 5, about 2 min" and redraws
+otherwise the page shows "Waiting in the queue: place 3 of 5, about 2 min" and redraws
 it every :data:`attnviz.settings.ADMISSION_POLL_S`. Each redraw is an ``st`` call,
 which is where Streamlit stops a script whose visitor clicked something: a click on
 Cancel (or any other widget) raises its RerunException there, the ``finally`` takes
@@ -60,8 +60,14 @@ def request_id(kind: str, key: tuple) -> str:
     return hashlib.sha1(repr((kind, key)).encode("utf-8", "replace")).hexdigest()[:16]
 
 
+def megabytes(nbytes: int) -> str:
+    """``nbytes`` in MB for a sentence: "489 MB", "0.3 MB" (a tiny request does not read "0 MB")."""
+    mb = nbytes / 2**20
+    return f"{mb:,.0f} MB" if mb >= 10 or mb == 0 else f"{mb:.1f} MB"
+
+
 def waiting_text(place: Place) -> str:
-    """ "Waiting for memory: place 3 of 5, about 2 min 05 s", in the reader's language."""
+    """ "Waiting in the queue: place 3 of 5, about 2 min 05 s", in the reader's language."""
     if place.place <= 1:
         return t("admission.waiting_next", of=place.of, time=duration_text(place.wait_s))
     return t("admission.waiting", place=place.place, of=place.of, time=duration_text(place.wait_s))
@@ -109,11 +115,12 @@ def admitted(need: Need | None, rid: str, gate: Admission | None = None) -> Iter
                 else:
                     st.caption(
                         t(
-                            "admission.why",
+                            "admission.why_capped" if gate.max_running else "admission.why",
                             budget_mb=gate.budget_bytes / 2**20,
-                            need_mb=need.nbytes / 2**20,
+                            need=megabytes(need.nbytes),
+                            max_running=gate.max_running,
                             running=gate.n_running,
-                            in_flight_mb=gate.in_flight_bytes / 2**20,
+                            in_flight=megabytes(gate.in_flight_bytes),
                         )
                     )
                 st.button(t("admission.cancel"), key=f"admission_cancel_{rid}", on_click=_cancel, args=(rid,))

@@ -10,6 +10,7 @@ error box), and show the hostile text as text, never as Markdown. One AppTest pe
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
@@ -80,6 +81,8 @@ def problems(at: AppTest, page: str, case: str) -> list[str]:
     for value in shown:
         if isinstance(value, str) and any(piece in value for piece in RENDERED):
             found.append(f"{case}: user text rendered as Markdown in {value[:120]!r}")
+        if isinstance(value, str) and re.search(r"\bnan\b", value):  # Python's own spelling of a float NaN
+            found.append(f"{case}: a number that is not one, shown as text: {value[:120]!r}")
     return found
 
 

@@ -172,7 +172,7 @@ def test_a_waiting_request_stopped_by_streamlit_leaves_the_queue(gate):
     assert not at.exception and queue_view.redraws == 2
     assert gate.n_waiting == 0 and gate.n_running == 1  # it left the queue; the other request still runs
     (told,) = [i.value for i in at.info]  # the other request's 60 s, less the second it ran before this one asked
-    assert re.fullmatch(r"Waiting for memory: next in line \(1 waiting\), about (\d+) s\.", told), told
+    assert re.fullmatch(r"Waiting in the queue: next in line \(1 waiting\), about (\d+) s\.", told), told
     assert 55 <= int(re.findall(r"\d+", told)[-1]) <= 60
     assert at.caption[0].value.startswith("This server runs requests together only while their memory fits its budget")
     gate.release(blocker)
@@ -271,10 +271,22 @@ def test_the_waiting_line_in_both_languages():
     from attnviz.core.admission import Place
     from attnviz.i18n.translate import set_language
 
-    assert waiting_text(Place(3, 5, 125.0)) == "Waiting for memory: place 3 of 5, about 2 min 05 s."
-    assert waiting_text(Place(1, 5, 12.4)) == "Waiting for memory: next in line (5 waiting), about 12 s."
+    assert waiting_text(Place(3, 5, 125.0)) == "Waiting in the queue: place 3 of 5, about 2 min 05 s."
+    assert waiting_text(Place(1, 5, 12.4)) == "Waiting in the queue: next in line (5 waiting), about 12 s."
     set_language("zh")
     try:
-        assert waiting_text(Place(3, 5, 125.0)) == "正在等待内存：排在第 3 位，共 5 位，约需 2 分 05 秒。"
+        assert waiting_text(Place(3, 5, 125.0)) == "正在排队：排在第 3 位，共 5 位，约需 2 分 05 秒。"
     finally:
         set_language("en")
+
+
+def test_the_waiting_caption_gives_small_needs_in_tenths_of_a_megabyte():
+    from attnviz.app.queue_view import megabytes
+
+    assert [megabytes(n) for n in (0, 300 * 2**10, 9 * 2**20, 489 * 2**20, 5367 * 2**20)] == [
+        "0 MB",
+        "0.3 MB",
+        "9.0 MB",
+        "489 MB",
+        "5,367 MB",
+    ]
