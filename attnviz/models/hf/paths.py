@@ -132,11 +132,11 @@ def resolve_source(
     if kind is not None:
         if not has_config:
             raise ModelUnavailableError(msg("model_errors.not_hf_folder", source=shown_path(source)))
-        raw = read_folder_config(path)
+        raw = read_folder_config(path)  # config.json checked, capped and read: before_weights may parse it
+        if before_weights is not None:
+            before_weights(path)  # an architecture refused says why before its missing weights would
         safetensors = check_weights(path, allow_pickle)
         check_folder_files(path, raw, safetensors)
-        if before_weights is not None:
-            before_weights(path)
         return str(path.resolve()), printable(path.name), safetensors
     if source.startswith((".", "/", "~")) or source.count("/") > 1 or not source.strip():
         raise ModelUnavailableError(msg("model_errors.no_folder", path=shown_path(source)))
