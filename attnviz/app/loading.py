@@ -124,9 +124,10 @@ def job_need(kind: str, key: tuple) -> Need | None:
     return Need(sum(need.nbytes for need in needs), seconds)
 
 
-def cached(kind: str, key: tuple, compute, spinner: str, need: Need | None = None):
-    """A large result by (kind, key), computed once per process (while a spinner says what is happening), once
-    its need (``need``, else :func:`job_need`) fits the server's memory budget."""
+def _cached_admitted(kind: str, key: tuple, need: Need | None, around, run) -> Any:
+    """(kind, key) from the cache, or ``run(handle)`` once its need (``need``, else :func:`job_need`) fits the
+    server's memory budget, inside ``around()`` (a spinner or a progress bar, yielding ``handle``). A cached result
+    asks nothing; the admission happens inside the cache's single flight."""
     cache = result_cache()
     found, value = cache.lookup((kind, key))
     if found:
@@ -134,13 +135,20 @@ def cached(kind: str, key: tuple, compute, spinner: str, need: Need | None = Non
     need = job_need(kind, key) if need is None else need
     rid = request_id(kind, key)
     stop_if_cancelled(rid)
+    with around() as handle:
 
-    def admitted_compute():
-        with admitted(need, rid):
-            return compute()
+        def admitted_run():
+            with admitted(need, rid):
+                return run(handle)
 
-    with st.spinner(spinner):  # also while another session computes the same result, which this one then reads
-        return cache.get_or_compute((kind, key), admitted_compute)
+        return cache.get_or_compute((kind, key), admitted_run)
+
+
+def cached(kind: str, key: tuple, compute, spinner: str, need: Need | None = None):
+    """A large result by (kind, key), computed once per process (while a spinner says what is happening, also
+    while another session computes the same result, which this one then reads), once its need fits the server's
+    memory budget."""
+    return _cached_admitted(kind, key, need, lambda: st.spinner(spinner), lambda _: compute())
 
 
 def cached_job(kind: str, key: tuple, job: Callable[[Progress], Any], title: str, need: Need | None = None) -> Any:
@@ -148,20 +156,7 @@ def cached_job(kind: str, key: tuple, job: Callable[[Progress], Any], title: str
     titled ``title``: its stages, counts and the time left, as the job reports them. The reporter is no part
     of the key: a cached result is handed back without running anything. It runs once its need (``need``, else
     :func:`job_need`) fits the server's memory budget; until then the visitor sees their place in the queue."""
-    cache = result_cache()
-    found, value = cache.lookup((kind, key))
-    if found:
-        return value
-    need = job_need(kind, key) if need is None else need
-    rid = request_id(kind, key)
-    stop_if_cancelled(rid)
-    with progress_bar(title) as progress:
-
-        def admitted_job():
-            with admitted(need, rid):
-                return job(progress)
-
-        return cache.get_or_compute((kind, key), admitted_job)
+    return _cached_admitted(kind, key, need, lambda: progress_bar(title), job)
 
 
 def source_for(spec: SourceSpec) -> AttentionSource | None:
