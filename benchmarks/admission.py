@@ -111,10 +111,13 @@ class Sampler:
         self._stop.set()
 
 
+QUEUE_SHOWN_MS = 120_000  # a request submitted while others wait is queued at once (strict FIFO): its page says so
+
+
 async def cancel_and_rerun(session: Session, timeout_ms: int) -> float:
     """Click Cancel while the page waits, see "Cancelled", click "Run it again"; seconds from the click until the
     page said it was cancelled."""
-    await session.page.get_by_text("Waiting in the queue").first.wait_for(timeout=timeout_ms)
+    await session.page.get_by_text("Waiting in the queue").first.wait_for(timeout=min(timeout_ms, QUEUE_SHOWN_MS))
     clicked = time.monotonic()
     await session.page.get_by_role("button", name="Cancel", exact=True).click()
     await session.page.get_by_text("Cancelled: this request left the queue").wait_for(timeout=timeout_ms)
@@ -123,10 +126,16 @@ async def cancel_and_rerun(session: Session, timeout_ms: int) -> float:
     return seen
 
 
-async def one(session: Session, text: str, tokens: int, timeout_ms: int, cancel: bool = False) -> dict:
-    """Submit ``text`` and wait for its result; the places the page showed on the way. ``cancel``: cancel it once
-    while it waits, then run it again (the result is still awaited)."""
+async def one(
+    session: Session, text: str, tokens: int, timeout_ms: int, queued: asyncio.Event, cancel: bool = False
+) -> dict:
+    """Submit ``text`` and wait for its result; the places the page showed on the way (``queued`` is set at the first
+    place any page shows). ``cancel``: submit only once another request waits (so this one is sure to queue, whatever
+    order the sessions' submissions reach the server in), cancel it once while it waits, then run it again (the
+    result is still awaited)."""
     places, of = [], []
+    if cancel:
+        await asyncio.wait_for(queued.wait(), timeout_ms / 1000)
     start = time.monotonic()
     waited_until = start  # the last moment the page said it was waiting
     await session.submit("Text to analyse", text)
@@ -138,6 +147,7 @@ async def one(session: Session, text: str, tokens: int, timeout_ms: int, cancel:
         main = await session.page.locator('[data-testid="stMain"]').inner_text()
         for match in PLACE.finditer(main):
             waited_until = time.monotonic()
+            queued.set()
             if match.group(1):
                 places.append(int(match.group(1)))
                 of.append(int(match.group(2)))
@@ -177,10 +187,10 @@ async def drive(
         if before is not None:
             before()
         texts = [long_text(s, tokens + 64 * (s + 1)) for s in range(n_sessions)]
-        last = n_sessions - 1
+        last, queued = n_sessions - 1, asyncio.Event()
         results = await asyncio.gather(
             *(
-                one(s, text, tokens, timeout_ms, cancel=cancel_last and i == last)
+                one(s, text, tokens, timeout_ms, queued, cancel=cancel_last and i == last)
                 for i, (s, text) in enumerate(zip(sessions, texts, strict=True))
             )
         )
