@@ -20,6 +20,16 @@ from attnviz.core.budget import RequestCost, request_cost
 from attnviz.core.devices import DEVICE_CHOICES, resolve_device
 from attnviz.core.files import printable
 from attnviz.errors import ModelUnavailableError, ParityUnsupportedError, first_line
+from attnviz.labs.ablation import (
+    ABLATION_MODES,
+    ABLATION_TOKENS,
+    SWEEP_TOKENS,
+    AblationResult,
+    ablation_effect,
+    ablation_sweep,
+    parse_heads,
+    read_heads,
+)
 from attnviz.labs.kv.config import KV_DTYPES
 from attnviz.labs.masks.doctor import Diagnosis, diagnose, parse_expect, parse_lengths
 from attnviz.labs.masks.reading import LoadedMask, read_mask_file
@@ -222,6 +232,66 @@ def scaling_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def ablation_report(result: AblationResult) -> list[str]:
+    """The readable ``ablate`` report: what was ablated, the losses and KL (or the hidden change), the top tokens."""
+    heads = ", ".join(f"{layer}.{head}" for layer, head in result.heads) or "none"
+    lines = [f"{result.model}: {len(result.tokens)} tokens, mode {result.mode}, heads {heads}"]
+    if result.truncated:
+        lines.append(
+            f"(read {len(result.tokens)} of {result.n_input_tokens} tokens; ablate reads at most {ABLATION_TOKENS})"
+        )
+    if not result.logits:
+        lines.append(f"no LM head: mean cosine distance of the last hidden states {result.hidden_change:.6f}")
+    elif result.loss_before is None:
+        lines.append("one token: no next token to predict, so no loss or mean KL")
+    else:
+        lines.append(f"loss before {result.loss_before:.6f} nats, after {result.loss_after:.6f} nats")
+        lines.append(f"mean KL(before || after) {result.kl_mean:.6f} nats")
+    if result.logits:
+        for name, top in (("before", result.top_before[-1]), ("after", result.top_after[-1])):
+            lines.append(f"top next tokens {name}: " + ", ".join(f"{text!r} {p:.4f}" for text, p in top))
+    lines.append(
+        "changed most: " + ", ".join(f"{p} {result.tokens[p].text!r} {v:.6f}" for p, v in result.changed_most())
+    )
+    return lines
+
+
+def ablate_command(args: argparse.Namespace) -> int:
+    """Ablate heads on a text: the next-token loss and KL before and after (an encoder: the hidden change)."""
+    check_text(args.text)
+    if not args.text.strip():
+        raise CommandError("the text is empty; give some words to analyse")
+    check_bounds(args, TEXT_BOUNDS)
+    sweep_all = args.heads.strip().lower() == "all"
+    try:
+        if not sweep_all:
+            read_heads(args.heads)  # malformed: exit before loading a model
+        source = load_cli_source(args)
+        if sweep_all:
+            heads = [(layer, head) for layer in range(source.n_layer) for head in range(source.n_head)]
+        else:
+            heads = parse_heads(args.heads, source.n_layer, source.n_head)
+        sweep = ablation_sweep(source, args.text, args.max_tokens, args.mode) if sweep_all else None
+        if sweep is not None:
+            heads = [(layer, head) for layer in range(len(sweep.values)) for head in range(source.n_head)]
+        result = ablation_effect(source, args.text, args.max_tokens, heads, args.mode)
+    except (ValueError, ModelUnavailableError) as err:
+        raise CommandError(str(err)) from err
+    if args.json:
+        value = result.to_json()
+        if sweep is not None:
+            value.update(sweep=sweep.to_json(), sweep_measure=sweep.measure, sweep_tokens=sweep.n_tokens)
+        out.json(value, indent=2)
+        return 0
+    for line in ablation_report(result):
+        out.line(printable(line))
+    if sweep is not None:
+        out.line(f"every head alone ({sweep.measure}, first {sweep.n_tokens} tokens), a row per layer:")
+        for layer, row in enumerate(sweep.values):
+            out.line(f"  L{layer}: " + " ".join("   n/a  " if v is None else f"{v:.6f}" for v in row))
+    return 0
+
+
 def train_scale_command(args: argparse.Namespace) -> int:
     """Three identical runs but for the scale on the scores: the tutorial's "loss stuck", measured."""
     try:
@@ -235,10 +305,9 @@ def train_scale_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def heads_command(args: argparse.Namespace) -> int:
-    source, record = capture_for(args, keep_qk=False)  # statistics only: no q, k kept
-    stats = record.statistics
-    result = {
+def heads_json(record: AttentionRecord) -> dict:
+    """A record's per-head statistics as ``heads --json`` prints them (``compare`` prints the same for A and B)."""
+    return {
         "model": record.model_name,
         "implementation": record.implementation,
         "tokens": [t.text for t in record.tokens],
@@ -255,9 +324,15 @@ def heads_command(args: argparse.Namespace) -> int:
                 **{c: _finite(row[c]) for c in record.stat_columns},
                 "flags": row["flags"],
             }
-            for row in stats.to_dict("records")
+            for row in record.statistics.to_dict("records")
         ],
     }
+
+
+def heads_command(args: argparse.Namespace) -> int:
+    source, record = capture_for(args, keep_qk=False)  # statistics only: no q, k kept
+    stats = record.statistics
+    result = heads_json(record)
     failed = None
     if args.parity:
         try:
@@ -286,6 +361,111 @@ def heads_command(args: argparse.Namespace) -> int:
     return 0
 
 
+COMPARE_BOUNDS = {"seed_b": dataclasses.replace(settings.SEED, name="--seed-b")}
+
+
+def compare_sources(args: argparse.Namespace) -> tuple[AttentionSource, AttentionSource, argparse.Namespace]:
+    """Source A (--model) and source B (--model-b, --seed-b or --mask-b; A itself when none is given), and B's
+    arguments; CommandError when B cannot be compared with A (another tokenizer, a mask that is not a setting)."""
+    from attnviz.labs.compare import same_tokens, tokens_differ
+
+    if args.mask_b is not None and (args.model_b is not None or args.seed_b is not None):
+        raise CommandError("--mask-b compares one model under two masks; leave out --model-b and --seed-b")
+    if args.mask_b is not None and args.model != EMBEDDED:
+        raise CommandError(
+            f"--mask-b needs a model whose mask is a setting (the embedded model, {EMBEDDED!r}: causal or "
+            f"bidirectional under the same weights); {args.model!r} attends only under its own mask, and attnviz "
+            "cannot capture it under another"
+        )
+    causal_b = args.causal if args.mask_b is None else args.mask_b == "causal"
+    seed_b = args.seed if args.seed_b is None else args.seed_b
+    args_b = argparse.Namespace(
+        **{**vars(args), "text": args.text_b, "model": args.model_b or args.model, "seed": seed_b, "causal": causal_b}
+    )
+    source_a = load_cli_source(args)
+    if (args_b.model, args_b.seed, args_b.causal) == (args.model, args.seed, args.causal):
+        return source_a, source_a, args_b
+    source_b = load_cli_source(args_b)
+    if args.mask_b is None:  # two models: only on the same tokens
+        for text in (args.text, args.text_b):
+            read_a, read_b = source_a.encode(text, args.max_tokens), source_b.encode(text, args.max_tokens)
+            if not same_tokens(read_a, read_b):
+                raise CommandError(str(tokens_differ(source_a.name, source_b.name, read_a, read_b)))
+    return source_a, source_b, args_b
+
+
+def compare_command(args: argparse.Namespace) -> int:
+    """Two captures side by side: each as ``heads --json`` prints it, each statistic's b - a per head, the JSD."""
+    from attnviz.labs.compare import compare_records
+
+    for what, text in (("TEXT_A", args.text), ("TEXT_B", args.text_b)):
+        check_text(text, what)
+        if not text.strip():
+            raise CommandError(f"{what} is empty; give some words to compare")
+    check_bounds(args, {**TEXT_BOUNDS, **COMPARE_BOUNDS})
+    try:
+        source_a, source_b, args_b = compare_sources(args)
+        check_budget(source_a, args)
+        check_budget(source_b, args_b)
+        record_a = source_a.run(args.text, args.max_tokens, keep_qk=True)  # the JSD reads rows back from q and k
+        record_b = source_b.run(args.text_b, args.max_tokens, keep_qk=True)
+        comparison = compare_records(record_a, record_b)
+    except (ValueError, ModelUnavailableError) as err:
+        raise CommandError(str(err)) from err
+    diff = [] if comparison.diff is None else comparison.diff.to_dict("records")
+    jsd = [] if comparison.jsd is None else comparison.jsd.to_dict("records")
+    alignment = comparison.alignment
+    result = {
+        "a": heads_json(record_a),
+        "b": heads_json(record_b),
+        "diff": [
+            {
+                "layer": int(row["layer"]),
+                "head": int(row["head"]),
+                **{c: _finite(row[c]) for c in comparison.statistics},
+            }
+            for row in diff
+        ],
+        "jsd": [
+            {
+                "layer": int(row["layer"]),
+                "head": int(row["head"]),
+                "jsd": _finite(row["jsd"]),
+                "n_queries": int(row["n_queries"]),
+            }
+            for row in jsd
+        ],
+        "alignment": {
+            "aligned": len(alignment),
+            "n_a": alignment.n_a,
+            "n_b": alignment.n_b,
+            "unaligned_cut": alignment.cut,
+            "max_queries": comparison.queries,
+        },
+        "note": None if comparison.note is None else str(comparison.note),
+    }
+    if args.json:
+        out.json(result, indent=2)
+        return 0
+    out.line(
+        f"A: {record_a.model_name}: {len(record_a.tokens)} tokens, {record_a.n_layer} layers x {record_a.n_head} heads"
+    )
+    out.line(
+        f"B: {record_b.model_name}: {len(record_b.tokens)} tokens, {record_b.n_layer} layers x {record_b.n_head} heads"
+    )
+    out.line(
+        f"aligned: {len(alignment)} of A's {alignment.n_a} tokens with B's {alignment.n_b}; "
+        f"JSD (bits) over at most {comparison.queries} aligned queries per head"
+    )
+    if comparison.note is not None:
+        out.line(f"note: {comparison.note}")
+        return 0
+    largest = comparison.largest().merge(comparison.diff, on=["layer", "head"])
+    out.line(f"the {len(largest)} heads whose pattern moved most (jsd), and each statistic's b - a:")
+    out.line(largest.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
+    return 0
+
+
 ROW_PROBLEMS = ("fully_masked_row", "missing_self")  # counted in query rows, not cells
 
 
@@ -307,6 +487,8 @@ def mask_report(loaded: LoadedMask, diagnosis: Diagnosis, convention_line: str, 
             ]
             label = "sequence:[q, k]" if batched else "[q, k]"
             lines.append(f"  examples {label}: " + " ".join(shown))
+        if "documents" in problem.extra:  # cross_document: each example's query and key documents
+            lines.append("  documents (query→key): " + " ".join(f"{dq}→{dk}" for dq, dk in problem.extra["documents"]))
     lines += [f"note: {note}" for note in (*loaded.notes, *diagnosis.notes)]
     lines.append("ok: no problems found" if diagnosis.ok else f"{len(diagnosis.problems)} kind(s) of problem found")
     return "\n".join(lines)
@@ -325,7 +507,15 @@ def mask_doctor_command(args: argparse.Namespace) -> int:
         raise CommandError("a float mask is additive; --convention applies to bool masks")
     convention = None if floating else (args.convention or "keep")
     try:
-        diagnosis = diagnose(loaded.mask, convention=convention, expect=expect, lengths=lengths, side=args.side)
+        diagnosis = diagnose(
+            loaded.mask,
+            convention=convention,
+            expect=expect,
+            lengths=lengths,
+            side=args.side,
+            q_len=args.q_len,
+            offset=args.offset,
+        )
     except ValueError as err:
         raise CommandError(str(err)) from err
     if args.json:
@@ -466,10 +656,46 @@ def build_parser() -> argparse.ArgumentParser:
     heads.add_argument("--parity", action="store_true", help="also run our attention on the model's layers and compare")
     heads.set_defaults(func=heads_command, parser=heads)
 
+    compare = sub.add_parser(
+        "compare", help="two texts, two models with one tokenizer, or two masks side by side: per-head statistics"
+    )
+    add_text_and_model_arguments(compare)
+    compare.add_argument(
+        "text_b", metavar="TEXT_B", help="the second text (B); the same text to compare models or masks"
+    )
+    for action in compare._actions:
+        if action.dest == "text":
+            action.metavar, action.help = "TEXT_A", "the first text (A)"
+    compare.add_argument(
+        "--model-b", default=None, help="model B (default: --model); it must read the texts into the same tokens"
+    )
+    compare.add_argument("--seed-b", type=int, default=None, help="the embedded model B's seed (default: --seed)")
+    compare.add_argument(
+        "--mask-b", choices=["causal", "bidirectional"], default=None, help="B: the embedded model under this mask"
+    )
+    compare.set_defaults(func=compare_command, parser=compare)
+
     scaling = sub.add_parser("scaling", help="every head's softmax entropy under 1/√d_k, no scale and 1/√d_model")
     add_text_and_model_arguments(scaling)
     scaling.add_argument("--threshold", type=float, default=SATURATED, help="a row is saturated at this max weight")
     scaling.set_defaults(func=scaling_command, parser=scaling)
+
+    ablate = sub.add_parser("ablate", help="knock heads out: next-token loss and KL before and after, or hidden change")
+    add_text_and_model_arguments(ablate)
+    ablate.add_argument(
+        "--heads",
+        required=True,
+        help="LAYER.HEAD[,LAYER.HEAD...] (L.* every head of layer L), or all: every head together, and each alone "
+        f"(the sweep, on at most {SWEEP_TOKENS} tokens)",
+    )
+    ablate.add_argument(
+        "--mode",
+        choices=ABLATION_MODES,
+        default="zero",
+        help="zero: the head's input to the output projection is 0; mean: its mean over the positions; "
+        f"first: the head attends only to the first token (default zero). Reads at most {ABLATION_TOKENS} tokens",
+    )
+    ablate.set_defaults(func=ablate_command, parser=ablate)
 
     train = sub.add_parser("train-scale", help="train a small attention model under 1/√d_k, no scale and 1/√d_model")
     train.add_argument("--steps", type=int, default=None, help=f"steps per run (default {TrainingConfig().steps})")
@@ -478,9 +704,28 @@ def build_parser() -> argparse.ArgumentParser:
     train.set_defaults(func=train_scale_command, parser=train)
 
     doctor = sub.add_parser("mask-doctor", help="check an attention mask file (.npy, .pt, .safetensors, .csv)")
-    doctor.add_argument("file", help="the mask: (T, T), or (B, T, T) for a batch; read without running any code in it")
     doctor.add_argument(
-        "--expect", default=None, help="what it should be: causal, padding, causal+padding, sliding:W or prefix:P"
+        "file",
+        help="the mask: (T, T), (q_len, k_len) for a decode step or chunk over a KV cache, or (B, ...) for a batch;"
+        " read without running any code in it",
+    )
+    doctor.add_argument(
+        "--expect",
+        default=None,
+        help="what it should be: causal, padding, causal+padding, sliding:W, prefix:P or documents:L1,L2,..."
+        " (packed documents, block-diagonal causal)",
+    )
+    doctor.add_argument(
+        "--q-len",
+        type=int,
+        default=None,
+        help="query rows in the mask (1: a (1, T) mask is a decode step, not a key mask)",
+    )
+    doctor.add_argument(
+        "--offset",
+        type=int,
+        default=None,
+        help="position of the first query (tokens in the KV cache; default k_len - q_len, aligned bottom-right)",
     )
     doctor.add_argument("--lengths", default=None, help="each sequence's real length, e.g. 5,3 (for a batch)")
     doctor.add_argument("--side", choices=["right", "left"], default="right", help="where the pads go")

@@ -17,7 +17,7 @@ from attnviz.core.token_display import markdown_text
 from attnviz.figures.base import HEATMAP_SIDE_PX, head_label
 from attnviz.figures.heads import flag_names, grid_show_labels, grid_show_options, grid_view, selected_tile
 from attnviz.i18n.translate import t, tr
-from pages.widgets.heads import grid_figure, stats_section
+from pages.widgets.heads import grid_figure, stats_section, value_switch
 
 SQRT_BY_ITSELF_TOKENS = 128  # longer inputs are coloured by √weight unless the user turns it off
 TALL_GRID_LAYERS = 12  # above this many layers the grid is compact and the large view sits beside it
@@ -100,9 +100,11 @@ with view_area:
     token_search(record.tokens, key="heads_search")
     if (token := new_focus("heads")) is not None:  # a picked occurrence moves the window and the row to it
         show_token(record, "heads", token)
-    drawn = head_view(
-        record, layer, head, key="heads", gamma=gamma, max_side=BESIDE_GRID_SIDE if tall else HEATMAP_SIDE_PX[1]
-    )
+    values = value_switch(record, key="heads_values")
+    if values and not record.full_view:
+        st.caption(t("value_weighted.pooled_raw"))
+    side = BESIDE_GRID_SIDE if tall else HEATMAP_SIDE_PX[1]
+    drawn = head_view(record, layer, head, key="heads", gamma=gamma, max_side=side, values=values)
     export_menu(  # the head as drawn: the window at full resolution, and the pooled map above it on a long text
         "heads_head_export",
         tensors=exports.head_export(record, layer, head, drawn.rows, drawn.cols, pooled=drawn.pooled),

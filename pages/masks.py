@@ -75,7 +75,15 @@ except ValueError as err:
     show_error(msg("masks.invalid_expectation", error=err))
     st.stop()
 lengths = lab.lengths if expect is not None and "padding" in expect.kind else None
-diagnosis = diagnose(lab.raw, convention=lab.convention, expect=expect, lengths=lengths, side=lab.side)
+try:  # an expectation this mask cannot be checked against (padding, with no pads built) is said, not raised
+    diagnosis = diagnose(
+        lab.raw, convention=lab.convention, expect=expect, lengths=lengths, side=lab.side, q_len=lab.q_len
+    )
+except ValueError as err:
+    show_error(msg("masks.invalid_expectation", error=err))
+    st.stop()
+if lab.q_len is not None:
+    st.caption(t("mask_decode_lab.decode_caption", q_len=lab.q_len, T=T, offset=T - lab.q_len))
 
 st.subheader(t("masks.one_head"))
 layer, head = layer_head_picker(record.n_layer, record.n_head, key="mask", with_mean=False)
@@ -84,7 +92,7 @@ cols = st.columns(3)
 cols[0].metric(t("masks.leaked"), f"{effect.leaked:.3g}", help=t("masks.leaked_help"))
 cols[1].metric(t("masks.nan_rows"), len(effect.nan_rows), help=t("masks.nan_rows_help"))
 cols[2].metric(t("masks.changed"), f"{effect.changed:.3g}")
-problems = {p.kind: p.cells for p in diagnosis.problems if p.cells is not None and p.cells.shape == lab.keep.shape}
+problems = {p.kind: lab.full_cells(p.cells) for p in diagnosis.problems if p.cells.shape == lab.raw.shape}
 left, right = st.columns(2)
 with left:
     plotly(make_mask_figure(lab.keep, labels, problems=problems, title=t("masks.fig_mask")), "mask_fig")

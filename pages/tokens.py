@@ -27,6 +27,7 @@ from attnviz.figures.token_view import (
 )
 from attnviz.i18n.translate import t, tr
 from attnviz.labs import token_view
+from pages.widgets.heads import value_switch
 
 
 def _pick_clicked(key: str) -> None:
@@ -86,7 +87,9 @@ page = st.session_state["tokens_page"] = min(max(0, st.session_state.get("tokens
 start, stop = token_view.page_bounds(n_tok, page, size)
 shown = texts[start:stop]
 
-weights = token_view.token_weights(record, layer, token, direction)  # (n_head, T)
+values = value_switch(record, key="tokens_values")  # raw weights or value-weighted (Kobayashi et al. 2020)
+scale = t("value_weighted_fig.colorbar") if values else None
+weights = token_view.token_weights(record, layer, token, direction, values)  # (n_head, T)
 share = token_view.window_share(weights, start, stop)
 row = token_view.head_row(weights, head)  # (T,)
 row_share = token_view.window_share(row[None], start, stop)
@@ -109,6 +112,7 @@ plotly(
         focus=token,
         first=start,
         share=(float(row_share.before[0]), float(row_share.after[0])) if last_page > 0 else None,
+        scale_label=scale,
     ),
     key="tokens_running",
     on_select=functools.partial(_pick_clicked, "tokens_running"),
@@ -118,9 +122,9 @@ st.caption(t("tokens.window_caption"))
 
 st.subheader(t("tokens.every_head"))
 plotly(
-    make_coloured_text_figure(weights[:, start:stop], shown, focus=token, first=start),
+    make_coloured_text_figure(weights[:, start:stop], shown, focus=token, first=start, scale_label=scale),
     key="tokens_text",
-    tensors=exports.TensorExport.of({"weights": weights}, meta),
+    tensors=exports.TensorExport.of({"value_weighted" if values else "weights": weights}, meta),
     on_select=functools.partial(_pick_clicked, "tokens_text"),
     selection_mode="points",
 )
@@ -136,14 +140,16 @@ if last_page > 0:
     st.caption(t("tokens.overview_caption", b=pooled.bin_size, n=n_tok))
 
 st.subheader(t("tokens.across_layers", head=head_names[head]))
-layers = token_view.across_layers(record, token, direction)  # (n_layer, n_head, T)
+layers = token_view.across_layers(record, token, direction, values)  # (n_layer, n_head, T)
 rows = layers.nanmean(dim=1) if head == "mean" else layers[:, int(head)]  # (n_layer, T)
 names = [f"L{i}" for i in range(record.n_layer)]
 keep_layer_head_in_link(layer, head)
 plotly(
-    make_coloured_text_figure(rows[:, start:stop], shown, focus=token, first=start, row_names=names),
+    make_coloured_text_figure(rows[:, start:stop], shown, focus=token, first=start, row_names=names, scale_label=scale),
     key="tokens_layers",
-    tensors=exports.TensorExport.of({"weights": layers}, {**meta, "head_shown": str(head)}),
+    tensors=exports.TensorExport.of(
+        {"value_weighted" if values else "weights": layers}, {**meta, "head_shown": str(head)}
+    ),
 )
 
 with st.expander(t("tokens.several")):
@@ -156,8 +162,9 @@ with st.expander(t("tokens.several")):
         t("tokens.combine_by"), token_view.REDUCTIONS, key="tokens_reduce", horizontal=True, format_func=reductions.get
     )
     if chosen:
-        combined = token_view.selected_tokens(record, layer, chosen, reduce, direction)
-        plotly(make_coloured_text_figure(combined[:, start:stop], shown, first=start), key="tokens_several_fig")
+        combined = token_view.selected_tokens(record, layer, chosen, reduce, direction, values)
+        several = make_coloured_text_figure(combined[:, start:stop], shown, first=start, scale_label=scale)
+        plotly(several, key="tokens_several_fig")
 
 st.subheader(t("tokens.lines"))
 if n_tok > token_view.LINE_VIEW_TOKENS:

@@ -173,11 +173,16 @@ def head_export(
             "weights": record.weights(layer, head, rows, cols),  # (rows, cols), 0 where masked
             "mask": record.mask(layer, rows, cols),  # bool (rows, cols), True where the query attends
         }
+        if record.has_value_norms:  # value-weighted attention (Kobayashi et al. 2020), the same window
+            tensors["value_weighted"] = record.value_weighted(layer, head, rows, cols)  # (rows, cols)
+            tensors["value_norms"] = record.value_norms(layer, head, cols)  # (cols,) ‖v_j W_O^h‖
         if pooled is not None:
             tensors["pooled"] = pooled  # (P, Pk), NaN where a bin holds no visible cell
         return tensors
 
     size = n_cells * 5 + (0 if pooled is None else pooled.numel() * pooled.element_size())  # float32 + bool
+    if record.has_value_norms:
+        size += n_cells * 4 + (cols[1] - cols[0]) * 4
     meta = record_metadata(record, layer=layer, head=str(head), rows=list(rows), cols=list(cols))
     return TensorExport(build, size, meta)
 
@@ -188,6 +193,9 @@ def statistics_tensors(record: AttentionRecord) -> dict[str, Tensor]:
     names = (*STATISTICS, *(("sink_weight",) if record.has_sinks else ()))
     tensors = {f"rows.{name}": record.row_stat(name) for name in names}  # (n_layer, n_head, q_len)
     tensors["live_rows"] = record.live_rows()  # (n_layer, q_len)
+    if record.has_value_norms:  # each key's ‖v_j W_O^h‖ and the rows' weight on small ones (attnviz.core.value_norms)
+        tensors["value_norms"] = torch.stack([record.value_norms(layer) for layer in range(record.n_layer)])
+        tensors["rows.low_norm_weight"] = record.row_stat("low_norm_weight")  # (n_layer, n_head, q_len)
     table = record.statistics
     for column in table.columns:
         if column in ("layer", "head") or not pd.api.types.is_numeric_dtype(table[column]):
@@ -205,6 +213,7 @@ def statistics_tensors(record: AttentionRecord) -> dict[str, Tensor]:
 def statistics_export(record: AttentionRecord) -> TensorExport:
     """:func:`statistics_tensors`, built on the click (a 30-layer model's rows at 4,096 tokens are ~26 MB)."""
     rows = record.n_layer * record.n_head * record.q_len * 4 * (len(STATISTICS) + record.has_sinks)
+    rows += record.n_layer * record.n_head * (record.q_len + record.k_len) * 4 * record.has_value_norms
     size = rows + record.n_layer * record.q_len + record.n_layer * record.n_head * 4 * len(record.statistics.columns)
     return TensorExport(lambda: statistics_tensors(record), size, record_metadata(record))
 

@@ -16,7 +16,12 @@ from torch import Tensor
 from attnviz.app.widgets import plotly
 from attnviz.core.token_display import plain_text
 from attnviz.figures.base import HEATMAP_SIDE_PX, head_label, make_head_heatmap_figure
-from attnviz.figures.heads import make_pooled_head_figure, make_row_figure
+from attnviz.figures.heads import (
+    make_pooled_head_figure,
+    make_row_figure,
+    make_value_weighted_heatmap_figure,
+    make_value_weighted_row_figure,
+)
 from attnviz.i18n.translate import t
 from attnviz.models.record import AttentionRecord, Head
 
@@ -66,20 +71,27 @@ def head_view(
     labels: list[str] | None = None,
     title: str | None = None,
     max_side: int = HEATMAP_SIDE_PX[1],
+    values: bool = False,
 ) -> DrawnHead:
     """One head drawn large: whole at full resolution when it fits, else pooled with a zoom to full resolution.
+
+    ``values``: the full-resolution maps and the row are value-weighted, ‖α_ij · v_j W_O^h‖ (the record must
+    have value norms); a long text's pooled map stays in raw weights (only those are pooled).
 
     Each map is at most ``max_side`` pixels a side (a page that draws the head in a narrow column asks for less).
     The one-query-row view follows the window's last row (a decoder's row 0 sees only itself) until the reader picks
     a row."""
     whole = None if labels else record.labels(full=True)  # whole tokens on hover where the axis labels are cut
+    cells = record.value_weighted if values else record.weights
+    heatmap = make_value_weighted_heatmap_figure if values else make_head_heatmap_figure
+    sink_column = _no_sink_column if values else with_sink_column  # a learned sink carries no value: 0 there
     labels = labels or record.labels()
     title = title or f"L{layer} {head_label(head)}"
     if record.full_view:
-        weights, k_labels, mask, k_hover = with_sink_column(
-            record, layer, head, (0, record.q_len), record.weights(layer, head), labels, record.mask(layer), whole
+        weights, k_labels, mask, k_hover = sink_column(
+            record, layer, head, (0, record.q_len), cells(layer, head), labels, record.mask(layer), whole
         )
-        fig = make_head_heatmap_figure(
+        fig = heatmap(
             weights,
             labels,
             k_labels,
@@ -133,17 +145,17 @@ def head_view(
     )
     rows = (int(q0), min(record.q_len, int(q0) + side))
     cols_ = (int(k0), min(record.k_len, int(k0) + side))
-    window, k_labels, mask, k_hover = with_sink_column(
+    window, k_labels, mask, k_hover = sink_column(
         record,
         layer,
         head,
         rows,
-        record.weights(layer, head, rows, cols_),
+        cells(layer, head, rows, cols_),
         labels[cols_[0] : cols_[1]],
         record.mask(layer, rows, cols_),
         whole and whole[cols_[0] : cols_[1]],
     )
-    fig = make_head_heatmap_figure(
+    fig = heatmap(
         window,
         labels[rows[0] : rows[1]],
         k_labels,
@@ -161,9 +173,9 @@ def head_view(
     if current is None or current == st.session_state.get(auto_key) or current >= record.q_len:
         st.session_state[row_key] = st.session_state[auto_key] = default_row(rows)
     row = st.number_input(t("views.one_row"), 0, record.q_len - 1, key=row_key, help=t("views.one_row_help"))
-    weights = record.weights(layer, head, (int(row), int(row) + 1), (0, record.k_len))[0]
+    weights = cells(layer, head, (int(row), int(row) + 1), (0, record.k_len))[0]
     plotly(
-        make_row_figure(
+        (make_value_weighted_row_figure if values else make_row_figure)(
             weights, labels, visible=record.mask(layer, (int(row), int(row) + 1))[0], title=plain_text(labels[row])
         ),
         key=f"{key}_row_fig",
@@ -196,6 +208,11 @@ def with_sink_column(
     weights = torch.cat([weights, sink[:, None].to(weights.dtype)], dim=1)
     mask = torch.cat([mask, torch.ones(mask.shape[0], 1, dtype=torch.bool)], dim=1)
     return weights, [*k_labels, label], mask, None if k_hover is None else [*k_hover, label]
+
+
+def _no_sink_column(record, layer, head, rows, weights, k_labels, mask, k_hover):
+    """The value-weighted maps' stand-in for :func:`with_sink_column`: unchanged (a sink's value is nothing)."""
+    return weights, k_labels, mask, k_hover
 
 
 def _selected_box(event) -> tuple[int, int] | None:

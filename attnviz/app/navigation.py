@@ -18,6 +18,9 @@ SECTIONS = {
         "head_roles": "🧩",
         "generation": "✍️",
         "padding": "🧱",
+        "ablation": "✂️",
+        "rollout": "🌊",
+        "compare": "🆚",
     },
     "labs": {
         "walkthrough": "🪜",

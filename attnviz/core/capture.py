@@ -31,7 +31,7 @@ very pass that produced the model's outputs.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 import torch
@@ -40,6 +40,7 @@ from torch import Tensor
 
 from attnviz.core.attention import group_size, weighted_values
 from attnviz.core.masks import KeyRanges
+from attnviz.core.value_norms import LOW_NORM_STAT, picked_columns, small_columns, small_keys, value_norms
 from attnviz.i18n.message import msg
 
 ROW_STATS = (
@@ -85,15 +86,27 @@ def pooled_counts(keys: KeyRanges, bin_size: int) -> Tensor:
     return overlap.view(n_q, bin_size, n_k).sum(dim=1)  # (n_q, n_k)
 
 
-def predicted_nbytes(n_layer: int, n_head: int, n_kv_head: int, head_dim: int, q_len: int, keep_qk: bool = True) -> int:
+def predicted_nbytes(
+    n_layer: int,
+    n_head: int,
+    n_kv_head: int,
+    head_dim: int,
+    q_len: int,
+    keep_qk: bool = True,
+    value_norms: bool = True,
+) -> int:
     """What the captures of a whole model will hold for ``q_len`` tokens, in bytes, before running it.
 
     Per layer: the row statistics (n_head x q_len each), three pooled maps at the
-    bin :func:`pool_bin` picks, the mask's two integers a row, and q and k.
+    bin :func:`pool_bin` picks, the mask's two integers a row, and q and k; with
+    ``value_norms`` (the default: an upper bound either way), each key's value
+    norm per head and the row statistic ``low_norm_weight``.
     """
     b = pool_bin(q_len, n_layer * n_head)
     cells = math.ceil(q_len / b) ** 2
     per_layer = len(ROW_STATS) * n_head * q_len * 4 + (2 * n_head + 1) * cells * 4 + 2 * q_len * 8
+    if value_norms:
+        per_layer += 2 * n_head * q_len * 4
     if keep_qk:
         per_layer += (n_head + n_kv_head) * q_len * head_dim * 4
     return n_layer * per_layer
@@ -114,6 +127,9 @@ class LayerCapture:
     (:func:`capture_weights`); its ``lse`` row is NaN.
     sinks: (n_head,) the learned sink logits, for a layer that has them; its
     rows then include ``sink_weight``.
+    value_norms: (n_head, k_len), ‖v_j W_O^h‖ of every key for every query head
+    (attnviz.core.value_norms), when the capture was given the layer's output
+    projection; its rows then include ``low_norm_weight``.
     """
 
     rows: dict[str, Tensor]
@@ -128,11 +144,13 @@ class LayerCapture:
     k: Tensor | None = None
     weights: Tensor | None = None
     sinks: Tensor | None = None
+    value_norms: Tensor | None = None
     nbytes: int = field(init=False)
 
     def __post_init__(self) -> None:
         tensors = [*self.rows.values(), self.pooled_max, self.pooled_mean, self.mean_pooled_max]
-        tensors += [t for t in (self.q, self.k, self.weights, self.sinks, self.keys.lo, self.keys.hi) if t is not None]
+        kept = (self.q, self.k, self.weights, self.sinks, self.value_norms, self.keys.lo, self.keys.hi)
+        tensors += [t for t in kept if t is not None]
         self.nbytes = sum(t.numel() * t.element_size() for t in tensors)
 
 
@@ -192,6 +210,8 @@ def _fill_dead_rows(rows: dict[str, Tensor], r0: int, r1: int, q_pos: Tensor) ->
         rows[name][:, r0:r1] = torch.where(key >= 0, 0.0, math.nan)
     if SINK_STAT in rows:  # a learned sink takes the whole row
         rows[SINK_STAT][:, r0:r1] = 1.0
+    if LOW_NORM_STAT in rows:
+        rows[LOW_NORM_STAT][:, r0:r1] = 0.0
 
 
 def _pool_keys(x: Tensor, b: int, reduce: str) -> Tensor:
@@ -296,9 +316,11 @@ class _Reducer:
     Holds the per-row statistics and the pooled maps of one layer while they fill.
     """
 
-    def __init__(self, n_head: int, q_len: int, k_len: int, keys: KeyRanges, b: int, device, sinks: bool) -> None:
+    def __init__(
+        self, n_head: int, q_len: int, k_len: int, keys: KeyRanges, b: int, device, sinks: bool, norms: bool = False
+    ) -> None:
         self.n_head, self.keys, self.b, self.offset = n_head, keys, b, k_len - q_len  # query i is at offset + i
-        names = (*ROW_STATS, SINK_STAT) if sinks else ROW_STATS
+        names = (*ROW_STATS, *((SINK_STAT,) if sinks else ()), *((LOW_NORM_STAT,) if norms else ()))
         self.rows = {name: torch.full((n_head, q_len), math.nan, device=device) for name in names}
         n_q, n_k = math.ceil(q_len / b), math.ceil(k_len / b)
         self.pooled_max = torch.zeros(n_head, n_q, n_k, device=device)
@@ -379,6 +401,7 @@ def capture_attention(
     softcap: float | None = None,
     keep_qk: bool = True,
     sinks: Tensor | None = None,
+    out_factors: Tensor | None = None,
 ) -> tuple[Tensor, LayerCapture]:
     """One layer's attention for one sequence, chunk by chunk: the output and its capture.
 
@@ -392,6 +415,10 @@ def capture_attention(
     ``sinks`` (n_head,): learned sink logits, one more term of every row's
     softmax denominator with no value (gpt-oss): weights then sum to 1 minus
     ``sink_weight``, and a row that sees no key gives all of it to the sink.
+
+    ``out_factors`` (n_head, v_dim, r): the layer's output projection as
+    :func:`attnviz.core.value_norms.projection_factors` gives it; the capture
+    then keeps every key's value norm per head and the row statistic ``low_norm_weight``.
     """
     n_head, q_len, _ = q.shape
     n_kv_head, k_len, _ = k.shape
@@ -401,12 +428,17 @@ def capture_attention(
     if sinks is not None and sinks.shape != (n_head,):
         raise ValueError(f"sinks must hold one logit per head ({n_head}), not shape {tuple(sinks.shape)}")
     device = q.device
-    reducer = _Reducer(n_head, q_len, k_len, keys, bin_size, device, sinks is not None)
+    reducer = _Reducer(n_head, q_len, k_len, keys, bin_size, device, sinks is not None, out_factors is not None)
     rows = reducer.rows
     v_dim = v.shape[-1]
+    norms = None if out_factors is None else value_norms(v, out_factors.to(device))  # (n_head, k_len)
+    small = None if norms is None else small_keys(norms)  # (n_head, k_len) 0/1
     out = torch.zeros(n_head, q_len, v_dim, device=device, dtype=torch.float32)
-    values = torch.empty(n_kv_head, k_len, v_dim + 4, device=device)  # v, then four columns a chunk fills
+    n_rep = 0 if small is None else n_head // n_kv_head  # then n_rep more columns: each head's small keys
+    values = torch.empty(n_kv_head, k_len, v_dim + 4 + n_rep, device=device)  # v, then four columns a chunk fills
     values[..., :v_dim] = v.detach()
+    if small is not None:
+        values[..., v_dim + 4 :] = small_columns(small, n_kv_head)  # (n_kv_head, k_len, n_rep)
     sink = None if sinks is None else sinks.detach().to(device, torch.float32).view(n_head, 1, 1)
 
     chunk = _chunk_rows(keys, n_head, bin_size, device)
@@ -443,12 +475,16 @@ def capture_attention(
         if e_sink is not None:
             rows[SINK_STAT][:, r0:r1] = e_sink[..., 0] / z1
         # one matmul gives the output and the distances' far sums: v with the four columns of _far_columns
-        values[:, a0:a1, v_dim:] = _far_columns(q_pos, a0, a1 - a0, device)
-        both = weighted_values(w[None], values[None, :, a0:a1])[0]  # (n_head, C, v_dim + 4)
+        values[:, a0:a1, v_dim : v_dim + 4] = _far_columns(q_pos, a0, a1 - a0, device)
+        both = weighted_values(w[None], values[None, :, a0:a1])[0]  # (n_head, C, v_dim + 4 + n_rep)
         out[:, r0:r1] = both[..., :v_dim]
-        reducer.add(w, r0, r1, q_pos, a0, mean_distance=_distance_from(w, q_pos, a0, both[..., v_dim:]))
+        if small is not None:  # Σ_j w·[n_hj small], from the same matmul
+            rows[LOW_NORM_STAT][:, r0:r1] = picked_columns(both[..., v_dim + 4 :], n_kv_head)
+        far = both[..., v_dim : v_dim + 4]
+        reducer.add(w, r0, r1, q_pos, a0, mean_distance=_distance_from(w, q_pos, a0, far))
 
-    capture = reducer.capture(scale, softcap, q=q if keep_qk else None, k=k if keep_qk else None, sinks=sinks)
+    kept = {"q": q if keep_qk else None, "k": k if keep_qk else None, "sinks": sinks, "value_norms": norms}
+    capture = reducer.capture(scale, softcap, **kept)
     return out.to(q.dtype), capture
 
 
@@ -561,9 +597,11 @@ class CaptureSession:
         n_heads_total: int,
         keep_qk: bool = True,
         on_layer: Callable[[], None] | None = None,
+        out_factors: Mapping[object, Tensor] | None = None,
     ) -> None:
         self.bin_size = pool_bin(q_len, n_heads_total)
         self.keep_qk = keep_qk
+        self.out_factors = out_factors or {}  # attention module -> its output projection's factors (value norms)
         self.layers: list[list[LayerCapture]] = [[] for _ in range(batch)]
         self._last: tuple[object, Tensor] | None = None
         self._on_layer = on_layer  # called after each layer is captured (a progress bar's step)
@@ -586,8 +624,14 @@ class CaptureSession:
         scale: float,
         softcap: float | None = None,
         sinks: Tensor | None = None,
+        module: object | None = None,
     ) -> Tensor:
-        """q (B, n_head, T, hd), k and v (B, n_kv_head, S, hd), one mask per sequence -> output (B, n_head, T, hd)."""
+        """q (B, n_head, T, hd), k and v (B, n_kv_head, S, hd), one mask per sequence -> output (B, n_head, T, hd).
+
+        ``module``: the attention layer calling; where the session has its output projection's factors, the
+        capture keeps the value norms (attnviz.core.value_norms).
+        """
+        factors = self.out_factors.get(module) if module is not None else None
         if len(keys) != q.shape[0] or len(self.layers) != q.shape[0]:
             raise ValueError(f"{len(keys)} masks and {len(self.layers)} sequences for a batch of {q.shape[0]}")
         outputs = []
@@ -602,6 +646,7 @@ class CaptureSession:
                 softcap=softcap,
                 keep_qk=self.keep_qk,
                 sinks=sinks,
+                out_factors=factors,
             )
             sequence.append(capture)
             outputs.append(out)

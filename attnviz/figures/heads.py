@@ -388,3 +388,41 @@ def make_row_figure(weights: Tensor, labels: list[str], *, visible: Tensor | Non
         yaxis={"title": {"text": t("figures.weight")}, "rangemode": "tozero"},
     )
     return fig
+
+
+def make_value_weighted_heatmap_figure(
+    mapped: Tensor, q_labels: list[str], k_labels: list[str], *, gamma: float = 1.0, **options
+) -> go.Figure:
+    """One head's value-weighted map ‖α_ij · v_j W_O^h‖ (q_len, k_len), drawn by the weights' own builder.
+
+    :func:`attnviz.figures.base.make_head_heatmap_figure` draws weights in [0, 1]; here the colours run from 0
+    to the largest value shown (``mask`` cells excluded) and the colour bar and hover say what the cells hold.
+    ``options`` are that builder's (``title``, ``mask``, ``q_hover``, ``k_hover``, ``max_side``).
+    """
+    from attnviz.figures.base import make_head_heatmap_figure
+
+    values = mapped.detach().float().cpu()
+    mask = options.get("mask")
+    shown = values if mask is None else values.masked_fill(~mask.cpu().expand(values.shape), 0.0)
+    top = float(shown.nan_to_num(0.0).max()) if shown.numel() else 0.0
+    top = top if top > 0 else 1.0
+    fig = make_head_heatmap_figure(values / top, q_labels, k_labels, gamma=gamma, **options)
+    bar = weight_colorbar(gamma)
+    bar["title"] = {"text": t("value_weighted_fig.colorbar")}
+    bar["tickvals"] = [tick * top for tick in bar["tickvals"]]
+    bar["ticktext"] = [f"{tick:.3g}" for tick in bar["tickvals"]]
+    for trace in fig.data:
+        z = np.asarray(trace.z, dtype=np.float32) * np.float32(top)
+        trace.update(z=z, zmax=top, hovertemplate=trace.hovertemplate.replace(t("figures.weight"), "‖α·v W_O‖"))
+    fig.data[0].update(colorbar=bar)
+    return fig
+
+
+def make_value_weighted_row_figure(
+    mapped: Tensor, labels: list[str], *, visible: Tensor | None = None, title: str = ""
+) -> go.Figure:
+    """One query row of the value-weighted map (k_len,), as :func:`make_row_figure` draws a row of weights."""
+    fig = make_row_figure(mapped, labels, visible=visible, title=title)
+    fig.data[0].update(hovertemplate=t("value_weighted_fig.row_hover"))
+    fig.update_layout(yaxis={"title": {"text": t("value_weighted_fig.row_axis")}})
+    return fig

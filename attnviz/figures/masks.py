@@ -13,6 +13,7 @@ from attnviz.i18n.translate import t, tr
 # one marker colour per problem the doctor can report
 PROBLEM_COLORS = {
     "future_leak": "#d62728",
+    "cross_document": "#bcbd22",
     "fully_masked_row": "#9467bd",
     "attends_padding": "#ff7f0e",
     "inverted": "#8c564b",

@@ -114,11 +114,11 @@ def quantize_text_weights(weights: Tensor, top: float = 1.0) -> np.ndarray:
     return levels.masked_fill(w.isnan(), MASKED_LEVEL).numpy()
 
 
-def level_colorbar(top: float) -> dict:
-    """A colour bar over the uint8 levels, labelled in weights from 0 to ``top``."""
+def level_colorbar(top: float, label: str | None = None) -> dict:
+    """A colour bar over the uint8 levels, labelled in weights from 0 to ``top`` (``label``: what else it shows)."""
     ticks = np.linspace(0.0, top, 5)
     return {
-        "title": {"text": t("figures.weight")},
+        "title": {"text": label or t("figures.weight")},
         "tickvals": [float(tick / top * (MASKED_LEVEL - 1)) for tick in ticks],
         "ticktext": [f"{tick:.3g}" for tick in ticks],
         "thickness": 12,
@@ -135,8 +135,11 @@ def make_coloured_text_figure(
     first: int = 0,
     row_names: list[str] | None = None,
     title: str = "",
+    scale_label: str | None = None,
 ) -> go.Figure:
     """The text itself, each token's background its weight, one row per head (or per layer): CircuitsVis style.
+
+    ``scale_label`` names what the colours show when it is not the weight (value-weighted attention).
 
     weights: (n_row, T), NaN where masked (drawn grey); labels: the T tokens' full
     text (cut in the cells, whole on hover); ``first``: the index of the first
@@ -165,7 +168,7 @@ def make_coloured_text_figure(
         zmin=0,
         zmax=MASKED_LEVEL,
         colorscale=text_colorscale(),
-        colorbar=level_colorbar(top),
+        colorbar=level_colorbar(top, scale_label),
         customdata=exact,
         hovertemplate=t("token_view_fig.text_hover"),
         hoverinfo="skip" if clickable else None,
@@ -247,8 +250,10 @@ def make_running_text_figure(
     share: tuple[float, float] | None = None,
     line_chars: int = LINE_CHARS,
     title: str = "",
+    scale_label: str | None = None,
 ) -> go.Figure:
-    """A page of the text as it reads, wrapped in lines, each token on its weight's colour.
+    """A page of the text as it reads, wrapped in lines, each token on its weight's colour (``scale_label``: what
+    the colours show when not the weight).
 
     weights: (T,) one row (a head, or the mean), NaN where masked (grey); labels:
     the T tokens' full text (whole on hover); ``first``: the index of the first
@@ -285,7 +290,7 @@ def make_running_text_figure(
                 "colorscale": text_colorscale(),
                 "cmin": 0,
                 "cmax": MASKED_LEVEL,
-                "colorbar": level_colorbar(top),
+                "colorbar": level_colorbar(top, scale_label),
                 "line": {"color": FOCUS_COLOR, "width": np.where(is_focus, 3, 0).tolist()},
             },
             customdata=np.stack([index, w.numpy().astype(np.float32)], axis=1),  # (T, 2): token, weight

@@ -1,5 +1,8 @@
 """One catalogue per language: ``locales/en.toml`` and ``locales/zh.toml``, flattened to dotted keys.
 
+A language's catalogue may go on in a folder of its name (``locales/en/ablation.toml``): one file per newer area,
+read in name order after the main file; a key defined twice is an error, so no file silently overrides another.
+
 TOML tables by page or area (``[heads] title = "Heads"`` is the key ``"heads.title"``); values are
 ``str.format`` templates (``"{n:,} tokens"``). ``tests/unit/i18n/test_catalogue.py`` fails when a key is missing in
 either language, when their placeholders differ, or when the code asks for a key that neither has.
@@ -36,8 +39,14 @@ def catalogue(lang: str) -> dict[str, str]:
     """Every key of ``lang``'s catalogue, flattened ("heads.title" -> "Heads")."""
     if lang not in LANGUAGES:
         raise ValueError(f"no catalogue for {lang!r}: the languages are {', '.join(LANGUAGES)}")
-    with (LOCALES / f"{lang}.toml").open("rb") as file:
-        return _flatten(tomllib.load(file))
+    flat: dict[str, str] = {}
+    for path in [LOCALES / f"{lang}.toml", *sorted((LOCALES / lang).glob("*.toml"))]:
+        with path.open("rb") as file:
+            more = _flatten(tomllib.load(file))
+        if twice := sorted(more.keys() & flat.keys()):
+            raise ValueError(f"{path.name}: keys already in {lang}'s catalogue: {', '.join(twice[:5])}")
+        flat.update(more)
+    return flat
 
 
 def placeholders(template: str) -> set[str]:

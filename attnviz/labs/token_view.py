@@ -82,21 +82,43 @@ def token_column(record: AttentionRecord, layer: int, token: int, chunk: int = C
     return torch.cat(parts, dim=1)  # (n_head, q_len)
 
 
-def token_weights(record: AttentionRecord, layer: int, token: int, direction: str) -> Tensor:
-    """:func:`token_row` or :func:`token_column` by ``direction``: (n_head, T)."""
+def token_weights(record: AttentionRecord, layer: int, token: int, direction: str, values: bool = False) -> Tensor:
+    """:func:`token_row` or :func:`token_column` by ``direction``: (n_head, T).
+
+    ``values``: value-weighted, ‖α_ij · v_j W_O^h‖ (:func:`value_weighted_weights`).
+    """
     if _check_direction(direction) == ATTENDS_TO:
-        return token_row(record, layer, token)
-    return token_column(record, layer, token)
+        weights = token_row(record, layer, token)
+    else:
+        weights = token_column(record, layer, token)
+    return value_weighted_weights(record, layer, token, direction, weights) if values else weights
 
 
-def across_layers(record: AttentionRecord, token: int, direction: str = ATTENDS_TO) -> Tensor:
+def value_weighted_weights(record: AttentionRecord, layer: int, token: int, direction: str, weights: Tensor) -> Tensor:
+    """A token's row or column of weights (n_head, T) times the value norms of its keys (Kobayashi et al. 2020).
+
+    A row (what ``token`` attends to) scales each key j by ‖v_j W_O^h‖; a column (what attends to ``token``)
+    has one key, ``token``, so every cell scales by its norm. ValueError without value norms.
+    """
+    norms = record.value_norms(layer)  # (n_head, k_len)
+    if _check_direction(direction) == ATTENDS_TO:
+        return weights * norms
+    return weights * norms[:, token : token + 1]
+
+
+def across_layers(record: AttentionRecord, token: int, direction: str = ATTENDS_TO, values: bool = False) -> Tensor:
     """``token``'s row or column in every layer and head: (n_layer, n_head, T), NaN where masked."""
     _check_direction(direction)
-    return torch.stack([token_weights(record, layer, token, direction) for layer in range(record.n_layer)])
+    return torch.stack([token_weights(record, layer, token, direction, values) for layer in range(record.n_layer)])
 
 
 def selected_tokens(
-    record: AttentionRecord, layer: int, tokens: list[int], reduce: str = "mean", direction: str = ATTENDS_TO
+    record: AttentionRecord,
+    layer: int,
+    tokens: list[int],
+    reduce: str = "mean",
+    direction: str = ATTENDS_TO,
+    values: bool = False,
 ) -> Tensor:
     """Several tokens' rows (or columns) combined, per head: (n_head, T).
 
@@ -108,7 +130,9 @@ def selected_tokens(
         raise ValueError(f"reduce must be one of {list(REDUCTIONS)}, not {reduce!r}")
     if not tokens:
         raise ValueError(msg("token_view_lib.select_one"))
-    stacked = torch.stack([token_weights(record, layer, tok, direction) for tok in tokens])  # (n_sel, n_head, T)
+    stacked = torch.stack(
+        [token_weights(record, layer, tok, direction, values) for tok in tokens]
+    )  # (n_sel, n_head, T)
     masked = stacked.isnan().all(dim=0)  # (n_head, T)
     zeroed = stacked.nan_to_num(0.0)
     combined = zeroed.mean(dim=0) if reduce == "mean" else zeroed.sum(dim=0)  # (n_head, T)

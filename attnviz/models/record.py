@@ -25,6 +25,7 @@ from attnviz.core.capture import FULL_VIEW_TOKENS, SINK_STAT, WINDOW_CELLS, Laye
 from attnviz.core.head_stats import STAT_COLUMNS, summarize_rows
 from attnviz.core.masks import KeyRanges
 from attnviz.core.tokenizer import Token
+from attnviz.core.value_norms import LOW_NORM_STAT, value_weighted
 from attnviz.i18n.message import Text, concat, join
 
 Head = int | str  # a head index, or "mean" for the mean over the layer's heads
@@ -125,9 +126,42 @@ class AttentionRecord:
         return any(SINK_STAT in layer.rows for layer in self.layers)
 
     @property
+    def has_value_norms(self) -> bool:
+        """Whether every layer kept its keys' value norms ‖v_j W_O^h‖ (value-weighted attention)."""
+        return bool(self.layers) and all(layer.value_norms is not None for layer in self.layers)
+
+    @property
     def stat_columns(self) -> tuple[str, ...]:
-        """The per-head statistics this record has: :data:`STAT_COLUMNS`, and ``sink_weight`` with sinks."""
-        return (*STAT_COLUMNS, SINK_STAT) if self.has_sinks else STAT_COLUMNS
+        """The per-head statistics this record has: :data:`STAT_COLUMNS`, ``sink_weight`` with sinks and
+        ``low_norm_weight`` with value norms."""
+        extra = (*((SINK_STAT,) if self.has_sinks else ()), *((LOW_NORM_STAT,) if self.has_value_norms else ()))
+        return (*STAT_COLUMNS, *extra)
+
+    def value_norms(self, layer: int, head: Head | None = None, cols: tuple[int, int] | None = None) -> Tensor:
+        """‖v_j W_O^h‖ of keys c0..c1-1: one head (cols,), "mean" over heads (cols,), None every head (n_head, cols).
+
+        ValueError when the record kept no value norms (see ``has_value_norms``).
+        """
+        norms = self.layers[layer].value_norms
+        if norms is None:
+            raise ValueError("this record kept no value norms (the source cannot see its output projection)")
+        c0, c1 = cols or (0, self.k_len)
+        norms = norms[:, c0:c1]  # (n_head, cols)
+        if head is None:
+            return norms
+        return norms.mean(dim=0) if head == "mean" else norms[int(head)]
+
+    def value_weighted(
+        self, layer: int, head: Head | None, rows: tuple[int, int] | None = None, cols: tuple[int, int] | None = None
+    ) -> Tensor:
+        """‖α_ij · v_j W_O^h‖ at full resolution, as :meth:`weights` (one head, "mean" over heads or None: all).
+
+        The weights window times its keys' norms (attnviz.core.value_norms.value_weighted); never stored.
+        """
+        rows, cols = rows or (0, self.q_len), cols or (0, self.k_len)
+        weights = weights_window(self.layers[layer], None if head in (None, "mean") else int(head), rows, cols)
+        mapped = value_weighted(weights, self.value_norms(layer, None if head in (None, "mean") else head, cols))
+        return mapped.mean(dim=0) if head == "mean" else mapped
 
     @property
     def keeps_qk(self) -> bool:
@@ -212,7 +246,7 @@ class AttentionRecord:
 
         ``sink_weight`` is 0 in a layer without sinks of a model that has them (sliding layers only, say).
         """
-        if name == SINK_STAT:
+        if name in (SINK_STAT, LOW_NORM_STAT):
             return torch.stack([layer.rows.get(name, torch.zeros_like(layer.rows["entropy"])) for layer in self.layers])
         return torch.stack([layer.rows[name] for layer in self.layers])
 
@@ -231,6 +265,7 @@ class AttentionRecord:
         live = self.live_rows()[:, None, :]  # (n_layer, 1, q_len)
         visible = torch.stack([self.keys(layer).visible() for layer in range(self.n_layer)])[:, None, :].float()
         names = ("entropy", *_AVERAGED, *((SINK_STAT,) if self.has_sinks else ()))
+        names += (LOW_NORM_STAT,) if self.has_value_norms else ()
         rows = {name: self.row_stat(name) for name in names}
         rows["entropy_norm"] = rows["entropy"] / visible.log().clamp_min(1e-12)
         rows = {name: value.masked_fill(~live, math.nan) for name, value in rows.items()}

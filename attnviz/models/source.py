@@ -123,6 +123,22 @@ def check_layer(layer: int, n_layer: int) -> int:
     return layer
 
 
+@dataclass(frozen=True, eq=False)
+class AblatedOutputs:
+    """What a model gave on one text with some heads ablated, one row per set of heads
+    (:meth:`AttentionSource.ablated_outputs`).
+
+    encoding: the text as read; values: float32 on the CPU, (R, T, vocab) next-token logits at every position
+    where ``logits`` (a source with an LM head), else (R, T, d_model) last hidden states; layers_run: the softmax
+    attention layers the pass ran (a hybrid's fewer than n_layer), whose heads may be ablated.
+    """
+
+    encoding: Encoding
+    values: Tensor
+    logits: bool
+    layers_run: int
+
+
 KV_CACHES = ("transformers", "attnviz")  # whose cache a prefill fills: transformers' DynamicCache, attnviz's KVCache
 
 
@@ -182,7 +198,9 @@ class AttentionSource(Protocol):
     route: str  # "attnviz" (its own attention), "interface" (transformers' AttentionInterface) or "eager"
     keeps_qk: bool  # records keep q and k: logit parts, rescaled softmaxes (Scaling), the Mask lab's effects
     supports_mask_override: bool  # states_under_mask can make every layer attend under another mask
+    has_value_norms: bool  # records keep ‖v_j W_O^h‖ per head and key: value-weighted attention (Kobayashi et al.)
     route_note: Text  # which route runs, and what it cannot do, for the pages
+    ablation_modes: tuple[str, ...]  # head ablation modes ablated_outputs honours (attnviz.models.ablation); () none
 
     def encode(self, text: str, max_tokens: int, keep: str = "start") -> Encoding:
         """Tokenise, cut to ``max_tokens`` keeping the "start" or the "end" of the text."""
@@ -245,6 +263,19 @@ class AttentionSource(Protocol):
 
     def attention_layers(self, text: str, max_tokens: int, layers: Sequence[int] | None = None) -> list[LayerInput]:
         """:meth:`attention_layer` for several layers (default: all) from one pass of the model."""
+        ...
+
+    def ablated_outputs(
+        self, text: str, max_tokens: int, head_sets: Sequence[Sequence[tuple[int, int]]], mode: str
+    ) -> AblatedOutputs:
+        """The model on ``text`` once per set of heads in ``head_sets``, those heads ablated by ``mode`` (one of
+        ``ablation_modes``), all in one batch: row r of the result ablates ``head_sets[r]`` ((layer, head) pairs;
+        an empty set ablates nothing, through the same code). ModelUnavailableError when
+        ``ablation_modes`` lacks ``mode``; the caller bounds R x T (see attnviz.labs.ablation)."""
+        ...
+
+    def token_texts(self, ids: Sequence[int]) -> list[str]:
+        """The text of each vocabulary id, as one token decodes (what the top next tokens are shown as)."""
         ...
 
     def prefill_kv(

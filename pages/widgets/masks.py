@@ -12,8 +12,8 @@ from attnviz.core.token_display import markdown_text
 from attnviz.errors import MaskFileError
 from attnviz.i18n.message import msg
 from attnviz.i18n.translate import t, tr
+from attnviz.labs.masks.builder import ALIGNS, LabMask, built_mask, custom_mask, kind_label
 from attnviz.labs.masks.builder import KINDS as MASK_KINDS
-from attnviz.labs.masks.builder import LabMask, built_mask, custom_mask, kind_label
 from attnviz.labs.masks.doctor import parse_lengths
 from attnviz.labs.masks.reading import MASK_SUFFIXES, infer_convention, read_mask_bytes
 
@@ -48,6 +48,14 @@ def lab_mask_input(labels: list[str], causal: bool) -> LabMask:
             lengths = cols[0].text_input(t("mask_ui.documents"), f"{T // 2}, {T - T // 2}", key=f"mask_docs_{T}")
             options["documents"] = parse_lengths(lengths, t("mask_ui.documents_what"))
             options["causal"] = causal
+        elif kind == "decode":
+            options["q_len"] = int(cols[0].number_input(t("mask_decode_lab.q_len"), 1, T - 1, 1, key="mask_q_len"))
+            options["align"] = cols[1].radio(
+                t("mask_decode_lab.align"),
+                ALIGNS,
+                format_func=lambda align: t(f"mask_decode_lab.align_{align}"),
+                key="mask_align",
+            )
         return built_mask(kind, T, **options)
     except (ValueError, TypeError) as err:
         show_error(msg("mask_ui.invalid_mask", error=err))
@@ -95,14 +103,14 @@ def custom_mask_input(labels: list[str], causal: bool) -> LabMask | None:
         raw = loaded.mask
         if raw.ndim == 3 and raw.shape[0] == 1:
             raw = raw[0]
-        if tuple(raw.shape) != (T, T):
-            show_error(msg("mask_ui.wrong_shape", name=loaded.name, shape=tuple(loaded.mask.shape), T=T))
+        if raw.ndim != 2 or raw.shape[-1] != T or not 1 <= raw.shape[0] <= T:  # (T, T), or a decode step's (q_len, T)
+            show_error(msg("mask_decode_lab.wrong_shape", name=loaded.name, shape=tuple(loaded.mask.shape), T=T))
             return None
         for note in loaded.notes:
             st.caption(tr(note, escape=markdown_text))
         if raw.dtype == torch.bool:
             if convention == "auto":
-                convention, why = infer_convention(raw)
+                convention, why = infer_convention(raw, offset=T - raw.shape[0])
                 st.caption(t("mask_ui.inferred", convention=convention, why=why))
         else:
             convention = "additive"

@@ -150,3 +150,33 @@ def test_convention_on_a_float_mask_is_an_error(tmp_path):
     path = tmp_path / "additive.npy"
     np.save(path, np.where(CAUSAL, 0.0, -np.inf))
     assert_one_line_error(doctor(path, "--convention", "keep"), "a float mask is additive")
+
+
+def test_decode_steps_chunks_and_packed_documents_as_other_programs_see_them(tmp_path):
+    from attnviz.core.masks import document_mask
+
+    step = tmp_path / "step.npy"
+    np.save(step, causal_mask(1, 8).numpy())
+    proc = doctor(step, "--expect", "causal", "--q-len", "1", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == {"ok": True, "convention": "keep", "shape": [1, 8], "problems": [], "offset": 7}
+
+    chunk = tmp_path / "chunk.pt"
+    torch.save(causal_mask(3, 8, offset=6), chunk)  # offset one too large
+    proc = doctor(chunk, "--expect", "causal")
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert "PROBLEM future_leak (2 cells)" in proc.stdout and "[0, 6] [1, 7]" in proc.stdout
+
+    leaky = document_mask([5, 3, 4])
+    leaky[5, 4] = True
+    packed = tmp_path / "packed.csv"
+    packed.write_text("\n".join(",".join(str(int(v)) for v in row) for row in leaky.tolist()) + "\n")
+    proc = doctor(packed, "--expect", "documents:5,3,4", "--json")
+    assert proc.returncode == 1
+    out = json.loads(proc.stdout)
+    assert out["problems"] == [{"kind": "cross_document", "count": 1, "examples": [[5, 4]], "documents": [[1, 0]]}]
+    assert out["documents"] == [5, 3, 4]
+
+    proc = doctor(packed, "--expect", "documents:5,3", "--json")  # a readable mask of no fitting shape: exit 1
+    assert proc.returncode == 1 and json.loads(proc.stdout)["problems"][0]["kind"] == "bad_shape"
+    assert proc.stderr.strip() == "attnviz mask-doctor: problems found: bad_shape"

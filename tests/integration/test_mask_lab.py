@@ -95,3 +95,42 @@ def test_bad_settings_and_a_short_text_get_a_message():
     assert not at.exception and any("Invalid mask: document lengths '3, x'" in e.value for e in at.error)
     at.text_input(key=keys[0]).input("3, 3").run()
     assert not at.exception and any("add up to 6" in e.value for e in at.error)
+
+
+def problem_markers(at) -> list[str]:
+    return [t.get("name", "") for t in spec_of(at.get("plotly_chart")[0])["data"][1:]]
+
+
+def test_the_lab_builds_and_checks_a_decode_step_and_packed_documents():
+    at = page("default")
+    at.selectbox(key="mask_kind").set_value("decode").run()
+    at.radio(key="mask_meant").set_value("built").run()  # the embedded model is an encoder: check what was built
+    assert not at.exception, at.exception
+    T = decode(spec_of(at.get("plotly_chart")[0])["data"][0]["z"]).shape[0]
+    assert at.success and "No problem found" in at.success[0].value and f"[1, {T}]" in at.success[0].value
+    assert any(f"the doctor checks the (1, {T}) mask" in c.value for c in at.caption)
+
+    at.number_input(key="mask_q_len").set_value(3).run()
+    at.radio(key="mask_align").set_value("plus_one").run()  # the KV-cache offset one too large
+    assert not at.exception, at.exception
+    assert any("**future_leak** (2)" in m.value and "query 0 → key" in m.value for m in at.markdown)
+    assert problem_markers(at) == ["future_leak (2)"]  # drawn on the text's last three rows
+    assert any("causal with offset" in c.value for c in at.caption)
+
+    at.radio(key="mask_align").set_value("top_left").run()
+    assert not at.exception and problem_markers(at)[0] == "missing_self (3)"
+    assert any("top-left" in c.value for c in at.caption)
+
+    at.selectbox(key="mask_kind").set_value("document").run()  # two documents, block-diagonal causal: as built
+    assert not at.exception and at.success and "No problem found" in at.success[0].value
+    at.selectbox(key="mask_kind").set_value("causal").run()
+    at.radio(key="mask_meant").set_value("custom").run()
+    at.text_input(key="mask_expect_text").input(f"documents:{T // 2},{T - T // 2}").run()
+    assert not at.exception, at.exception
+    assert any("**cross_document**" in m.value and "document 1 → document 0" in m.value for m in at.markdown)
+    assert problem_markers(at)[0].startswith("cross_document")
+
+    table = at.dataframe[0].value
+    finds = dict(zip(table["bug"], table["the doctor finds"], strict=True))
+    assert finds["Packed documents see each other"] == "cross_document"
+    assert finds["Off by one in the KV-cache offset"] == "future_leak"

@@ -6,7 +6,7 @@ import pytest
 
 from attnviz import cli
 
-SUBCOMMANDS = ["heads", "scaling", "train-scale", "mask-doctor", "kv-cache", "bench"]
+SUBCOMMANDS = ["heads", "compare", "scaling", "ablate", "train-scale", "mask-doctor", "kv-cache", "bench"]
 
 
 def test_every_subcommand_is_offered():

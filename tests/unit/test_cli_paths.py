@@ -158,7 +158,7 @@ def test_no_command_is_one_usage_line_and_exit_2(capsys):
     assert cli.main([]) == 2
     out, err = capsys.readouterr()
     assert out == "" and err.count("\n") == 1
-    assert err.startswith("attnviz: error: no command given; usage: python -m attnviz {heads,scaling,")
+    assert err.startswith("attnviz: error: no command given; usage: python -m attnviz {heads,compare,scaling,ablate,")
 
 
 def test_what_stderr_echoes_of_a_typed_value_is_escaped(tmp_path, capsys):

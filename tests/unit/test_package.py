@@ -24,6 +24,8 @@ def test_the_runtime_dependencies_are_requirements_txt_with_its_pins():
 def test_the_command_and_the_catalogues_are_declared():
     assert PROJECT["project"]["scripts"] == {"attnviz": "attnviz.cli:main"}
     data = PROJECT["tool"]["setuptools"]["package-data"]["attnviz.i18n"]
-    shipped = {p.name for pattern in data for p in (ROOT / "attnviz" / "i18n").glob(pattern)}
-    assert shipped == {"en.toml", "zh.toml"}
+    i18n = ROOT / "attnviz" / "i18n"
+    shipped = {p for pattern in data for p in i18n.glob(pattern)}
+    assert {"en.toml", "zh.toml"} <= {p.name for p in shipped}
+    assert shipped == set((i18n / "locales").rglob("*.toml"))  # every catalogue file, the per-area folders too
     assert Path(attnviz.__file__).resolve().parent == ROOT / "attnviz"  # the tests read this checkout's package

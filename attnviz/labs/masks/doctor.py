@@ -2,10 +2,19 @@
 
 :func:`diagnose` reads a mask in one of :data:`attnviz.labs.masks.reading.CONVENTIONS`,
 compares it with what the user says it should be (an :class:`Expectation`:
-causal, padding, causal + padding, a sliding window or a prefix-LM, with the
-sequence lengths when batched) and returns a :class:`Diagnosis`: one
-:class:`Problem` per kind found, each with its count, up to ten ``[q, k]``
-examples, the offending cells (for drawing) and one sentence with a fix.
+causal, padding, causal + padding, a sliding window, a prefix-LM or packed
+documents, with the sequence lengths when batched) and returns a
+:class:`Diagnosis`: one :class:`Problem` per kind found, each with its count,
+up to ten ``[q, k]`` examples (row and column of the mask as given), the
+offending cells (for drawing) and one sentence with a fix.
+
+A mask is (q_len, k_len), or (B, q_len, k_len) for a batch. A square mask is a
+whole sequence. A rectangular one (q_len < k_len) is a decode step or a chunk
+of prefill with a KV cache: its queries are the last q_len positions, aligned
+bottom-right (query i at absolute position ``offset + i``, ``offset = k_len -
+q_len``: the number of cached tokens) unless ``offset`` says otherwise. A
+(..., 1, T) mask is a key mask broadcast over T queries, unless ``q_len`` or
+``offset`` says it is one decode step.
 
 What is checked, and when:
 
@@ -14,12 +23,15 @@ What is checked, and when:
   mask is the expected one, or with no expectation a clean causal or sliding
   mask, read with the wrong convention). An inverted mask is reported alone:
   every other finding would be a consequence of it.
-- With lengths: ``bad_shape`` (batch size or T do not fit the lengths; a
-  ``(..., T, 1)`` mask, padding broadcast over keys instead of queries, is
-  always a bad shape) and ``attends_padding`` (a real query keeps a pad key).
-  A bad shape stops every other check.
+- Shape: ``bad_shape`` when no reading fits: batch size or T do not fit the
+  lengths, a ``(..., T, 1)`` mask (padding broadcast over keys instead of
+  queries), more queries than keys, q_len or offset that do not fit the mask,
+  documents whose lengths do not add up to k_len. A bad shape stops every other
+  check.
+- With lengths: ``attends_padding`` (a real query keeps a pad key).
 - With an expectation: ``future_leak`` (a kept key after the query that the
-  expectation blocks), ``under_masked`` (any other kept cell it blocks, such as
+  expectation blocks), ``cross_document`` (with packed documents: a kept key of
+  another document), ``under_masked`` (any other kept cell it blocks, such as
   a key older than the sliding window), ``missing_self`` (a blocked diagonal it
   keeps) and ``over_masked`` (any other blocked cell it keeps).
 
@@ -37,12 +49,25 @@ import torch
 from torch import Tensor
 
 from attnviz import settings
-from attnviz.core.masks import causal_mask, padding_mask, sliding_window_mask
+from attnviz.core.masks import causal_mask, sliding_window_mask
 from attnviz.i18n.message import PluralS, Text, concat, msg
+from attnviz.labs.masks.expectations import (
+    EXPECT_KINDS,
+    SIDES,
+    Expectation,
+    document_index,
+    expected_keep,
+    future_cells,
+    parse_expect,
+    parse_lengths,
+    real_tokens,
+    self_cells,
+)
 from attnviz.labs.masks.reading import additive_bias, infer_convention, to_keep
 
 PROBLEM_KINDS = (
     "future_leak",
+    "cross_document",
     "fully_masked_row",
     "attends_padding",
     "inverted",
@@ -51,124 +76,19 @@ PROBLEM_KINDS = (
     "over_masked",
     "under_masked",
 )
-EXPECT_KINDS = ("causal", "padding", "causal+padding", "sliding", "prefix")
-SIDES = ("right", "left")
 
-
-@dataclass(frozen=True)
-class Expectation:
-    """What the mask should be: kind in :data:`EXPECT_KINDS`; ``window`` for sliding, ``prefix`` for prefix."""
-
-    kind: str
-    window: int | None = None
-    prefix: int | None = None
-
-    def __post_init__(self) -> None:
-        if self.kind not in EXPECT_KINDS:
-            raise ValueError(msg("mask_doctor.expect_kind", kinds=", ".join(EXPECT_KINDS), kind=repr(self.kind)))
-        if (self.window is not None) != (self.kind == "sliding"):
-            raise ValueError(msg("mask_doctor.window_with_sliding"))
-        if (self.prefix is not None) != (self.kind == "prefix"):
-            raise ValueError(msg("mask_doctor.prefix_with_prefix"))
-        if self.window is not None and self.window < 1:
-            raise ValueError(msg("mask_doctor.window_positive", window=self.window))
-        if self.prefix is not None and self.prefix < 0:
-            raise ValueError(msg("mask_doctor.prefix_positive", prefix=self.prefix))
-
-    @property
-    def causal(self) -> bool:
-        """Whether keys after the query are blocked (outside a prefix-LM's prefix)."""
-        return self.kind != "padding"
-
-    @property
-    def needs_lengths(self) -> bool:
-        return self.kind in ("padding", "causal+padding")
-
-    def describe(self) -> Text:
-        """A name for messages: "causal", "sliding-window (4)", "prefix-LM (prefix 3)"."""
-        if self.kind == "sliding":
-            return msg("mask_doctor.describe_sliding", window=self.window)
-        if self.kind == "prefix":
-            return msg("mask_doctor.describe_prefix", prefix=self.prefix)
-        return msg(f"mask_doctor.describe_{self.kind.replace('+', '_')}")
-
-    def __str__(self) -> str:
-        if self.kind == "sliding":
-            return f"sliding:{self.window}"
-        if self.kind == "prefix":
-            return f"prefix:{self.prefix}"
-        return self.kind
-
-
-def parse_expect(text: str) -> Expectation:
-    """``causal``, ``padding``, ``causal+padding``, ``sliding:W`` or ``prefix:P`` as an Expectation; ValueError else."""
-    usage = msg("mask_doctor.usage")
-    kind, _, number = str(text).strip().lower().partition(":")
-    kind = {"padding+causal": "causal+padding"}.get(kind, kind)
-    if kind in ("sliding", "prefix"):
-        try:
-            value = int(number)
-        except ValueError:
-            raise ValueError(msg("mask_doctor.expect_number", text=repr(text), kind=kind)) from None
-        return Expectation(kind, window=value) if kind == "sliding" else Expectation(kind, prefix=value)
-    if kind not in EXPECT_KINDS or number:
-        raise ValueError(msg("mask_doctor.expect_unknown", text=repr(text), usage=usage))
-    return Expectation(kind)
-
-
-def parse_lengths(text: str, what: str = "--lengths") -> list[int]:
-    """``"5,3"`` as [5, 3]: each sequence's (or document's) length, at least 1; ValueError naming ``what``."""
-    try:
-        lengths = [int(part) for part in str(text).split(",")]
-    except ValueError:
-        raise ValueError(msg("mask_doctor.lengths_numbers", what=what, text=repr(text))) from None
-    if any(n < 1 for n in lengths):
-        raise ValueError(msg("mask_doctor.lengths_positive", what=what, text=repr(text)))
-    return lengths
-
-
-def _real_tokens(lengths: list[int] | None, batch: int, seq_len: int, side: str) -> Tensor:
-    """True on real (non-pad) positions: (batch, seq_len)."""
-    if lengths is None:
-        return torch.ones(batch, seq_len, dtype=torch.bool)
-    return padding_mask(lengths, seq_len, side=side)[:, 0, 0]  # (batch, seq_len)
-
-
-def expected_keep(
-    expect: Expectation,
-    seq_len: int,
-    *,
-    batch: int | None = None,
-    lengths: list[int] | None = None,
-    side: str = "right",
-) -> Tensor:
-    """The keep mask (True = may attend) the expectation describes: (T, T), or (B, T, T) with batch or lengths.
-
-    T is ``seq_len``, the padded length.
-
-    Each sequence's rule applies to its own positions (a left-padded sequence's
-    prefix and window start at its first real token) and no query keeps a pad
-    key. A padding query row keeps what the rule gives it among the real keys,
-    or only itself when that is nothing, so no row is ever fully masked.
-    """
-    if side not in SIDES:
-        raise ValueError(msg("mask_doctor.side", side=repr(side)))
-    n_seq = len(lengths) if lengths is not None else (batch or 1)
-    if batch is not None and batch != n_seq:
-        raise ValueError(f"batch ({batch}) and the number of lengths ({n_seq}) differ")
-    T = seq_len
-    real = _real_tokens(lengths, n_seq, T, side)  # (B, T)
-    first = torch.tensor([T - n for n in lengths] if lengths is not None and side == "left" else [0] * n_seq)  # (B,)
-    pos = torch.arange(T)[None, :] - first[:, None]  # (B, T): position within the sequence
-    q, k = pos[:, :, None], pos[:, None, :]  # (B, T, 1), (B, 1, T)
-    rule = torch.ones(n_seq, T, T, dtype=torch.bool) if expect.kind == "padding" else k <= q  # (B, T, T)
-    if expect.kind == "sliding":
-        rule = rule & (q - k < expect.window)
-    if expect.kind == "prefix":
-        rule = rule | ((q < expect.prefix) & (k < expect.prefix))
-    keep = rule & real[:, None, :]  # (B, T, T)
-    keep = keep | (~keep.any(dim=-1, keepdim=True) & torch.eye(T, dtype=torch.bool))
-    return keep[0] if batch is None and lengths is None else keep
+__all__ = [
+    "EXPECT_KINDS",
+    "PROBLEM_KINDS",
+    "SIDES",
+    "Diagnosis",
+    "Expectation",
+    "Problem",
+    "diagnose",
+    "expected_keep",
+    "parse_expect",
+    "parse_lengths",
+]
 
 
 @dataclass(frozen=True, eq=False)
@@ -180,6 +100,7 @@ class Problem:
     cells: bool, the shape of ``Diagnosis.keep`` (after a bad shape: the mask's, all False), True on the offending
     cells (for drawing).
     message: one sentence with the numbers and a fix.
+    extra: more JSON for this kind (cross_document: ``documents``, the [query's, key's] document of each example).
     """
 
     kind: str
@@ -188,14 +109,18 @@ class Problem:
     cells: Tensor
     message: Text
     batch_examples: list[int] = field(default_factory=list)
+    extra: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True, eq=False)
 class Diagnosis:
     """What :func:`diagnose` found.
 
-    shape: the mask's shape as given. keep: the mask as read, True = may attend, (T, T) or (B, T, T)
-    (a (..., 1, T) key mask expanded); None after a bad shape. expected: the keep mask of the expectation.
+    shape: the mask's shape as given. keep: the mask as read, True = may attend, (q_len, k_len) or
+    (B, q_len, k_len) (a (..., 1, T) key mask expanded to (..., T, T)); None after a bad shape. expected: the keep
+    mask of the expectation. offset: where the query rows sit (query i at key position offset + i) when the mask
+    was read as rows of queries at an offset (rectangular, or q_len / offset given); None for a square mask read
+    as a whole sequence. documents: the packed documents' lengths of a ``documents`` expectation.
     """
 
     convention: str
@@ -205,25 +130,33 @@ class Diagnosis:
     notes: list[Text]
     keep: Tensor | None = None
     expected: Tensor | None = None
+    offset: int | None = None
+    documents: list[int] | None = None
 
     @property
     def ok(self) -> bool:
         return not self.problems
 
     def to_json(self) -> dict:
-        """The ``mask-doctor --json`` object: ok, convention, shape, problems (kind, count, examples)."""
-        return {
+        """The ``mask-doctor --json`` object: ok, convention, shape, problems (kind, count, examples, and
+        ``documents`` for cross_document); ``offset`` for a decode step or chunk, ``documents`` when expected."""
+        out = {
             "ok": self.ok,
             "convention": self.convention,
             "shape": list(self.shape),
-            "problems": [{"kind": p.kind, "count": p.count, "examples": p.examples} for p in self.problems],
+            "problems": [{"kind": p.kind, "count": p.count, "examples": p.examples, **p.extra} for p in self.problems],
         }
+        if self.offset is not None:
+            out["offset"] = self.offset
+        if self.documents is not None:
+            out["documents"] = list(self.documents)
+        return out
 
 
 def _examples(cells: Tensor, limit: int) -> list[tuple[int, int, int]]:
-    """The first ``limit`` (b, q, k) of bool cells (B, T, T), without listing every True cell."""
+    """The first ``limit`` (b, q, k) of bool cells (B, Q, K), without listing every True cell."""
     found: list[tuple[int, int, int]] = []
-    for b, q in cells.any(dim=-1).nonzero().tolist():  # (rows, 2): at most B × T
+    for b, q in cells.any(dim=-1).nonzero().tolist():  # (rows, 2): at most B × Q
         for k in cells[b, q].nonzero()[: limit - len(found), 0].tolist():
             found.append((b, q, k))
         if len(found) >= limit:
@@ -239,7 +172,7 @@ def _at(b: int, q: int, k: int | None, batched: bool) -> Text:
 
 
 def _rows_text(rows: Tensor, batched: bool, limit: int = 6) -> Text:
-    """The True rows of a bool (B, T): "row 0", "rows 0, 3", "sequence:row 0:4, 1:3"."""
+    """The True rows of a bool (B, Q): "row 0", "rows 0, 3", "sequence:row 0:4, 1:3"."""
     found = rows.nonzero().tolist()
     parts = [f"{b}:{q}" if batched else str(q) for b, q in found[:limit]]
     more = msg("mask_doctor.and_more", n=len(found) - limit) if len(found) > limit else ""
@@ -248,46 +181,51 @@ def _rows_text(rows: Tensor, batched: bool, limit: int = 6) -> Text:
 
 
 class _Finder:
-    """Collects the problems of one mask; cells are (B, T, T), rows (B, T).
+    """Collects the problems of one mask; cells are (B, Q, K), rows (B, Q).
 
     A problem's message is its catalogue key, filled in with ``{n}`` (the count),
     ``{s}`` (a plural s), ``{ex}`` (the first example cell), ``{rows}`` (the rows,
-    for row problems) and any ``fields`` given.
+    for row problems) and any ``fields`` given. ``offset``: row i's own key is column offset + i.
     """
 
-    def __init__(self, batched: bool) -> None:
+    def __init__(self, batched: bool, offset: int = 0) -> None:
         self.batched = batched
+        self.offset = offset
         self.problems: dict[str, Problem] = {}
 
     def shaped(self, cells: Tensor) -> Tensor:
-        """(B, ...) back to the mask's own rank: a (T, T) mask gets (T, T) cells."""
+        """(B, ...) back to the mask's own rank: a (Q, K) mask gets (Q, K) cells."""
         return cells if self.batched else cells[0]
 
-    def add_cells(self, kind: str, cells: Tensor, key: str, **fields) -> None:
+    def add_cells(self, kind: str, cells: Tensor, key: str, extra=None, **fields) -> None:
+        """A problem counted in cells; ``extra(found)`` gives more fields and JSON from the (b, q, k) examples."""
         n = int(cells.sum())
         if n == 0:
             return
         found = _examples(cells, settings.MASK_MAX_EXAMPLES)
+        more_fields, more_json = extra(found) if extra is not None else ({}, {})
         b, q, k = found[0]
-        text = msg(key, n=f"{n:,}", s=PluralS(n), ex=_at(b, q, k, self.batched), **fields)
+        text = msg(key, n=f"{n:,}", s=PluralS(n), ex=_at(b, q, k, self.batched), **fields, **more_fields)
         examples = [[q, k] for _, q, k in found]
-        self.problems[kind] = Problem(kind, n, examples, self.shaped(cells), text, [b for b, _, _ in found])
+        batch = [b for b, _, _ in found]
+        self.problems[kind] = Problem(kind, n, examples, self.shaped(cells), text, batch, more_json)
 
     def add_rows(self, kind: str, rows: Tensor, cells: Tensor, key: str, self_key: bool, **fields) -> None:
-        """A problem counted in rows; its examples are [q, q] (self_key) or [q, -1] (no key)."""
+        """A problem counted in rows; its examples are [q, own key] (self_key) or [q, -1] (no key)."""
         n = int(rows.sum())
         if n == 0:
             return
         found = rows.nonzero()[: settings.MASK_MAX_EXAMPLES].tolist()
         text = msg(key, n=f"{n:,}", s=PluralS(n), rows=_rows_text(rows, self.batched), **fields)
-        examples = [[q, q if self_key else -1] for _, q in found]
+        examples = [[q, q + self.offset if self_key else -1] for _, q in found]
         self.problems[kind] = Problem(kind, n, examples, self.shaped(cells), text, [b for b, _ in found])
 
     def ordered(self) -> list[Problem]:
         return [self.problems[kind] for kind in PROBLEM_KINDS if kind in self.problems]
 
 
-def _convention(mask: Tensor, convention: str | None) -> tuple[str, Text]:
+def _convention(mask: Tensor, convention: str | None, offset: int = 0) -> tuple[str, Text]:
+    """The convention to read ``mask`` with, and why; a bool mask's is inferred from its diagonal at ``offset``."""
     if mask.dtype.is_floating_point:
         if convention not in (None, "additive"):
             raise ValueError(msg("mask_doctor.float_is_additive"))
@@ -295,7 +233,7 @@ def _convention(mask: Tensor, convention: str | None) -> tuple[str, Text]:
     if mask.dtype != torch.bool:
         raise ValueError(msg("mask_doctor.bool_or_float", dtype=mask.dtype))
     if convention is None:
-        return infer_convention(mask)
+        return infer_convention(mask, offset=offset)
     if convention not in ("keep", "block"):
         raise ValueError(msg("mask_doctor.keep_or_block", convention=repr(convention)))
     meaning = msg(f"mask_doctor.meaning_{convention}")
@@ -309,6 +247,15 @@ def _check_lengths(lengths: list[int] | None) -> list[int] | None:
     if not lengths or any(isinstance(n, bool) or int(n) != n or n < 1 for n in lengths):
         raise ValueError(msg("mask_doctor.lengths_whole", lengths=lengths))
     return [int(n) for n in lengths]
+
+
+def _check_count(value: int | None, name: str, least: int) -> int | None:
+    """``--q-len`` (at least 1) or ``--offset`` (at least 0) as an int; ValueError naming it."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or int(value) != value or value < least:
+        raise ValueError(msg("mask_decode.count", name=name, value=value, least=least))
+    return int(value)
 
 
 def _dims(shape: tuple[int, ...]) -> str:
@@ -339,31 +286,70 @@ def _shape_problem(shape: tuple[int, ...], lengths: list[int] | None) -> Text | 
     return None
 
 
-def _reference_without_expectation(opposite: Tensor) -> tuple[Tensor, Text] | None:
-    """A clean mask that ``opposite`` (B, T, T) is in every sequence: causal or a sliding window."""
-    T = opposite.shape[-1]
-    if T < 2:
+@dataclass(frozen=True)
+class _Reading:
+    """How the rows of a mask are read: ``key_mask`` (a (..., 1, T) mask broadcast over T queries), the number
+    of query rows, their offset (row i is position offset + i), whether that offset is stated (``as_rows``:
+    reported), and why no reading fits (``bad``)."""
+
+    key_mask: bool
+    q_len: int
+    offset: int
+    as_rows: bool
+    bad: Text | None = None
+
+
+def _reading(shape: tuple[int, ...], q_len: int | None, offset: int | None, expect: Expectation | None) -> _Reading:
+    """Decide how to read a mask of ``shape`` given ``--q-len`` and ``--offset`` (None: not given)."""
+    rows, k_len = shape[-2:]
+    dims = _dims(shape)
+    if rows == 1 < k_len and offset is None and q_len in (None, k_len):
+        return _Reading(key_mask=True, q_len=k_len, offset=0, as_rows=False)
+    if rows > k_len:  # no offset places them; (..., T, 1) is the broadcast bug, which _shape_problem names
+        more = None if k_len == 1 else msg("mask_decode.shape_more_queries", dims=dims, rows=rows, k_len=k_len)
+        return _Reading(key_mask=False, q_len=rows, offset=0, as_rows=False, bad=more)
+    as_rows = rows != k_len or q_len is not None or offset is not None
+    start = k_len - rows if offset is None else offset
+    bad = None
+    if q_len is not None and q_len != rows:
+        bad = msg("mask_decode.shape_q_len", dims=dims, q_len=q_len, rows=rows, s=PluralS(rows))
+    elif start + rows > k_len:
+        bad = msg("mask_decode.shape_offset", dims=dims, offset=start, rows=rows, last=start + rows - 1, k_len=k_len)
+    elif expect is not None and expect.kind == "documents" and sum(expect.documents) != k_len:
+        documents = ",".join(map(str, expect.documents))
+        bad = msg(
+            "mask_decode.shape_documents", dims=dims, documents=documents, total=sum(expect.documents), k_len=k_len
+        )
+    return _Reading(key_mask=False, q_len=rows, offset=max(start, 0), as_rows=as_rows, bad=bad)
+
+
+def _reference_without_expectation(opposite: Tensor, offset: int) -> tuple[Tensor, Text] | None:
+    """A clean mask that ``opposite`` (B, Q, K) is in every sequence: causal or a sliding window at ``offset``."""
+    Q, K = opposite.shape[-2:]
+    if K < 2:
         return None
-    causal = causal_mask(T)  # (T, T)
+    causal = causal_mask(Q, K, offset=offset)  # (Q, K)
     if bool((opposite == causal).all()):
         return causal.expand_as(opposite), msg("mask_doctor.a_causal_mask")
     window = int(opposite.sum(dim=-1).max())
-    if 1 <= window < T:
-        sliding = sliding_window_mask(T, window)
+    if 1 <= window < K:
+        sliding = sliding_window_mask(Q, window, k_len=K, offset=offset)
         if bool((opposite == sliding).all()):
             return sliding.expand_as(opposite), msg("mask_doctor.a_sliding_mask", window=window)
     return None
 
 
-def _fits_side(keep: Tensor, expect: Expectation | None, lengths: list[int], side: str) -> bool:
-    """Whether ``keep`` (B, T, T) is a clean mask for sequences padded on ``side``: every real row right."""
-    B, T = keep.shape[:2]
-    real = _real_tokens(lengths, B, T, side)  # (B, T)
+def _fits_side(keep: Tensor, expect: Expectation | None, lengths: list[int], side: str, offset: int) -> bool:
+    """Whether ``keep`` (B, Q, K) is a clean mask for sequences padded on ``side``: every real row right."""
+    B, Q, K = keep.shape
+    real = real_tokens(lengths, B, K, side)  # (B, K)
+    real_rows = real[:, offset : offset + Q]  # (B, Q)
     if expect is not None:
-        wrong = keep != expected_keep(expect, T, batch=B, lengths=lengths, side=side)
+        expected = expected_keep(expect, K, batch=B, lengths=lengths, side=side, q_len=Q, offset=offset)
+        wrong = keep != expected
     else:
         wrong = (keep & ~real[:, None, :]) | ~keep.any(dim=-1, keepdim=True)  # pad keys kept, or nothing kept
-    return not bool((wrong & real[:, :, None]).any())
+    return not bool((wrong & real_rows[:, :, None]).any())
 
 
 def _inverted_message(convention: str, what: Text) -> tuple[str, dict]:
@@ -376,7 +362,7 @@ def _inverted_message(convention: str, what: Text) -> tuple[str, dict]:
 
 
 def _float_notes(mask: Tensor, fully: Tensor, reference: Tensor | None, what: Text) -> list[Text]:
-    """Notes on an additive mask (B, T, T): 0/1 only, bias cells, float16 -inf rows."""
+    """Notes on an additive mask (B, Q, K): 0/1 only, bias cells, float16 -inf rows."""
     notes = []
     ones = mask == 1
     if bool(((mask == 0) | ones).all()) and bool(ones.any()):
@@ -399,6 +385,39 @@ def _float_notes(mask: Tensor, fully: Tensor, reference: Tensor | None, what: Te
     return notes
 
 
+def _causal_offset(keep: Tensor) -> int | None:
+    """The offset o at which ``keep`` (B, Q, K) is exactly ``causal_mask(Q, K, offset=o)`` in every sequence."""
+    Q, K = keep.shape[-2:]
+    first_row = keep[0, 0]  # (K,)
+    n_kept = int(first_row.sum())
+    if n_kept == 0 or not bool(first_row[:n_kept].all()):
+        return None
+    candidate = n_kept - 1  # row 0 keeps keys 0 .. o
+    return candidate if bool((keep == causal_mask(Q, K, offset=candidate)).all()) else None
+
+
+def _reading_notes(reading: _Reading, k_len: int, given: bool) -> list[Text]:
+    if reading.key_mask:
+        return [msg("mask_doctor.key_mask", T=k_len)]
+    if not reading.as_rows:
+        return []
+    first, last = reading.offset, reading.offset + reading.q_len - 1
+    key = "mask_decode.read_rows_given" if given else "mask_decode.read_rows"
+    fields = {"first": first, "last": last, "k_len": k_len, "offset": reading.offset, "s": PluralS(reading.q_len)}
+    return [msg(key, q_len=reading.q_len, **fields)]
+
+
+def _cross_fields(doc: Tensor, offset: int):
+    """``extra`` for the cross_document finder: the documents of the first example, and of every example (row q
+    is the query at position offset + q)."""
+
+    def extra(found: list[tuple[int, int, int]]) -> tuple[dict, dict]:
+        pairs = [[int(doc[offset + q]), int(doc[k])] for _, q, k in found]
+        return {"doc_q": pairs[0][0], "doc_k": pairs[0][1]}, {"documents": pairs}
+
+    return extra
+
+
 def diagnose(
     mask: Tensor,
     *,
@@ -406,54 +425,76 @@ def diagnose(
     expect: Expectation | None = None,
     lengths: list[int] | None = None,
     side: str = "right",
+    q_len: int | None = None,
+    offset: int | None = None,
 ) -> Diagnosis:
-    """Find what is wrong with ``mask``: bool or float, (T, T) or (B, T, T), or (..., 1, T) broadcast over queries.
+    """Find what is wrong with ``mask``: bool or float, (q_len, k_len) or (B, q_len, k_len), or (..., 1, T) broadcast
+    over queries.
 
     convention: "keep" or "block" for a bool mask (None: inferred from the
     diagonal); a float mask is additive. expect: what it should be; lengths and
-    side: the real length of each sequence and where the pads go. ValueError for
-    arguments that do not fit together (a float mask read as keep, padding
-    without lengths); a mask that does not fit them is a ``bad_shape`` problem.
+    side: the real length of each sequence and where the pads go. q_len: the
+    number of query rows (1: a (1, T) mask is one decode step, not a key mask);
+    offset: the absolute position of the first query (default ``k_len - q_len``,
+    bottom-right). ValueError for arguments that do not fit together (a float
+    mask read as keep, padding without lengths, a negative offset); a mask that
+    does not fit them is a ``bad_shape`` problem.
     """
-    convention, reason = _convention(mask, convention)
     lengths = _check_lengths(lengths)
+    q_len = _check_count(q_len, "q_len", 1)
+    offset = _check_count(offset, "offset", 0)
     if side not in SIDES:
         raise ValueError(msg("mask_doctor.side", side=repr(side)))
     if expect is not None and expect.needs_lengths and lengths is None:
         raise ValueError(msg("mask_doctor.needs_lengths", expect=expect))
+    if expect is not None and expect.kind == "documents" and lengths is not None:
+        raise ValueError(msg("mask_decode.documents_lengths"))
     shape = tuple(mask.shape)
     if mask.ndim not in (2, 3) or 0 in shape:
         raise ValueError(msg("mask_doctor.rank", dims=_dims(shape)))
-    q_len, k_len = shape[-2:]
-    if q_len != k_len and 1 not in (q_len, k_len):
-        raise ValueError(msg("mask_doctor.square", dims=_dims(shape)))
-    batched = mask.ndim == 3
-    bad = _shape_problem(shape, lengths)
+    reading = _reading(shape, q_len, offset, expect)
+    convention, reason = _convention(mask, convention, reading.offset if reading.bad is None else 0)
+    documents = list(expect.documents) if expect is not None and expect.kind == "documents" else None
+    shown_offset = reading.offset if reading.as_rows else None
+    bad = _shape_problem(shape, lengths) or reading.bad
     if bad is not None:
         problem = Problem("bad_shape", 1, [], torch.zeros(shape, dtype=torch.bool), bad)
-        return Diagnosis(convention, reason, shape, [problem], [])
-    notes = []
-    m = mask if batched else mask[None]  # (B, q_len, T)
-    B, T = m.shape[0], k_len
-    if q_len == 1 and T > 1:
-        m = m.expand(B, T, T)
-        notes.append(msg("mask_doctor.key_mask", T=T))
-    keep = to_keep(m, convention)  # (B, T, T)
-    real = _real_tokens(lengths, B, T, side)  # (B, T)
-    rows = real[:, :, None]  # (B, T, 1): the queries whose output is used
-    expected = expected_keep(expect, T, batch=B, lengths=lengths, side=side) if expect is not None else None
+        return Diagnosis(convention, reason, shape, [problem], [], offset=shown_offset, documents=documents)
+    batched = mask.ndim == 3
+    m = mask if batched else mask[None]  # (B, rows, K)
+    B, K = m.shape[0], shape[-1]
+    if reading.key_mask:
+        m = m.expand(B, K, K)
+    Q, off = reading.q_len, reading.offset
+    notes = _reading_notes(reading, K, offset is not None)
+    keep = to_keep(m, convention)  # (B, Q, K)
+    real = real_tokens(lengths, B, K, side)  # (B, K)
+    rows = real[:, off : off + Q, None]  # (B, Q, 1): the queries whose output is used
+    expected = None
+    if expect is not None:
+        expected = expected_keep(expect, K, batch=B, lengths=lengths, side=side, q_len=Q, offset=off)
     if expected is not None:
         reference, what = expected, msg("mask_doctor.the_expected", desc=expect.describe())
     else:
-        reference, what = _reference_without_expectation(~keep) or (None, "")
-    fully = ~keep.any(dim=-1)  # (B, T)
+        reference, what = _reference_without_expectation(~keep, off) or (None, "")
+    fully = ~keep.any(dim=-1)  # (B, Q)
     if convention == "additive":
         notes += _float_notes(m, fully, reference, what)
-    finder = _Finder(batched)
+    finder = _Finder(batched, off)
 
     def result() -> Diagnosis:
         shown_expected = None if expected is None else finder.shaped(expected)
-        return Diagnosis(convention, reason, shape, finder.ordered(), notes, finder.shaped(keep), shown_expected)
+        return Diagnosis(
+            convention,
+            reason,
+            shape,
+            finder.ordered(),
+            notes,
+            finder.shaped(keep),
+            shown_expected,
+            offset=shown_offset,
+            documents=documents,
+        )
 
     if reference is not None:
         wrong = (keep != reference) & rows
@@ -467,12 +508,12 @@ def diagnose(
         effect = msg("mask_doctor.effect_nan")
         if finite:
             effect = msg("mask_doctor.effect_finite")
-        if lengths is not None and not bool((fully & real).any()):
+        if lengths is not None and not bool((fully & rows[..., 0]).any()):
             effect = concat(effect, msg("mask_doctor.effect_padding"))
         finder.add_rows(
             "fully_masked_row",
             fully,
-            fully[..., None].expand(B, T, T),
+            fully[..., None].expand(B, Q, K),
             "mask_doctor.fully_masked_row",
             self_key=False,
             effect=effect,
@@ -480,13 +521,13 @@ def diagnose(
     if expected is None and lengths is None:
         return result()
 
-    allowed = expected if expected is not None else real[:, None, :].expand(B, T, T)  # (B, T, T)
+    allowed = expected if expected is not None else real[:, None, :].expand(B, Q, K)  # (B, Q, K)
     extra = keep & ~allowed & rows  # kept cells that should be blocked
     if lengths is not None:
         padded = extra & ~real[:, None, :]  # real queries keeping pad keys
         other = "left" if side == "right" else "right"
         hint = ""
-        if _fits_side(keep, expect, lengths, other):
+        if _fits_side(keep, expect, lengths, other, off):
             hint = msg("mask_doctor.side_hint", other=other)
         finder.add_cells(
             "attends_padding",
@@ -499,7 +540,14 @@ def diagnose(
         return result()
 
     desc = expect.describe()
-    future = extra & torch.ones(T, T, dtype=torch.bool).triu(1)  # keys after the query
+    if documents is not None:
+        doc = document_index(documents)  # (K,)
+        cross = doc[off : off + Q, None] != doc[None, :]  # (Q, K): key in another document
+        finder.add_cells(
+            "cross_document", extra & cross, "mask_decode.cross_document", extra=_cross_fields(doc, off), desc=desc
+        )
+        extra = extra & ~cross
+    future = extra & future_cells(Q, K, off)  # keys after the query
     outside = msg("mask_doctor.outside_prefix") if expect.kind == "prefix" else ""
     finder.add_cells(
         "future_leak",
@@ -516,15 +564,17 @@ def diagnose(
         desc=desc,
         fix=fix or msg("mask_doctor.block_it"),
     )
-    diagonal = torch.eye(T, dtype=torch.bool)
-    missing = ~keep & expected & rows & diagonal  # (B, T, T)
+    diagonal = self_cells(Q, K, off)  # (Q, K)
+    missing = ~keep & expected & rows & diagonal  # (B, Q, K)
+    at_offset = {"offset": off} if reading.as_rows else {}
     finder.add_rows(
         "missing_self",
         missing.any(dim=-1),
         missing,
-        "mask_doctor.missing_self",
+        "mask_decode.missing_self_at" if reading.as_rows else "mask_doctor.missing_self",
         self_key=True,
         desc=desc,
+        **at_offset,
     )
     if expect.kind == "sliding":
         fix = msg("mask_doctor.over_fix_sliding", window=expect.window, before=expect.window - 1)
@@ -539,4 +589,11 @@ def diagnose(
         desc=desc,
         fix=fix,
     )
+    if reading.as_rows and expect.kind == "causal" and lengths is None and finder.problems:
+        found = _causal_offset(keep)
+        if found is not None and found != off:
+            key = "mask_decode.offset_top_left" if found == 0 else "mask_decode.offset_hint"
+            notes.append(msg(key, found=found, offset=off, q_len=Q, k_len=K))
+    if reading.key_mask and shape[-2] == 1 and expect.causal and finder.problems:
+        notes.append(msg("mask_decode.key_mask_hint", T=K))
     return result()

@@ -56,11 +56,12 @@ def meant_keep(
 
     With an expectation (what the user says the mask should be) it is the expectation's mask, so a mask that keeps
     the future (an upper triangle meant to be causal) shows the weight it puts there; without one it is the mask's
-    own ``keep``, and then nothing can leak.
+    own ``keep``, and then nothing can leak. So it is too for an expectation the text cannot have (packed
+    documents of another total length: the doctor's ``bad_shape``).
     """
-    if expect is None:
-        return keep
     T = keep.shape[-1]
+    if expect is None or (expect.kind == "documents" and sum(expect.documents) != T):
+        return keep
     meant = expected_keep(expect, T, lengths=lengths if expect.needs_lengths else None, side=side)
     return meant.reshape(T, T) if meant.ndim == 3 else meant  # one sequence: (1, T, T) -> (T, T)
 

@@ -4,7 +4,9 @@ Every entry holds both masks *as they act* (what the attention receives: bool
 keep or an additive float in its dtype) and the buggy mask as its author holds
 it, with the convention they would tell the mask doctor, so the doctor, the
 plots and the leak test all see the same bug. Padding bugs treat the text's
-last (or first) tokens as pads of a one-sequence batch.
+last (or first) tokens as pads of a one-sequence batch. The KV-cache bug is a
+chunk of prefill: the doctor reads its (q_len, T) rows, bottom-right aligned;
+the packed-documents bug splits the text into two documents.
 """
 
 from __future__ import annotations
@@ -15,9 +17,9 @@ import pandas as pd
 import torch
 from torch import Tensor
 
-from attnviz.core.masks import batch_padding_keep
+from attnviz.core.masks import batch_padding_keep, causal_mask, document_mask
 from attnviz.i18n.message import Message, msg
-from attnviz.labs.masks.doctor import diagnose, parse_expect
+from attnviz.labs.masks.doctor import Diagnosis, diagnose, parse_expect
 from attnviz.labs.masks.effects import blocked_by, head_effect
 from attnviz.models.record import AttentionRecord
 
@@ -32,6 +34,7 @@ class GalleryBug:
     correct / buggy: (T, T) masks as the attention receives them; raw: the buggy
     mask as its author holds it, read by the doctor with ``convention``;
     expect: the mask doctor's ``--expect``; lengths, side: the padding, if any;
+    q_len: a chunk's query rows when raw is (q_len, T), the last of the text;
     intended: bool (T, T), the cells the correct mask keeps; kinds: what the
     doctor reports for it.
     """
@@ -48,6 +51,7 @@ class GalleryBug:
     expect: str = "causal"
     lengths: list[int] | None = None
     side: str = "right"
+    q_len: int | None = None
 
     @property
     def intended(self) -> Tensor:
@@ -93,7 +97,11 @@ def gallery(n_tokens: int, causal: bool) -> list[GalleryBug]:
     left_real = _real(T, n_pad, "left")
     left_keep = _causal(T) & left_real[None, :]  # causal + left padding: the pad rows see nothing
     left_fixed = batch_padding_keep(lengths, T, "left", causal=True)[0]  # pad rows see the real tokens
-    chunked = torch.ones(T, T, dtype=torch.bool).tril(1)  # query i also sees key i + 1
+    chunked = torch.ones(T, T, dtype=torch.bool).tril(1)  # every chunk's query i also sees key i + 1
+    chunk = min(T, max(2, T // 2))  # the last chunk's queries: at least 2, or an off-by-one offset shows nothing
+    start = T - chunk  # the tokens already in the cache
+    chunk_raw = causal_mask(chunk, T, offset=start + 1)  # (chunk, T): the offset one too large; == chunked[start:]
+    documents = [T // 2, T - T // 2]
     upper = torch.ones(T, T, dtype=torch.bool).triu()
     no_self = torch.ones(T, T, dtype=torch.bool).tril(-1)
     return [
@@ -204,11 +212,36 @@ def gallery(n_tokens: int, causal: bool) -> list[GalleryBug]:
             fix=msg("mask_gallery.kv_offset.fix"),
             correct=_causal(T),
             buggy=chunked,
-            raw=chunked,
+            raw=chunk_raw,
             convention="keep",
             kinds=("future_leak",),
+            q_len=chunk,
+        ),
+        GalleryBug(
+            key="document_leak",
+            title=msg("mask_decode_gallery.document_leak.title"),
+            what=msg("mask_decode_gallery.document_leak.what", documents=", ".join(map(str, documents))),
+            fix=msg("mask_decode_gallery.document_leak.fix"),
+            correct=document_mask(documents),
+            buggy=_causal(T),
+            raw=_causal(T),
+            convention="keep",
+            expect="documents:" + ",".join(map(str, documents)),
+            kinds=("cross_document",),
         ),
     ]
+
+
+def diagnose_bug(bug: GalleryBug) -> Diagnosis:
+    """What the mask doctor finds in a bug's raw mask, told what it should be."""
+    return diagnose(
+        bug.raw,
+        convention=bug.convention,
+        expect=parse_expect(bug.expect),
+        lengths=bug.lengths,
+        side=bug.side,
+        q_len=bug.q_len,
+    )
 
 
 # the summary table's columns, and the catalogue key of each one's header (the app shows them in the reader's language)
@@ -228,9 +261,7 @@ def gallery_table(bugs: list[GalleryBug], record: AttentionRecord, layer: int, h
     """
     rows = []
     for bug in bugs:
-        found = diagnose(
-            bug.raw, convention=bug.convention, expect=parse_expect(bug.expect), lengths=bug.lengths, side=bug.side
-        )
+        found = diagnose_bug(bug)
         hurt = head_effect(record, layer, head, bug.buggy, bug.intended)
         rows.append(
             {

@@ -42,7 +42,8 @@ NAME_CHARS = 80  # a file name in a message is shortened to this many characters
 class LoadedMask:
     """A mask as read from a file.
 
-    mask: bool or floating, (T, T) or (B, T, T), or broadcast along one side: (..., 1, T) or (..., T, 1).
+    mask: bool or floating, (T, T) or (B, T, T), rectangular (..., q_len, k_len), or broadcast along one side:
+    (..., 1, T) or (..., T, 1).
     name: the file name, safe to print. stored_dtype: the dtype in the file ("int64", "float16").
     notes: what reading it changed ("integer 0/1 values read as bool", "(B, 1, T, T) read as (B, T, T)").
     """
@@ -78,9 +79,11 @@ def _check_size(n_bytes: int, name: str) -> None:
 def check_shape(shape: tuple[int, ...], name: str = "the mask") -> None:
     """MaskFileError unless ``shape`` is a mask this app reads, within the size limits.
 
-    Accepted: (T, T), (B, T, T), (B, 1, T, T) (one mask for every head), and a
-    broadcast along one of the last two dims, (..., 1, T) or (..., T, 1), which
-    :func:`attnviz.labs.masks.doctor.diagnose` judges.
+    Accepted: (T, T), (B, T, T), (B, 1, T, T) (one mask for every head), a
+    rectangular (..., q_len, k_len) (a decode step or a chunk over a KV cache),
+    and a broadcast along one of the last two dims, (..., 1, T) or (..., T, 1);
+    :func:`attnviz.labs.masks.doctor.diagnose` judges whether the shape fits.
+    The size limits count max(q_len, k_len) as T.
     """
     shape = tuple(int(n) for n in shape)
     dims = f"({', '.join(map(str, shape))})" if len(shape) != 1 else f"({shape[0]},)"
@@ -90,9 +93,7 @@ def check_shape(shape: tuple[int, ...], name: str = "the mask") -> None:
         raise MaskFileError(msg("mask_io.rank", name=name, rank=len(shape), dims=dims))
     if 0 in shape:
         raise MaskFileError(msg("mask_io.empty_dims", name=name, dims=dims))
-    q_len, k_len = shape[-2:]
-    if q_len != k_len and 1 not in (q_len, k_len):
-        raise MaskFileError(msg("mask_io.not_square", name=name, dims=dims))
+    q_len, k_len = shape[-2:]  # rectangular (a decode step, a chunk over a KV cache) too: the doctor judges it
     T = max(q_len, k_len)
     batch = shape[0] if len(shape) > 2 else 1
     if T > settings.MASK_MAX_SIDE:
@@ -381,18 +382,19 @@ def to_keep(mask: Tensor, convention: str) -> Tensor:
     return mask if convention == "keep" else ~mask
 
 
-def infer_convention(mask: Tensor) -> tuple[str, Text]:
+def infer_convention(mask: Tensor, offset: int = 0) -> tuple[str, Text]:
     """The likely convention of a mask, and one sentence saying why.
 
     A float mask is additive. A bool mask is read whichever way keeps most of the
     diagonal: a query almost always sees its own position, so a diagonal that is
-    all False says True marks blocked keys.
+    all False says True marks blocked keys. ``offset``: row i's own position is
+    column offset + i (a rectangular mask over a KV cache: k_len - q_len).
     """
     if mask.dtype.is_floating_point:
         return "additive", msg("mask_io.why_additive")
     if mask.dtype != torch.bool:
         raise ValueError(f"a mask is bool or floating point, not {mask.dtype}")
-    diagonal = mask.diagonal(dim1=-2, dim2=-1)  # (..., T)
+    diagonal = mask.diagonal(offset=offset, dim1=-2, dim2=-1)  # (..., min(q_len, k_len - offset))
     n_true, n = int(diagonal.sum()), diagonal.numel()
     if n_true * 2 >= n:
         return "keep", msg("mask_io.why_keep", k=n_true, n=n)

@@ -21,17 +21,28 @@ import torch
 from torch import Tensor, nn
 
 from attnviz import settings
-from attnviz.core.attention import KVCache, MultiHeadAttention
+from attnviz.core.attention import KVCache, MultiHeadAttention, fused_attention
 from attnviz.core.capture import CaptureSession
 from attnviz.core.masks import KeyRanges, pad_row, padding_mask, positions_from_mask
 from attnviz.core.progress import Progress, or_none
 from attnviz.core.token_display import visible_text
 from attnviz.core.tokenizer import Token, tokenize
+from attnviz.core.value_norms import projection_factors
 from attnviz.errors import GenerationUnsupportedError, ParityUnsupportedError
 from attnviz.i18n.message import Text, msg
+from attnviz.models.ablation import ABLATION_MODES, HeadAblation
 from attnviz.models.embedded.config import EmbeddedConfig
 from attnviz.models.record import AttentionRecord, BatchRecord, GenerationRecord, ModelOutputs
-from attnviz.models.source import CachedKV, Encoding, LayerInput, check_batch, check_layer, check_square_mask, tiled
+from attnviz.models.source import (
+    AblatedOutputs,
+    CachedKV,
+    Encoding,
+    LayerInput,
+    check_batch,
+    check_layer,
+    check_square_mask,
+    tiled,
+)
 
 QK_GAIN = 1.4
 READOUT_VOCAB = 512  # made-up tokens the embedded model "generates" from (the KV cache page times decoding)
@@ -101,6 +112,8 @@ class EmbeddedModel(nn.Module):
     route = "attnviz"
     keeps_qk = True
     supports_mask_override = True
+    has_value_norms = True
+    ablation_modes = ABLATION_MODES
 
     @property
     def route_note(self) -> Text:
@@ -192,13 +205,22 @@ class EmbeddedModel(nn.Module):
         """x (B, T, d_model) through every block, attention captured per sequence -> the session, final x."""
         progress = or_none(progress)
         progress.stage("progress.layer", self.n_layer)
-        session = CaptureSession(x.shape[0], x.shape[1], self.n_layer * self.n_head, keep_qk, on_layer=progress.step)
-        scale = 1.0 / math.sqrt(self.head_dim)
-
-        def attend(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
-            return session.attend(q, k, v, keys, scale)
+        n_head, head_dim, d_model = self.n_head, self.head_dim, self.d_model
+        # W_O^h: the rows of w_o's input that head h's slice meets, (n_head, head_dim, d_model)
+        factors = {
+            block.attn: projection_factors(block.attn.w_o.weight.detach().T.reshape(n_head, head_dim, d_model))
+            for block in self.blocks
+        }
+        session = CaptureSession(
+            x.shape[0], x.shape[1], self.n_layer * n_head, keep_qk, on_layer=progress.step, out_factors=factors
+        )
+        scale = 1.0 / math.sqrt(head_dim)
 
         for block in self.blocks:
+
+            def attend(q: Tensor, k: Tensor, v: Tensor, module=block.attn) -> Tensor:
+                return session.attend(q, k, v, keys, scale, module=module)
+
             x, _ = block(x, attend=attend)
         return session, x
 
@@ -332,6 +354,35 @@ class EmbeddedModel(nn.Module):
             )
             for layer in layers
         ]
+
+    @torch.no_grad()
+    def ablated_outputs(
+        self, text: str, max_tokens: int, head_sets: Sequence[Sequence[tuple[int, int]]], mode: str
+    ) -> AblatedOutputs:
+        """The last hidden states (R, T, d_model), row r with ``head_sets[r]`` ablated (no LM head: no logits).
+
+        Each block's attention runs on the fused path under the model's mask, then the ablated heads' output
+        (what w_o reads) is rewritten (:func:`attnviz.models.ablation.ablate_output`)."""
+        encoding = self.encode(text, max_tokens)
+        rows = [list(heads) for heads in head_sets] or [[]]
+        T = len(encoding.tokens)
+        tokens = [[source_text(t) for t in encoding.tokens]] * len(rows)
+        x = self.embed(tokens, torch.arange(T)[None].repeat(len(rows), 1))  # (R, T, d_model)
+        mask = self._keys(T).dense().to(self.device)  # (T, T)
+        scale = 1.0 / math.sqrt(self.head_dim)
+        ablation = HeadAblation(rows, mode, self.n_head)
+        for block in self.blocks:
+
+            def attend(q: Tensor, k: Tensor, v: Tensor, block=block) -> Tensor:
+                out = fused_attention(q, k, v, mask, scale).transpose(1, 2)  # (R, T, n_head, head_dim)
+                return ablation.apply(block, q, out, v).transpose(1, 2)  # (R, n_head, T, head_dim)
+
+            x, _ = block(x, attend=attend)
+        ablation.check_ran(self.name)
+        return AblatedOutputs(encoding=encoding, values=x.float().cpu(), logits=False, layers_run=ablation.layers_seen)
+
+    def token_texts(self, ids: Sequence[int]) -> list[str]:
+        return [f"⟨{int(i)}⟩" for i in ids]  # the made-up read-out tokens of readout_table
 
     # --- decoding with attnviz's KVCache (the KV cache page) ---------------------------------------------------
 

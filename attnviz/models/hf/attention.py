@@ -12,6 +12,8 @@ mode (a ``ContextVar``, so sessions sharing one model never see each other's):
   computes the output from the same weights;
 - :func:`overriding_mask`: every layer attends under a mask the user gave
   instead of its own (the Mask lab's empirical tests);
+- :func:`ablating` a :class:`~attnviz.models.ablation.HeadAblation`: the fast path, then the ablated heads'
+  slice of the output (the output projection's input) rewritten (the Ablation page);
 - :func:`reference`: the model's own eager attention (its modeling file's
   ``eager_attention_forward``), returning full weights, and recording the mask
   each layer applied. Parity and the exactness tests compare against it.
@@ -35,6 +37,7 @@ from attnviz.core.attention import fused_attention
 from attnviz.core.capture import CaptureSession
 from attnviz.core.masks import KeyRanges
 from attnviz.errors import ModelUnavailableError
+from attnviz.models.ablation import HeadAblation
 
 IMPLEMENTATION = "attnviz"
 # keyword arguments of the attention interface that change the math and that we cannot honour
@@ -60,7 +63,7 @@ class MaskOverride:
     mask: Tensor
 
 
-_mode: ContextVar[CaptureSession | ReferenceRun | MaskOverride | None] = ContextVar(
+_mode: ContextVar[CaptureSession | ReferenceRun | MaskOverride | HeadAblation | None] = ContextVar(
     "attnviz_attention_mode", default=None
 )
 # transformers hands every layer of a kind the same mask tensor: read each one once per pass
@@ -82,7 +85,7 @@ def register() -> None:
 
 
 @contextmanager
-def _mode_set(mode: CaptureSession | ReferenceRun | MaskOverride) -> Iterator[None]:
+def _mode_set(mode: CaptureSession | ReferenceRun | MaskOverride | HeadAblation) -> Iterator[None]:
     token, memo = _mode.set(mode), _seen_masks.set({})
     try:
         yield
@@ -103,6 +106,13 @@ def overriding_mask(mask: Tensor) -> Iterator[None]:
     """Within this block, every layer of this thread's passes attends under ``mask`` (q_len, k_len) instead."""
     with _mode_set(MaskOverride(mask)):
         yield
+
+
+@contextmanager
+def ablating(ablation: HeadAblation) -> Iterator[HeadAblation]:
+    """Within this block, this thread's passes ablate ``ablation``'s heads (each batch row its own)."""
+    with _mode_set(ablation):
+        yield ablation
 
 
 @contextmanager
@@ -186,6 +196,15 @@ def attention_forward(
         raise UnsupportedAttentionError(
             f"attnviz's attention does not support {', '.join(present)} (in {type(module).__name__})"
         )
+    if isinstance(_mode.get(), HeadAblation):  # the layer as it runs without a mode, then its heads rewritten
+        ablation, token = _mode.get(), _mode.set(None)
+        try:
+            output, weights = attention_forward(
+                module, query, key, value, attention_mask, dropout, scaling, softcap, **kwargs
+            )  # (B, T, n_head, hd)
+        finally:
+            _mode.reset(token)
+        return ablation.apply(module, query, output, value), weights
     sinks = kwargs.get(SINKS)  # (n_head,) or None
     batch, _, q_len, _ = query.shape
     k_len = key.shape[2]
@@ -197,7 +216,7 @@ def attention_forward(
     mode = _mode.get()
     if isinstance(mode, CaptureSession) and not mode.seen(module, query):
         keys = layer_keys(attention_mask, batch, q_len, k_len, causal, window)
-        output = mode.attend(query, key, value, keys, scale, softcap, sinks)  # (B, n_head, T, hd)
+        output = mode.attend(query, key, value, keys, scale, softcap, sinks, module=module)  # (B, n_head, T, hd)
         return output.transpose(1, 2).contiguous(), None
     if isinstance(mode, CaptureSession):  # a layer's second call on the same q and k (DiffLlama): same weights
         keys = layer_keys(attention_mask, batch, q_len, k_len, causal, window)

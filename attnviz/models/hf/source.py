@@ -25,6 +25,7 @@ Two routes, chosen at load time from the model's class (see
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 from collections.abc import Iterator, Sequence
@@ -40,13 +41,17 @@ from attnviz.core.masks import KeyRanges, pad_row, padding_mask, positions_from_
 from attnviz.core.progress import Progress, or_none
 from attnviz.core.token_display import display_tokens, generated_tokens
 from attnviz.core.tokenizer import Token
+from attnviz.core.value_norms import projection_factors
 from attnviz.errors import GenerationUnsupportedError, ModelUnavailableError, ParityUnsupportedError
 from attnviz.i18n.message import Text, msg
-from attnviz.models.hf.attention import IMPLEMENTATION, capturing, overriding_mask, reference
+from attnviz.models.ablation import ABLATION_MODES, HeadAblation, ablate_output
+from attnviz.models.hf.attention import IMPLEMENTATION, ablating, capturing, overriding_mask, reference
 from attnviz.models.hf.kv import HFDecoder, prefill_kv
 from attnviz.models.hf.parity import available_bugs, our_layers, reproduce, supports
+from attnviz.models.hf.projections import Projections, eager_output_projections, find_output_projections
 from attnviz.models.record import AttentionRecord, BatchRecord, GenerationRecord, ModelOutputs, Parity
 from attnviz.models.source import (
+    AblatedOutputs,
     Encoding,
     LayerInput,
     check_layer,
@@ -153,6 +158,61 @@ class HFSource:
     def supports_mask_override(self) -> bool:
         """Whether :meth:`states_under_mask` can make every layer attend under a mask the user gave."""
         return self.route == "interface"
+
+    @functools.cached_property
+    def output_projections(self) -> Projections:
+        """Every attention layer's output projection W_O (attnviz.models.hf.projections): found by data flow on
+        a probe pass for the interface route, read from the modules' structure for the eager route."""
+        if self.route == "eager":
+            return eager_output_projections(self.model, self.n_head, self.d_model)
+        return find_output_projections(self.model, self.n_head, getattr(self.config, "vocab_size", None))
+
+    @functools.cached_property
+    def _out_factors(self) -> dict:
+        """{attention module: its projection's factors} for the capture's value norms; empty when not found."""
+        if self.route != "interface" or not self.output_projections.found:
+            return {}
+        return {p.attention: projection_factors(p.blocks()) for p in self.output_projections.layers}
+
+    @property
+    def has_value_norms(self) -> bool:
+        """Whether records keep each key's value norm per head (the interface route, with every W_O found)."""
+        return bool(self._out_factors)
+
+    @property
+    def ablation_modes(self) -> tuple[str, ...]:
+        """Head ablation rewrites the output projection's input: the interface route in attnviz's attention (every
+        mode); the eager route by a hook on each projection found (attnviz.models.hf.projections), where "first"
+        (which needs each head's values) is not offered."""
+        if self.route == "interface":
+            return ABLATION_MODES
+        return ("zero", "mean") if self.output_projections.found else ()
+
+    @contextmanager
+    def _ablating_eager(self, ablation: HeadAblation) -> Iterator[None]:
+        """The eager route's ablation: a forward pre-hook on each layer's output projection rewrites its input
+        (R, T, n_head * head_dim) for this thread's passes only (the model is shared)."""
+        owner = threading.get_ident()
+        layers = self.output_projections.layers
+
+        def rewrite(index: int):
+            def hook(module, args):
+                if threading.get_ident() != owner or not args:
+                    return None
+                x = args[0]  # (R, T, n_head * head_dim)
+                heads = ablation.heads_of(index, x.shape[0], x.device)
+                z = x.view(*x.shape[:-1], self.n_head, -1)  # (R, T, n_head, head_dim)
+                return (ablate_output(z, z, heads, ablation.mode).reshape(x.shape), *args[1:])
+
+            return hook
+
+        hooks = [p.module.register_forward_pre_hook(rewrite(i)) for i, p in enumerate(layers)]
+        ablation.layers_seen = len(layers)
+        try:
+            yield
+        finally:
+            for hook in hooks:
+                hook.remove()
 
     @property
     def route_note(self) -> Text:
@@ -293,7 +353,9 @@ class HFSource:
         progress.stage("progress.layer", self.n_layer)
         if self.route == "eager":
             return self._capture_eager(input_ids, attention_mask, position_ids, progress)
-        session = CaptureSession(batch, T, self.n_layer * self.n_head, keep_qk, on_layer=progress.step)
+        session = CaptureSession(
+            batch, T, self.n_layer * self.n_head, keep_qk, on_layer=progress.step, out_factors=self._out_factors
+        )
         with capturing(session), self._last_hidden() as hidden:
             out = self.forward(input_ids, attention_mask, position_ids)
         if not session.layers[0] and T:
@@ -525,6 +587,29 @@ class HFSource:
                 )
             )
         return inputs
+
+    @torch.no_grad()
+    def ablated_outputs(
+        self, text: str, max_tokens: int, head_sets: Sequence[Sequence[tuple[int, int]]], mode: str
+    ) -> AblatedOutputs:
+        """One batch, a row per set of heads: every position's next-token logits (an LM) or last hidden states."""
+        if mode not in self.ablation_modes:
+            raise ModelUnavailableError(msg("ablation_lib.unsupported", name=self.name, mode=mode))
+        encoding = self.encode(text, max_tokens)
+        rows = [list(heads) for heads in head_sets] or [[]]
+        input_ids = torch.tensor([encoding.ids] * len(rows), dtype=torch.long, device=self.device)  # (R, T)
+        ablation = HeadAblation(rows, mode, self.n_head)
+        route = ablating(ablation) if self.route == "interface" else self._ablating_eager(ablation)
+        with route, self._last_hidden() as hidden, running(self.name):
+            out = self.model(input_ids=input_ids, return_dict=True)
+        ablation.check_ran(self.name)
+        values = out.logits if self.can_generate else hidden[-1]  # (R, T, vocab) or (R, T, d_model)
+        return AblatedOutputs(
+            encoding=encoding, values=values.float().cpu(), logits=self.can_generate, layers_run=ablation.layers_seen
+        )
+
+    def token_texts(self, ids: Sequence[int]) -> list[str]:
+        return [self.tokenizer.decode([int(i)]) for i in ids]
 
     prefill_kv = prefill_kv  # attnviz.models.hf.kv.prefill_kv, this source its first argument
 

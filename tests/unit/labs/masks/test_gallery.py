@@ -11,7 +11,9 @@ from attnviz.labs.masks.gallery import gallery
 def test_the_doctor_finds_every_gallery_bug_and_passes_every_fix(n_tokens, causal):
     for bug in gallery(n_tokens, causal):
         expect = parse_expect(bug.expect)
-        found = diagnose(bug.raw, convention=bug.convention, expect=expect, lengths=bug.lengths, side=bug.side)
+        found = diagnose(
+            bug.raw, convention=bug.convention, expect=expect, lengths=bug.lengths, side=bug.side, q_len=bug.q_len
+        )
         assert not found.ok, bug.key
         kinds = {p.kind for p in found.problems}
         assert set(bug.kinds) <= kinds, (bug.key, kinds)

@@ -106,6 +106,8 @@ def test_uint8_and_big_endian_and_batched_masks():
 def test_b_1_t_t_is_squeezed_and_broadcast_shapes_are_kept():
     loaded = read_mask_bytes(npy_bytes(CAUSAL[None, None].numpy()), "m.npy")  # (1, 1, 4, 4)
     assert loaded.mask.shape == (1, 4, 4) and "the head dim of (1, 1, 4, 4) squeezed" in str(loaded.notes[0])
+    chunk = read_mask_bytes(npy_bytes(np.ones((3, 4), dtype=bool)), "m.npy")  # a chunk over a KV cache: rectangular
+    assert chunk.mask.shape == (3, 4) and read_mask_bytes(b"1,1,1\n1,1,1\n", "m.csv").mask.shape == (2, 3)
     key_mask = read_mask_bytes(npy_bytes(np.ones((2, 1, 1, 4), dtype=bool)), "m.npy")  # padding_mask's shape
     assert key_mask.mask.shape == (2, 1, 4)
     key_mask = torch.tensor([[True, True, False]])[:, None, :]  # (1, 1, 3): broadcast over queries
@@ -204,7 +206,6 @@ def test_a_zip_bomb_pt_is_refused_before_loading(monkeypatch):
         (npy_bytes(np.zeros(4, dtype=bool)), "m.npy", "1-D (4,)"),
         (npy_bytes(np.zeros((2, 3, 4, 4), dtype=bool)), "m.npy", "4-D (2, 3, 4, 4)"),
         (npy_bytes(np.zeros((1, 1, 1, 2, 2), dtype=bool)), "m.npy", "5-D"),
-        (npy_bytes(np.zeros((3, 4), dtype=bool)), "m.npy", "must be square"),
         (npy_bytes(np.zeros((0, 0), dtype=bool)), "m.npy", "empty"),
         (pt_bytes(torch.zeros(2, 0, 0)), "m.pt", "empty"),
         (pt_bytes(torch.zeros(3, 3).to_sparse()), "m.pt", "sparse_coo tensor"),

@@ -1,0 +1,68 @@
+"""Figures for head ablation: the change at each position, and the layer x head map of every head ablated alone.
+
+Pure builders in the ``make_<thing>_figure(data, *, options) -> go.Figure`` form, drawing what
+:mod:`attnviz.labs.ablation` returns. Tokens reach the hover boxes only through :func:`hover_text`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+
+from attnviz.figures.base import hover_text
+from attnviz.i18n.translate import t
+from attnviz.labs.ablation import AblationResult, AblationSweep
+from attnviz.models.record import token_labels
+
+
+def make_ablation_change_figure(result: AblationResult, *, title: str | None = None) -> go.Figure:
+    """One bar a position: KL(before ‖ after) of the next-token distribution (an LM) or the cosine distance of the
+    last hidden states (an encoder); the token on hover."""
+    if title is None:
+        title = t("ablation_fig.kl_title") if result.logits else t("ablation_fig.hidden_title")
+    measure = t("ablation_fig.kl") if result.logits else t("ablation_fig.distance")
+    labels = [hover_text(label) for label in token_labels(result.tokens, limit=None)]
+    fig = go.Figure(
+        go.Bar(
+            x=list(range(len(result.change))),
+            y=np.asarray(result.change, dtype=np.float32),
+            customdata=labels,
+            hovertemplate=f"%{{customdata}}<br>{measure}: %{{y:.4g}}<extra></extra>",
+            marker_color="#d62728",
+        )
+    )
+    fig.update_layout(
+        title=title,
+        xaxis_title=t("ablation_fig.position"),
+        yaxis_title=measure,
+        height=320,
+        margin={"l": 60, "r": 20, "t": 50, "b": 50},
+    )
+    return fig
+
+
+def make_ablation_sweep_figure(sweep: AblationSweep, *, title: str | None = None) -> go.Figure:
+    """Layer (rows) x head (columns): each head's effect when ablated alone (mean KL or mean cosine distance)."""
+    if title is None:
+        title = t("ablation_fig.sweep_kl") if sweep.measure == "kl_mean" else t("ablation_fig.sweep_hidden")
+    z = np.array([[np.nan if v is None else v for v in row] for row in sweep.values], dtype=np.float32)
+    n_layer, n_head = z.shape if z.size else (0, 0)
+    fig = go.Figure(
+        go.Heatmap(
+            z=z,
+            x=[f"H{h}" for h in range(n_head)],
+            y=[f"L{layer}" for layer in range(n_layer)],
+            colorscale="Reds",
+            zmin=0,
+            hovertemplate="%{y} %{x}: %{z:.4g}<extra></extra>",
+        )
+    )
+    fig.update_layout(
+        title=title,
+        xaxis_title=t("ablation_fig.head"),
+        yaxis_title=t("ablation_fig.layer"),
+        yaxis_autorange="reversed",
+        height=max(300, 22 * n_layer + 120),
+        margin={"l": 60, "r": 20, "t": 50, "b": 50},
+    )
+    return fig

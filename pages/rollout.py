@@ -1,0 +1,76 @@
+"""Rollout and flow: how much each output token draws on each input token through the layers (Abnar & Zuidema
+2020), beside one layer's head-averaged weights."""
+
+import streamlit as st
+
+from attnviz.app.loading import cached, cached_job, current_record, require_source, result_cache
+from attnviz.app.navigation import frame_settings
+from attnviz.app.state import valid_choice
+from attnviz.app.widgets import plotly, show_info
+from attnviz.core.admission import Need
+from attnviz.figures.rollout import make_rollout_figure
+from attnviz.i18n.translate import t
+from attnviz.labs import rollout
+
+st.title(t("rollout.title"))
+settings = frame_settings()
+record = current_record(settings)
+if record is None:
+    st.stop()
+source = require_source(settings)
+n = min(record.q_len, rollout.ROLLOUT_TOKENS)
+try:
+    maps = cached(
+        "rollout",
+        (*settings.key(), rollout.ROLLOUT_TOKENS),
+        lambda: rollout.rollout_maps(record),
+        t("rollout.computing", n=n, n_layer=record.n_layer),
+        need=Need(
+            rollout.rollout_nbytes(record.n_layer, record.n_head, n),
+            rollout.rollout_seconds(record.n_layer, record.n_head, source.head_dim, n),
+        ),
+    )
+except ValueError as err:  # a capture with neither q and k nor weights
+    show_info(err)
+    st.stop()
+
+kinds = {kind: t(f"rollout.kind_{kind}") for kind in rollout.KINDS}
+cols = st.columns([3, 1])
+kind = cols[0].radio(t("rollout.kind"), list(kinds), key="rollout_kind", format_func=kinds.get, horizontal=True)
+valid_choice("rollout_layer", range(maps.n_layer), maps.n_layer - 1)
+layer = cols[1].selectbox(t("rollout.layer"), range(maps.n_layer), key="rollout_layer", format_func=lambda i: f"L{i}")
+
+st.caption(t("rollout.assumptions", residual=rollout.RESIDUAL))
+bound = t("rollout.bound", n=maps.n_tokens, q_len=maps.q_len, limit=rollout.ROLLOUT_TOKENS)
+if maps.truncated and not maps.causal:
+    bound += " " + t("rollout.bound_encoder", n=maps.n_tokens)
+st.caption(bound)
+if record.n_layer < source.n_layer:
+    st.caption(t("rollout.hybrid", n_attention=record.n_layer, n_layer=source.n_layer))
+
+if kind == "flow":
+    n_flow = rollout.flow_tokens(layer + 1, maps.n_tokens, maps.causal)
+    seconds = rollout.flow_seconds(layer + 1, n_flow, maps.causal)
+    edges = rollout.flow_edges(layer + 1, n_flow, maps.causal)
+    st.caption(t("rollout.flow_bound", n=n_flow, limit=rollout.FLOW_TOKENS, edges=edges, seconds=seconds))
+    flow_key = (*settings.key(), rollout.ROLLOUT_TOKENS, layer)
+    ready = ("rollout_flow", flow_key) in result_cache() or seconds <= rollout.FLOW_CONFIRM_SECONDS
+    if not ready:
+        ready = st.button(t("rollout.flow_run", seconds=seconds), key="rollout_flow_run")
+    if not ready:
+        st.stop()
+    values = cached_job(
+        "rollout_flow",
+        flow_key,
+        lambda progress: rollout.flow_map(maps, layer, progress),
+        t("rollout.flow_computing", n=n_flow),
+        need=Need(rollout.flow_nbytes(layer + 1, n_flow, maps.causal), seconds),
+    )
+    mask = maps.reach[layer, :n_flow, :n_flow]
+elif kind == "rollout":
+    values, mask = maps.rollout[layer], maps.reach[layer]
+else:
+    values, mask = maps.layer_mean[layer], record.mask(layer, (0, maps.n_tokens), (0, maps.n_tokens))
+tokens = record.tokens[: values.shape[0]]
+plotly(make_rollout_figure(values, tokens, kind=kind, layer=layer, mask=mask), key="rollout_map")
+st.caption(t(f"rollout.reading_{kind}", layer=layer))

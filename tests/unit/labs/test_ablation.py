@@ -1,0 +1,228 @@
+"""Head ablation's math on hand-computed cases, the rewrite of a layer's output, and the lab on the embedded model."""
+
+import json
+import math
+
+import pytest
+import torch
+
+from attnviz.figures.ablation import make_ablation_change_figure, make_ablation_sweep_figure
+from attnviz.labs import ablation
+from attnviz.models.ablation import HeadAblation, ablate_output
+from attnviz.models.embedded.config import EmbeddedConfig
+from attnviz.models.embedded.model import EmbeddedModel
+
+TEXT = "the cat sat on the mat and looked at the dog"
+
+
+def test_kl_by_hand():
+    # p = softmax([0, 0]) = (1/2, 1/2); q = softmax([log 3, 0]) = (3/4, 1/4)
+    kl = ablation.kl_divergence(torch.tensor([[0.0, 0.0]]), torch.tensor([[math.log(3.0), 0.0]]))
+    expected = 0.5 * math.log(0.5 / 0.75) + 0.5 * math.log(0.5 / 0.25)
+    assert kl.item() == pytest.approx(expected, abs=1e-7)
+    same = torch.randn(4, 7)
+    assert ablation.kl_divergence(same, same.clone()).tolist() == [0.0] * 4
+
+
+def test_next_token_loss_by_hand():
+    # position 0 predicts id 1 with p = e^2 / (e^2 + 2); position 1 predicts id 0 with p = 1/3; the last predicts none
+    logits = torch.tensor([[0.0, 2.0, 0.0], [0.0, 0.0, 0.0], [5.0, 0.0, 0.0]])
+    losses = ablation.next_token_losses(logits, [2, 1, 0])
+    assert losses.tolist() == pytest.approx([-math.log(math.e**2 / (math.e**2 + 2)), math.log(3.0)], abs=1e-6)
+
+
+def test_cosine_distance_by_hand():
+    a = torch.tensor([[1.0, 0.0], [1.0, 1.0], [0.0, 0.0], [2.0, 0.0]])
+    b = torch.tensor([[0.0, 1.0], [1.0, 1.0], [0.0, 0.0], [-1.0, 0.0]])
+    assert ablation.cosine_distance(a, b).tolist() == pytest.approx([1.0, 0.0, 0.0, 2.0])
+    x = torch.randn(5, 9)
+    assert ablation.cosine_distance(x, x.clone()).tolist() == [0.0] * 5  # exactly, not 1 - 0.9999999
+
+
+def test_the_rewrite_of_a_toy_output():
+    output = torch.arange(2 * 3 * 4 * 2, dtype=torch.float32).view(2, 3, 4, 2)  # (B, T, n_head, hd)
+    value = torch.arange(2 * 2 * 3 * 2, dtype=torch.float32).view(2, 2, 3, 2) + 100  # (B, n_kv_head 2, S, hd)
+    heads = torch.zeros(2, 4, dtype=torch.bool)
+    heads[0, 1] = heads[1, 3] = True
+    zero = ablate_output(output, value, heads, "zero")
+    assert (zero[0, :, 1] == 0).all() and (zero[1, :, 3] == 0).all()
+    untouched = ~heads[:, None, :, None].expand_as(output)
+    assert torch.equal(zero[untouched], output[untouched])
+    mean = ablate_output(output, value, heads, "mean")
+    assert torch.equal(mean[0, :, 1], output[0, :, 1].mean(dim=0).expand(3, 2))
+    first = ablate_output(output, value, heads, "first")
+    # query heads 0, 1 share kv head 0; 2, 3 share kv head 1 (GQA): each ablated head outputs its kv head's v_0
+    assert torch.equal(first[0, :, 1], value[0, 0, 0].expand(3, 2))
+    assert torch.equal(first[1, :, 3], value[1, 1, 0].expand(3, 2))
+    nothing = torch.zeros(2, 4, dtype=torch.bool)
+    for mode in ablation.ABLATION_MODES:
+        assert torch.equal(ablate_output(output, value, nothing, mode), output)
+
+
+def test_layers_are_counted_by_calls():
+    run = HeadAblation([[(1, 2)], [(0, 0)]], "zero", n_head=3)
+    a, b, q1, q2 = object(), object(), torch.zeros(1), torch.zeros(1)
+    assert run.next_layer(a, q1) == 0 and run.next_layer(a, q1) == 0  # a second call on the same q: same layer
+    assert run.next_layer(b, q2) == 1 and run.next_layer(a, q1) == 2  # a shared module on a new call: a new layer
+    assert run.heads_of(1, 2).tolist() == [[False, False, True], [False, False, False]]
+    assert run.heads_of(0, 4).tolist()[1] == [True, False, False]
+    with pytest.raises(ValueError, match="unknown ablation mode"):
+        HeadAblation([[]], "half", 3)
+
+
+def test_parse_heads():
+    assert ablation.parse_heads("0.1, 2.3,0.1", 3, 4) == [(0, 1), (2, 3)]
+    assert ablation.parse_heads("1.*", 3, 2) == [(1, 0), (1, 1)]
+    for spec, words in (
+        ("3.0", "does not exist"),
+        ("0.4", "does not exist"),
+        ("1", "not a head"),
+        ("a.b", "not a head"),
+        ("0.1,", "no heads"),
+        ("", "no heads"),
+        ("-1.0", "not a head"),
+    ):
+        with pytest.raises(ValueError, match=words):
+            ablation.parse_heads(spec, 3, 4)
+
+
+@pytest.fixture(scope="module")
+def embedded():
+    return EmbeddedModel(EmbeddedConfig(n_layer=2, n_head=4, n_kv_head=2))
+
+
+def test_ablating_nothing_changes_nothing_exactly(embedded):
+    for mode in ablation.ABLATION_MODES:
+        result = ablation.ablation_effect(embedded, TEXT, 64, [], mode)
+        assert result.hidden_change == 0.0 and set(result.change) == {0.0}
+
+
+def test_an_ablation_on_the_embedded_model(embedded):
+    result = ablation.ablation_effect(embedded, TEXT, 64, [(0, 1), (1, 2)], "first")
+    assert not result.logits and result.loss_before is None and result.kl_mean is None
+    assert result.hidden_change > 1e-3 and len(result.change) == len(result.tokens)
+    top = result.changed_most(3)
+    assert [v for _, v in top] == sorted(result.change, reverse=True)[:3]
+    value = result.to_json()
+    assert value["heads"] == [[0, 1], [1, 2]] and value["kl_per_position"] is None and value["top_before"] is None
+    assert len(value["hidden_change_per_position"]) == len(result.tokens)
+    with pytest.raises(ValueError, match="does not exist"):
+        ablation.ablation_effect(embedded, TEXT, 64, [(2, 0)])
+    with pytest.raises(ValueError, match="no tokens"):
+        ablation.ablation_effect(embedded, "", 64, [(0, 0)])
+
+
+def test_the_batched_sweep_equals_each_head_alone(embedded):
+    sweep = ablation.ablation_sweep(embedded, TEXT, 64, "mean", limit=1)  # one ablation a pass
+    batched = ablation.ablation_sweep(embedded, TEXT, 64, "mean")  # all eight in one pass
+    assert batched.rows_per_pass > 1 and sweep.rows_per_pass == 1
+    alone = ablation.ablation_effect(embedded, TEXT, 64, [(1, 3)], "mean").hidden_change
+    assert sweep.values[1][3] == pytest.approx(alone, abs=1e-6)
+    for row, other in zip(sweep.values, batched.values, strict=True):
+        assert row == pytest.approx(other, abs=1e-6)
+
+
+def test_the_token_limits(embedded):
+    long = "word " * 3000
+    result = ablation.ablation_effect(embedded, long, 8192, [(0, 0)])
+    assert len(result.tokens) == ablation.ABLATION_TOKENS and result.truncated
+    assert ablation.ablation_sweep(embedded, long, 8192).n_tokens == ablation.SWEEP_TOKENS
+    assert ablation.rows_per_pass(256, 49152) == 5 and ablation.rows_per_pass(256, 384) == ablation.PASS_ROWS
+
+
+def test_the_figures(embedded):
+    result = ablation.ablation_effect(embedded, "<b>x</b> %{y} cat", 64, [(0, 0)])
+    fig = make_ablation_change_figure(result)
+    assert len(fig.data[0].y) == len(result.tokens)
+    assert all("<b>" not in label for label in fig.data[0].customdata)  # markup escaped
+    sweep = make_ablation_sweep_figure(ablation.ablation_sweep(embedded, TEXT, 16))
+    assert sweep.data[0].z.shape == (2, 4)
+
+
+class FakeLM:
+    """A source with an LM head whose logits are a fixed table shifted by each ablated head: what the lab reduces."""
+
+    name, n_layer, n_head, d_model = "fake", 2, 3, 8
+    ablation_modes = ablation.ABLATION_MODES
+
+    def __init__(self, n_tokens: int, vocab: int = 11) -> None:
+        generator = torch.Generator().manual_seed(0)
+        self.ids = torch.randint(0, vocab, (n_tokens,), generator=generator).tolist()
+        self.table = torch.randn(n_tokens, vocab, generator=generator)
+        self.shift = torch.randn(self.n_layer, self.n_head, n_tokens, vocab, generator=generator)
+
+    def encode(self, text, max_tokens, keep="start"):
+        from attnviz.core.tokenizer import Token
+        from attnviz.models.source import Encoding
+
+        n = min(max_tokens, len(self.ids))
+        return Encoding(ids=self.ids[:n], tokens=[Token(f"t{i}", i, i + 1) for i in range(n)], n_input=len(self.ids))
+
+    def logits(self, heads, n):
+        return self.table[:n] + sum((self.shift[layer, head, :n] for layer, head in heads), torch.zeros(()))
+
+    def ablated_outputs(self, text, max_tokens, head_sets, mode):
+        from attnviz.models.source import AblatedOutputs
+
+        encoding = self.encode(text, max_tokens)
+        values = torch.stack([self.logits(heads, len(encoding.ids)) for heads in head_sets])
+        return AblatedOutputs(encoding=encoding, values=values, logits=True, layers_run=self.n_layer)
+
+    def token_texts(self, ids):
+        return [f"v{i}" for i in ids]
+
+
+def test_the_lm_reductions_over_several_chunks():
+    n = ablation.REDUCE_POSITIONS + 44  # two chunks of positions
+    source = FakeLM(n)
+    heads = [(0, 2), (1, 1)]
+    result = ablation.ablation_effect(source, "x", 10_000, heads)
+    before, after = source.logits([], n), source.logits(heads, n)
+    assert result.loss_before == pytest.approx(float(ablation.next_token_losses(before, source.ids).mean()), abs=1e-6)
+    assert result.loss_after == pytest.approx(float(ablation.next_token_losses(after, source.ids).mean()), abs=1e-6)
+    kl = ablation.kl_divergence(before, after)
+    assert result.kl_mean == pytest.approx(float(kl[:-1].mean()), abs=1e-6)
+    assert result.change == pytest.approx(kl.tolist(), abs=1e-6)
+    probs, ids = torch.softmax(after[-1], dim=-1).topk(5)
+    assert result.top_after[-1] == [(f"v{int(i)}", pytest.approx(float(p))) for i, p in zip(ids, probs, strict=True)]
+    value = result.to_json()
+    assert len(value["top_before"]) == 5 and len(value["kl_per_position"]) == n and value["hidden_change"] is None
+    nothing = ablation.ablation_effect(source, "x", 10_000, [])
+    assert nothing.kl_mean == 0.0 and nothing.loss_after == nothing.loss_before
+    one = ablation.ablation_effect(FakeLM(1), "x", 10, heads)  # one token: nothing to predict
+    assert one.loss_before is None and one.kl_mean is None and len(one.top_after) == 1
+    sweep = ablation.ablation_sweep(source, "x", 10_000)
+    assert sweep.n_tokens == ablation.SWEEP_TOKENS and sweep.measure == "kl_mean"
+    alone = ablation.ablation_effect(source, "x", ablation.SWEEP_TOKENS, [(1, 2)]).kl_mean
+    assert sweep.values[1][2] == pytest.approx(alone, abs=1e-6)
+
+
+def test_the_cli_in_process(capsys):
+    from attnviz import cli
+
+    assert cli.main(["ablate", "the cat sat", "--heads", "all", "--json", "--quiet"]) == 0
+    value = json.loads(capsys.readouterr().out)
+    assert len(value["sweep"]) == 2 and len(value["sweep"][0]) == 4 and len(value["heads"]) == 8
+    assert value["sweep_measure"] == "hidden_change"
+    assert cli.main(["ablate", "the cat sat", "--heads", "0.1", "--mode", "first", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "mode first, heads 0.1" in out and "cosine distance" in out
+    for argv in (
+        ["--heads", "9.0"],
+        ["--heads", "0.9"],
+        ["--heads", "1"],
+        ["--heads", "a.b"],
+        ["--heads", "0.1,"],
+        ["--heads", ""],
+        ["--heads", "0.1", "--mode", "half"],
+        [],  # --heads is required
+    ):
+        code = 2
+        try:
+            code = cli.main(["ablate", "the cat sat", "--quiet", *argv])
+        except SystemExit as exit_:  # argparse's own errors
+            code = exit_.code
+        err = capsys.readouterr().err
+        assert code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, (argv, err)
+    assert cli.main(["ablate", "  ", "--heads", "0.1", "--quiet"]) == 2
+    assert "empty" in capsys.readouterr().err

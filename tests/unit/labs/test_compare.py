@@ -1,0 +1,263 @@
+"""Side by side: the JSD on hand-computed cases, the token alignment, b − a, the mask variant, and the figures."""
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from attnviz.core.tokenizer import Token
+from attnviz.figures.compare import make_compare_jsd_figure, make_compare_stat_figure
+from attnviz.labs import compare as cmp
+from attnviz.models.embedded.config import EmbeddedConfig
+from attnviz.models.embedded.model import EmbeddedModel
+from attnviz.models.registry import EMBEDDED, SourceSpec
+from attnviz.models.source import Encoding
+from tests.plotly_json import decode, spec_of
+from tests.unit.labs.role_patterns import pattern, record_of
+
+T = 8
+
+
+def retokened(record, texts):
+    """``record`` with its tokens renamed, so that an alignment can be chosen by hand."""
+    return dataclasses.replace(record, tokens=[Token(text, i, i + 1) for i, text in enumerate(texts)])
+
+
+def plain_jsd(p, q):
+    """JSD in bits from its definition H(m) - (H(p) + H(q)) / 2, in plain Python."""
+
+    def h(x):
+        return -sum(v * math.log2(v) for v in x if v > 0)
+
+    m = [(a + b) / 2 for a, b in zip(p, q, strict=True)]
+    return h(m) - (h(p) + h(q)) / 2
+
+
+# --- the divergence itself
+
+
+def test_identical_distributions_are_0_and_disjoint_ones_1():
+    p = torch.tensor([[0.2, 0.3, 0.5, 0.0], [1.0, 0.0, 0.0, 0.0]])
+    assert torch.equal(cmp.jensen_shannon(p, p), torch.zeros(2))
+    disjoint = cmp.jensen_shannon(torch.tensor([0.5, 0.5, 0.0, 0.0]), torch.tensor([0.0, 0.0, 0.25, 0.75]))
+    assert float(disjoint) == pytest.approx(1.0, abs=1e-7)
+
+
+def test_a_small_case_by_hand():
+    # m = (3/4, 1/4): H(m) = 0.811278, H(p) = 1, H(q) = 0 -> 0.811278 - 0.5
+    value = float(cmp.jensen_shannon(torch.tensor([0.5, 0.5]), torch.tensor([1.0, 0.0])))
+    assert value == pytest.approx(0.311278, abs=1e-6)
+    assert value == pytest.approx(plain_jsd([0.5, 0.5], [1.0, 0.0]), abs=1e-6)
+    p, q = [0.1, 0.2, 0.7], [0.3, 0.3, 0.4]
+    assert float(cmp.jensen_shannon(torch.tensor(p), torch.tensor(q))) == pytest.approx(plain_jsd(p, q), abs=1e-6)
+
+
+# --- alignment
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "pos_a", "pos_b"),
+    [
+        ("abcd", "abcd", (0, 1, 2, 3), (0, 1, 2, 3)),
+        ("abcd", "axcd", (0, 2, 3), (0, 2, 3)),  # a substitution
+        ("abc", "azbc", (0, 1, 2), (0, 2, 3)),  # an insertion shifts B's positions
+        ("abcde", "cde", (2, 3, 4), (0, 1, 2)),  # A's start cut
+        ("abc", "xyz", (), ()),
+        ("aaaa", "aa", (0, 1), (0, 1)),  # a repeated token aligns once per occurrence
+    ],
+)
+def test_alignment(a, b, pos_a, pos_b):
+    alignment = cmp.align_tokens(list(a), list(b))
+    assert (alignment.a, alignment.b) == (pos_a, pos_b)
+    assert all(a[i] == b[j] for i, j in zip(alignment.a, alignment.b, strict=True))
+    assert (alignment.n_a, alignment.n_b, alignment.cut) == (len(a), len(b), 0)
+
+
+def test_a_long_differing_middle_is_aligned_over_the_limit_and_the_rest_counted():
+    a = ["<s>", *"abcdef", "</s>"]
+    b = ["<s>", *"abcxyz", "</s>"]
+    alignment = cmp.align_tokens(a, b, limit=2)
+    # the common start (<s> a b c) and end (</s>) are free; of the middles (def, xyz) 2 tokens each are read
+    assert alignment.a == (0, 1, 2, 3, 7) and alignment.b == (0, 1, 2, 3, 7)
+    assert alignment.cut == 2
+    long_a, long_b = ["p", *"abcdef", "s"], ["p", *"fedcba", "s"]
+    assert cmp.align_tokens(long_a, long_b, limit=2).cut == 8
+
+
+def test_spread_keeps_the_ends_and_caps_the_count():
+    assert cmp.spread(10, 4) == [0, 3, 6, 9]
+    assert cmp.spread(3, 5) == [0, 1, 2]
+    assert len(cmp.spread(8192, cmp.JSD_QUERIES)) == cmp.JSD_QUERIES
+
+
+# --- per-head JSD on records whose patterns are known
+
+
+def test_head_jsd_identical_disjoint_and_by_hand():
+    a = record_of([[pattern("sink", T), pattern("uniform", T), pattern("self", T)]])
+    b = record_of([[pattern("sink", T), pattern("previous-token", T), pattern("sink", T)]])
+    table = cmp.head_jsd(a, b, cmp.align_tokens([t.text for t in a.tokens], [t.text for t in b.tokens]))
+    assert list(table.columns) == ["layer", "head", "jsd", "n_queries"]
+    assert table["n_queries"].tolist() == [T - 1] * 3  # row 0 sees one key under the causal mask: left out
+    jsd = table["jsd"].tolist()
+    assert jsd[0] == pytest.approx(0.0, abs=1e-6)  # the same sink in both
+    assert jsd[2] == pytest.approx(1.0, abs=1e-6)  # itself against the first token: disjoint on every row i >= 1
+    # uniform over keys 0..i against one-hot on i - 1, row by row from the definition
+    by_hand = []
+    for i in range(1, T):
+        n = i + 1
+        uniform = [1 / n] * n
+        previous = [1.0 if k == i - 1 else 0.0 for k in range(n)]
+        by_hand.append(plain_jsd(uniform, previous))
+    assert jsd[1] == pytest.approx(sum(by_hand) / len(by_hand), abs=1e-5)
+
+
+def test_rows_are_restricted_to_the_aligned_keys_and_renormalised():
+    texts = [f"t{i}" for i in range(T)]
+    changed = [*texts[:3], "other", *texts[4:]]  # B's token 3 differs: key 3 is left out of both
+    uniform = pattern("uniform", T)
+    a = record_of([[uniform, pattern("self", T)]])
+    b = retokened(record_of([[uniform, pattern("self", T)]]), changed)
+    alignment = cmp.align_tokens(texts, changed)
+    assert 3 not in alignment.a
+    table = cmp.head_jsd(a, b, alignment)
+    assert table["jsd"].iloc[0] == pytest.approx(0.0, abs=1e-6)  # uniform stays uniform over the kept keys
+    # a self head on an unaligned key has no weight left on aligned keys: that query is not compared
+    assert table["n_queries"].tolist() == [T - 2, T - 2]  # row 0 (one key) and row 3 (unaligned query) left out
+    half = retokened(record_of([[uniform, pattern("sink", T)]]), ["x", *texts[1:]])  # the sink's key unaligned
+    sinks = cmp.head_jsd(
+        retokened(record_of([[uniform, pattern("sink", T)]]), ["y", *texts[1:]]),
+        half,
+        cmp.align_tokens(["y", *texts[1:]], ["x", *texts[1:]]),
+    )
+    assert sinks["n_queries"].iloc[1] == 0 and math.isnan(sinks["jsd"].iloc[1])
+
+
+def test_the_jsd_reads_at_most_max_queries_rows():
+    a = record_of([[pattern("uniform", T)]])
+    b = record_of([[pattern("previous-token", T)]])
+    alignment = cmp.align_tokens([t.text for t in a.tokens], [t.text for t in b.tokens])
+    # queries 0, 4 and 7 are read; row 0 sees one key under the causal mask and is left out
+    assert cmp.head_jsd(a, b, alignment, max_queries=3)["n_queries"].iloc[0] == 2
+    assert cmp.head_jsd(a, b, alignment)["n_queries"].iloc[0] == T - 1
+
+
+def test_shapes_that_differ_are_said_not_paired():
+    one = record_of([[pattern("sink", T)]])
+    two = record_of([[pattern("sink", T)], [pattern("self", T)]])
+    with pytest.raises(ValueError, match="differ in shape"):
+        cmp.head_jsd(one, two, cmp.align_tokens(["a"], ["a"]))
+    comparison = cmp.compare_records(one, two)
+    assert comparison.diff is None and comparison.jsd is None and not comparison.same_shape
+    assert comparison.note.key == "compare_lib.shapes_differ"
+    assert comparison.largest().empty
+    fig = spec_of(make_compare_stat_figure(comparison, "entropy"))
+    assert len(fig["data"]) == 2  # A and B, no difference
+    with pytest.raises(ValueError):
+        make_compare_jsd_figure(comparison)
+
+
+# --- statistics: b − a
+
+
+def test_the_diff_is_b_minus_a_and_the_largest_are_ordered():
+    a = record_of([[pattern("sink", T), pattern("uniform", T)], [pattern("self", T), pattern("uniform", T)]])
+    b = record_of([[pattern("sink", T), pattern("previous-token", T)], [pattern("sink", T), pattern("uniform", T)]])
+    comparison = cmp.compare_records(a, b)
+    assert list(comparison.diff.columns) == ["layer", "head", *a.stat_columns]
+    for column in a.stat_columns:
+        expected = b.statistics[column].to_numpy() - a.statistics[column].to_numpy()
+        np.testing.assert_allclose(comparison.diff[column].to_numpy(), expected, atol=0, equal_nan=True)
+    assert comparison.diff["first_token_weight"].iloc[2] == pytest.approx(1.0, abs=1e-6)  # self -> sink
+    largest = comparison.largest("first_token_weight", n=2)
+    assert largest[["layer", "head"]].values.tolist() == [[1, 0], [0, 1]]
+    assert list(largest.columns) == ["layer", "head", "jsd", "a", "b", "diff"]
+    by_jsd = comparison.largest()
+    assert by_jsd["jsd"].is_monotonic_decreasing and by_jsd.iloc[0][["layer", "head"]].tolist() == [1, 0]
+    with pytest.raises(ValueError):
+        comparison.largest("no_such_statistic")
+
+
+def test_no_tokens_is_a_value_error():
+    empty = dataclasses.replace(record_of([[pattern("sink", T)]]), tokens=[])
+    with pytest.raises(ValueError):
+        cmp.compare_records(empty, empty)
+
+
+# --- models: the same tokens; masks: the same weights
+
+
+def test_same_tokens_reads_ids_where_both_have_them():
+    tokens = [Token("a", 0, 1), Token("b", 1, 2)]
+    assert cmp.same_tokens(Encoding(None, tokens, 2), Encoding(None, list(tokens), 2))
+    assert not cmp.same_tokens(Encoding([1, 2], tokens, 2), Encoding([1, 3], tokens, 2))
+    other = Encoding(None, [Token("a", 0, 1), Token("c", 1, 2)], 2)
+    assert not cmp.same_tokens(Encoding(None, tokens, 2), other)
+    assert not cmp.same_tokens(Encoding([1, 2], tokens, 2), Encoding(None, tokens, 2))  # a vocabulary and none
+    raw = [Token("a", 0, 1, raw="Ġa"), Token("b", 1, 2)]
+    assert not cmp.same_tokens(Encoding(None, tokens, 2), Encoding(None, raw, 2))  # shown alike, read otherwise
+    why = cmp.tokens_differ("A", "B", Encoding(None, tokens, 2), other)
+    assert why.values["at"] == 1 and why.values["token_b"] == "c"
+
+
+def test_the_mask_variant_keeps_the_weights_and_flips_the_mask():
+    spec = SourceSpec(EMBEDDED, "cpu", EmbeddedConfig(n_layer=2, causal=False))
+    causal = cmp.mask_variant(spec, True)
+    assert causal.config.causal and causal.config.seed == spec.config.seed
+    assert cmp.mask_variant(SourceSpec("smollm2"), True) is None  # its mask is not a setting
+    text = "the cat sat on the mat"
+    bidirectional = EmbeddedModel(spec.config).run(text, 64)
+    masked = EmbeddedModel(causal.config).run(text, 64)
+    last = len(bidirectional.tokens) - 1
+    # layer 0's last query sees every key under both masks: the same weights give the same row
+    row = (last, last + 1)
+    torch.testing.assert_close(bidirectional.weights(0, None, row), masked.weights(0, None, row), atol=1e-6, rtol=0)
+    comparison = cmp.compare_records(bidirectional, masked)
+    assert (comparison.jsd["jsd"] > 1e-4).all()  # every head's pattern changes once the future is hidden
+
+
+def test_layer_0_of_the_embedded_model_is_unmoved_by_a_substitution():
+    # layer 0's scores depend on each token and its position only: off the substituted key, a row renormalised
+    # over the aligned keys is the same in both, so its JSD is 0; deeper layers mix the change in
+    model = EmbeddedModel(EmbeddedConfig(n_layer=2))
+    a, b = model.run("the cat sat on the mat", 64), model.run("the dog sat on the mat", 64)
+    jsd = cmp.compare_records(a, b).jsd
+    assert (jsd[jsd["layer"] == 0]["jsd"] < 1e-6).all()
+    assert (jsd[jsd["layer"] == 1]["jsd"] > 1e-4).any()
+
+
+# --- figures
+
+
+def test_the_statistic_figure_shares_a_scale_and_centres_the_difference():
+    a = record_of([[pattern("sink", T), pattern("uniform", T)]])
+    b = record_of([[pattern("self", T), pattern("uniform", T)]])
+    comparison = cmp.compare_records(a, b)
+    fig = spec_of(make_compare_stat_figure(comparison, "first_token_weight"))
+    grid_a, grid_b, grid_d = fig["data"]
+    assert (grid_a["zmin"], grid_a["zmax"]) == (grid_b["zmin"], grid_b["zmax"])
+    assert grid_d["zmid"] == 0 and grid_d["zmin"] == -grid_d["zmax"]
+    np.testing.assert_allclose(decode(grid_d["z"]), decode(grid_b["z"]) - decode(grid_a["z"]), atol=1e-6)
+    assert decode(grid_d["z"])[0, 0] == pytest.approx(-1.0, abs=1e-5)
+    with pytest.raises(ValueError):
+        make_compare_stat_figure(comparison, "no_such_statistic")
+    jsd = spec_of(make_compare_jsd_figure(comparison))["data"][0]
+    assert (jsd["zmin"], jsd["zmax"]) == (0, 1)
+    assert decode(jsd["z"])[0, 0] == pytest.approx(1.0, abs=1e-5)
+    assert decode(jsd["z"])[0, 1] == pytest.approx(0.0, abs=1e-5)
+
+
+def test_the_jsd_is_bounded_by_cells_and_its_cost_predicted():
+    assert cmp.jsd_queries(2, 4, 7) == cmp.JSD_QUERIES
+    assert cmp.jsd_queries(30, 9, 8192) == cmp.JSD_CELLS // (30 * 9 * 8192) == 60  # SmolLM2 at 8,192 tokens
+    assert cmp.jsd_queries(100, 100, 8192) == cmp.MIN_JSD_QUERIES
+    one = record_of([[pattern("sink", T)]])
+    two = record_of([[pattern("sink", T)], [pattern("self", T)]])
+    assert cmp.comparison_seconds(one, two) == 0.0  # the heads differ in shape: no row is read
+    # T queries x T keys x 1 head x 1 layer, both sides, q·k over head_dim T plus the JSD's work per weight
+    assert cmp.comparison_seconds(one, one) == pytest.approx(
+        2 * T * T * (2 * T + cmp.CELL_FLOPS) / cmp.FLOPS_PER_SECOND
+    )
+    assert cmp.comparison_need(one, one).nbytes == 8 * cmp.CHUNK_ELEMENTS * 4
