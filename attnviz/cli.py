@@ -29,6 +29,7 @@ from attnviz.labs.ablation import (
     ablation_sweep,
     parse_heads,
     read_heads,
+    sweep_seconds,
 )
 from attnviz.labs.kv.config import KV_DTYPES
 from attnviz.labs.masks.doctor import Diagnosis, diagnose, parse_expect, parse_lengths
@@ -256,6 +257,24 @@ def ablation_report(result: AblationResult) -> list[str]:
     return lines
 
 
+SWEEP_BUDGET_S = 900.0  # a sweep predicted longer exits 2 unless --over-budget (SmolLM2 at 256 tokens: about 330 s)
+
+
+def check_sweep_budget(source: AttentionSource, args: argparse.Namespace) -> None:
+    """Say the sweep's predicted time on stderr (unless --quiet); CommandError (exit 2) when it is over
+    SWEEP_BUDGET_S and --over-budget was not given."""
+    n_tokens = min(len(source.encode(args.text, args.max_tokens).tokens), SWEEP_TOKENS)
+    heads, seconds = source.n_layer * source.n_head, sweep_seconds(source, n_tokens)
+    if seconds > SWEEP_BUDGET_S and not args.over_budget:
+        raise CommandError(
+            f"the sweep ablates {heads:,} heads one at a time on {n_tokens:,} tokens, about {seconds:,.0f} s here, "
+            f"over the sweep budget of {SWEEP_BUDGET_S:,.0f} s; give fewer --max-tokens or heads, "
+            "or pass --over-budget to run it anyway"
+        )
+    if not args.quiet:
+        print(f"the sweep: {heads:,} heads on {n_tokens:,} tokens, about {seconds:,.0f} s here", file=sys.stderr)
+
+
 def ablate_command(args: argparse.Namespace) -> int:
     """Ablate heads on a text: the next-token loss and KL before and after (an encoder: the hidden change)."""
     check_text(args.text)
@@ -267,10 +286,10 @@ def ablate_command(args: argparse.Namespace) -> int:
         if not sweep_all:
             read_heads(args.heads)  # malformed: exit before loading a model
         source = load_cli_source(args)
-        if sweep_all:
-            heads = [(layer, head) for layer in range(source.n_layer) for head in range(source.n_head)]
-        else:
+        if not sweep_all:
             heads = parse_heads(args.heads, source.n_layer, source.n_head)
+        else:
+            check_sweep_budget(source, args)
         sweep = ablation_sweep(source, args.text, args.max_tokens, args.mode) if sweep_all else None
         if sweep is not None:
             heads = [(layer, head) for layer in range(len(sweep.values)) for head in range(source.n_head)]

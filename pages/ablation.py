@@ -27,13 +27,31 @@ if not source.encode(settings.text, n_tokens).tokens:
     st.stop()
 
 valid_choice("ablation_mode", source.ablation_modes, source.ablation_modes[0])
-mode = st.radio(t("ablation.mode"), source.ablation_modes, horizontal=True, key="ablation_mode")
+mode = st.radio(
+    t("ablation.mode"),
+    source.ablation_modes,
+    horizontal=True,
+    key="ablation_mode",
+    format_func=lambda name: t(f"ablation.mode_{name}"),
+)
 all_heads = [(layer, head) for layer in range(source.n_layer) for head in range(source.n_head)]
 valid_choice("ablation_layers", range(source.n_layer), [])
 valid_choice("ablation_heads", all_heads, [])
 left, right = st.columns(2)
-layers = left.multiselect(t("ablation.layers"), range(source.n_layer), key="ablation_layers", format_func="L{}".format)
-picked = right.multiselect(t("ablation.heads"), all_heads, key="ablation_heads", format_func="{0[0]}.{0[1]}".format)
+layers = left.multiselect(
+    t("ablation.layers"),
+    range(source.n_layer),
+    key="ablation_layers",
+    format_func="L{}".format,
+    placeholder=t("ablation.pick_layers"),
+)
+picked = right.multiselect(
+    t("ablation.heads"),
+    all_heads,
+    key="ablation_heads",
+    format_func="{0[0]}.{0[1]}".format,
+    placeholder=t("ablation.pick_heads"),
+)
 heads = [(layer, head) for layer, head in all_heads if layer in layers or (layer, head) in picked]
 
 if not heads:
@@ -66,8 +84,13 @@ st.caption(
         rows=ablation.PASS_ROWS,
     )
 )
+# the switch runs the sweep it was turned on for: another text, mode or model asks again (minutes each)
+if st.session_state.get("ablation_sweep_run") and st.session_state.get("ablation_sweep_for") != sweep_key:
+    st.session_state["ablation_sweep_run"] = False
 if ("ablation_sweep", sweep_key) in result_cache() or st.toggle(
-    t("ablation.sweep_run", n=len(all_heads), seconds=seconds), key="ablation_sweep_run"
+    t("ablation.sweep_run", n=len(all_heads), seconds=seconds),
+    key="ablation_sweep_run",
+    on_change=lambda: st.session_state.update(ablation_sweep_for=sweep_key),
 ):
     try:
         sweep = cached_job(

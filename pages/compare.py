@@ -13,7 +13,14 @@ from attnviz.i18n.translate import t, tr
 from attnviz.labs import compare
 from pages.widgets.compare import choose_b
 
-HEADERS = {"a": "compare.col_a", "b": "compare.col_b", "diff": "compare.col_diff", "jsd": "compare.col_jsd"}
+HEADERS = {
+    "layer": "stat_names.layer",
+    "head": "stat_names.head",
+    "a": "compare.col_a",
+    "b": "compare.col_b",
+    "diff": "compare.col_diff",
+    "jsd": "compare.col_jsd",
+}
 
 st.title(t("compare.title"))
 st.caption(t("compare.intro"))
@@ -64,5 +71,6 @@ if comparison.jsd is not None:
     plotly(make_compare_jsd_figure(comparison), key="compare_jsd")
     st.caption(t("compare.jsd_caption"))
     st.subheader(t("compare.largest_header"))
-    table(comparison.largest(statistic), key="compare_largest", headers=HEADERS, hide_index=True, width="stretch")
-    st.caption(t("compare.largest_caption", n=compare.LARGEST, statistic=stat_name(statistic)))
+    largest = comparison.largest(statistic)
+    table(largest, key="compare_largest", headers=HEADERS, hide_index=True, width="stretch")
+    st.caption(t("compare.largest_caption", n=len(largest), statistic=stat_name(statistic)))

@@ -30,7 +30,8 @@ LONG_TEXT = (
     "注意力机制让每个词都能看到句子里的其他词。 The cat sat on the mat because it was tired. "
 ) * 260  # over 8,192 SmolLM2 tokens
 # name -> (page path, sidebar choices (selectbox label, option) or (input label, value), charts to wait for,
-#          a button or toggle to press first, ("search", query) to find a token first, or None,
+#          a button, toggle or radio option to press first, ("search", query) to find a token first,
+#          [("pick", multiselect label, option), ...] to choose options first, or None,
 #          where to scroll for the shot or None)
 SHOTS = {
     "overview": ("", [], 0, None, None),
@@ -70,6 +71,16 @@ SHOTS = {
     "scaling-smollm2": ("scaling", SMOLLM2, 8, None, None),
     "walkthrough-smollm2": ("walkthrough", SMOLLM2, 0, None, None),  # 11 tokens: tables of numbers, no charts
     "training": ("training", [], 1, "Train", None),
+    "ablation-smollm2": (
+        "ablation",
+        SMOLLM2,
+        2,
+        [("pick", "Heads (layer.head)", "5.1"), ("pick", "Heads (layer.head)", "5.2")],
+        None,
+    ),
+    "rollout-smollm2": ("rollout", SMOLLM2, 1, None, None),
+    "compare": ("compare", [], 3, None, None),
+    "heads-values-smollm2": ("heads", SMOLLM2, 3, "value-weighted", "One head, large"),
 }
 
 
@@ -88,6 +99,9 @@ EVERY_PAGE = (
     "training",
     "walkthrough-smollm2",
     "cost",
+    "ablation-smollm2",
+    "rollout-smollm2",
+    "compare",
 )
 
 
@@ -103,15 +117,26 @@ TIMEOUT_MS = 600_000  # SmolLM2 captures 8,192 tokens in one to two minutes on a
 
 
 def press(page, label: str) -> None:
-    """Click the button or the toggle with this label, once it is drawn.
+    """Click the button, the toggle or the radio option with this label, once it is drawn.
 
     Controls, not text: a page's Markdown may name a button (and be drawn before it).
     """
     button = page.get_by_role("button", name=label, exact=True)
     toggle = page.locator("[data-testid=stCheckbox] label").filter(has_text=label)
-    target = button.or_(toggle).first
+    option = page.locator("[data-testid=stRadio] label").filter(has_text=label)
+    target = button.or_(toggle).or_(option).first
     target.wait_for(state="visible")
     target.click()
+
+
+def pick(page, label: str, option: str) -> None:
+    """Add ``option`` to the multiselect labelled ``label``, as a user does: open it, type, choose."""
+    box = page.locator("[data-testid=stMultiSelect]").filter(has_text=label).first
+    box.click()
+    page.keyboard.type(option)
+    page.get_by_role("option", name=option, exact=True).first.click()
+    page.keyboard.press("Escape")
+    wait_until_idle(page, TIMEOUT_MS)
 
 
 def search(page, query: str, lang: str) -> None:
@@ -140,6 +165,9 @@ def take(browser, url: str, name: str, height: int = 2300, lang: str = "en") -> 
         if charts:
             wait_for_charts(page, charts, TIMEOUT_MS)
         search(page, button[1], lang)
+    elif isinstance(button, list):  # [("pick", multiselect label, option), ...]
+        for _, label, option in button:
+            pick(page, localised(label, lang), option)
     elif button:
         press(page, localised(button, lang))
         wait_until_idle(page, TIMEOUT_MS)

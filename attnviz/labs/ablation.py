@@ -18,6 +18,7 @@ head as it goes; a pass holds at most :data:`PASS_BYTES` of outputs.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -46,12 +47,13 @@ def read_heads(spec: str) -> list[tuple[int, int | None]]:
 
     ValueError naming the first item that is not LAYER.HEAD or LAYER.*."""
     items = [item.strip() for item in spec.split(",")]
-    if not spec.strip() or any(not item for item in items):
+    if not spec.strip():
         raise ValueError(msg("ablation_lib.no_heads", spec=spec))
     read = []
     for item in items:
         layer_text, dot, head_text = item.partition(".")
-        if not dot or not layer_text.isdigit() or not (head_text.isdigit() or head_text == "*"):
+        digits = re.compile(r"[0-9]+")  # not str.isdigit: "²" is a digit to it, and int() refuses it
+        if not dot or not digits.fullmatch(layer_text) or not (digits.fullmatch(head_text) or head_text == "*"):
             raise ValueError(msg("ablation_lib.bad_head", item=item))
         read.append((int(layer_text), None if head_text == "*" else int(head_text)))
     return read
@@ -155,7 +157,8 @@ class AblationResult:
             "loss_before": _rounded(self.loss_before),
             "loss_after": _rounded(self.loss_after),
             "kl_mean": _rounded(self.kl_mean),
-            "kl_per_position": [_rounded(v) for v in self.change] if self.logits else None,
+            # positions 0 .. T-2, kl_mean's (the last position's KL is on the page, its next token is not in the text)
+            "kl_per_position": [_rounded(v) for v in self.change[:-1]] if self.logits else None,
             "top_before": [[text, _rounded(p)] for text, p in self.top_before[last]] if self.logits else None,
             "top_after": [[text, _rounded(p)] for text, p in self.top_after[last]] if self.logits else None,
             "hidden_change": _rounded(self.hidden_change),
@@ -292,7 +295,7 @@ def sweep_seconds(source: AttentionSource, n_tokens: int) -> float:
 
 def sweep_bytes(source: AttentionSource, n_tokens: int) -> int:
     """A predicted peak for the sweep: a pass's outputs, its reductions beside them, and the baseline's."""
-    return 3 * PASS_BYTES + 4 * max(1, n_tokens) * source.d_model * source.n_layer * 8
+    return 5 * PASS_BYTES + 4 * max(1, n_tokens) * source.d_model * source.n_layer * 8  # logits, log-softmax, KL terms
 
 
 def ablation_sweep(

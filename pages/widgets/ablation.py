@@ -7,6 +7,7 @@ import streamlit as st
 
 from attnviz.app.state import valid_choice
 from attnviz.app.widgets import plotly, table
+from attnviz.core.token_display import markdown_text, shown_text
 from attnviz.figures.ablation import make_ablation_change_figure
 from attnviz.i18n.translate import t
 from attnviz.labs.ablation import AblationResult
@@ -17,7 +18,7 @@ def show_result(result: AblationResult, name: str) -> None:
     and the top next tokens before and after at a position the reader picks (an LM only)."""
     cols = st.columns(3)
     if not result.logits:
-        st.caption(t("ablation.encoder_note", name=name))
+        st.caption(t("ablation.encoder_note", name=markdown_text(name)))
         cols[0].metric(t("ablation.hidden_change"), f"{result.hidden_change:.5f}")
     elif result.loss_before is None:
         st.caption(t("ablation.no_loss"))
@@ -43,4 +44,5 @@ def show_result(result: AblationResult, name: str) -> None:
             with col:
                 st.caption(t(f"ablation.{side}"))
                 top = pd.DataFrame(getattr(result, side)[at], columns=["token", "probability"])
+                top["token"] = top["token"].map(lambda text: text if text.strip() else shown_text(text))  # ␣ ⏎
                 table(top, key=f"ablation_{side}", headers=headers, hide_index=True)

@@ -148,7 +148,8 @@ def test_the_cli_on_a_decoder_gives_losses_and_top_tokens(tiny_llama, capsys):
     value = json.loads(capsys.readouterr().out)
     assert len(value["tokens"]) == 12 and value["heads"] == [[1, 0], [1, 1], [1, 2], [1, 3]]
     assert value["loss_after"] > 0 and value["kl_mean"] > 0 and value["hidden_change"] is None
-    assert len(value["kl_per_position"]) == 12
+    assert len(value["kl_per_position"]) == 11  # positions 0 .. T-2, as kl_mean
+    assert sum(value["kl_per_position"]) / 11 == pytest.approx(value["kl_mean"], abs=1e-6)
     assert len(value["top_before"]) == 5 and all(isinstance(t, str) and 0 <= p <= 1 for t, p in value["top_before"])
     assert cli.main(["ablate", TEXT, "--model", str(tiny_llama), "--heads", "2.0", "--quiet"]) == 2
     assert "layers are 0 to 1, heads 0 to 3" in capsys.readouterr().err
@@ -166,6 +167,9 @@ def test_the_page_on_the_embedded_model():
     at.toggle(key="ablation_sweep_run").set_value(True).run()
     assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
     assert len(at.get("plotly_chart")) == 2
+    at.text_area(key="text").input("Another text, so another sweep: it waits to be asked.").run()
+    assert not at.exception and at.toggle(key="ablation_sweep_run").value is False
+    assert len(at.get("plotly_chart")) == 1  # the new text's ablation, no sweep started by itself
 
 
 def test_the_eager_route_ablates_by_a_hook_on_the_projection(tmp_path, smollm2):

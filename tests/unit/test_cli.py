@@ -50,3 +50,20 @@ def test_bad_input_is_exit_2_with_one_line_on_stderr(argv, capsys):
     assert cli.main(argv) == 2
     out, err = capsys.readouterr()
     assert not out and err.count("\n") == 1 and err.startswith(f"attnviz {argv[0]}")
+
+
+def test_an_ablation_sweep_over_its_time_budget_is_exit_2_with_its_numbers(capsys):
+    argv = ["ablate", "the cat sat on the mat " * 60, "--heads", "all", "--n-layer", "12", "--n-head", "64"]
+    assert cli.main([*argv, "--d-model", "1024", "--quiet"]) == 2  # about 1,190 s predicted, over 900
+    out, err = capsys.readouterr()
+    assert not out and err.count("\n") == 1
+    assert "the sweep ablates 768 heads one at a time on 256 tokens" in err and "--over-budget" in err
+
+
+def test_an_ablation_sweep_says_its_predicted_time_first(capsys):
+    assert cli.main(["ablate", "the cat sat", "--heads", "all", "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert "the sweep: 8 heads on 3 tokens, about " in err  # the embedded default: 2 layers x 4 heads
+    value = json.loads(out)
+    assert len(value["sweep"]) == 2 and all(len(row) == 4 for row in value["sweep"])
+    assert value["heads"] == [[layer, head] for layer in range(2) for head in range(4)]

@@ -184,8 +184,10 @@ class HFSource:
         """Head ablation rewrites the output projection's input: the interface route in attnviz's attention (every
         mode); the eager route by a hook on each projection found (attnviz.models.hf.projections), where "first"
         (which needs each head's values) is not offered."""
-        if self.route == "interface":
+        if self.route == "interface" and self.output_projections.found:
             return ABLATION_MODES
+        if self.route == "interface":  # something (a gate, a norm) sits between attention and W_O: zero stays exact
+            return ("zero",)
         return ("zero", "mean") if self.output_projections.found else ()
 
     @contextmanager

@@ -186,7 +186,8 @@ def test_the_lm_reductions_over_several_chunks():
     probs, ids = torch.softmax(after[-1], dim=-1).topk(5)
     assert result.top_after[-1] == [(f"v{int(i)}", pytest.approx(float(p))) for i, p in zip(ids, probs, strict=True)]
     value = result.to_json()
-    assert len(value["top_before"]) == 5 and len(value["kl_per_position"]) == n and value["hidden_change"] is None
+    assert len(value["top_before"]) == 5 and len(value["kl_per_position"]) == n - 1 and value["hidden_change"] is None
+    assert sum(value["kl_per_position"]) / (n - 1) == pytest.approx(value["kl_mean"], abs=1e-6)  # the same positions
     nothing = ablation.ablation_effect(source, "x", 10_000, [])
     assert nothing.kl_mean == 0.0 and nothing.loss_after == nothing.loss_before
     one = ablation.ablation_effect(FakeLM(1), "x", 10, heads)  # one token: nothing to predict
