@@ -37,8 +37,9 @@ except ValueError as err:  # a capture with neither q and k nor weights
 kinds = {kind: t(f"rollout.kind_{kind}") for kind in rollout.KINDS}
 cols = st.columns([3, 1])
 kind = cols[0].radio(t("rollout.kind"), list(kinds), key="rollout_kind", format_func=kinds.get, horizontal=True)
-valid_choice("rollout_layer", range(maps.n_layer), maps.n_layer - 1)
-layer = cols[1].selectbox(t("rollout.layer"), range(maps.n_layer), key="rollout_layer", format_func=lambda i: f"L{i}")
+layer_key = f"rollout_layer_{maps.n_layer}"  # one choice per depth: another model starts at its own last layer
+valid_choice(layer_key, range(maps.n_layer), maps.n_layer - 1)
+layer = cols[1].selectbox(t("rollout.layer"), range(maps.n_layer), key=layer_key, format_func=lambda i: f"L{i}")
 
 st.caption(t("rollout.assumptions", residual=rollout.RESIDUAL))
 bound = t("rollout.bound", n=maps.n_tokens, q_len=maps.q_len, limit=rollout.ROLLOUT_TOKENS)

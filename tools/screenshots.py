@@ -81,6 +81,28 @@ SHOTS = {
     "rollout-smollm2": ("rollout", SMOLLM2, 1, None, None),
     "compare": ("compare", [], 3, None, None),
     "heads-values-smollm2": ("heads", SMOLLM2, 3, "value-weighted", "One head, large"),
+    # the long text on the new pages: each reads its own bound of it (1,024 / 512 tokens), Side by side all of it
+    "ablation-smollm2-8192": (
+        "ablation",
+        [*SMOLLM2, ("Max tokens", "8192"), ("Text to analyse", LONG_TEXT)],
+        2,
+        [("pick", "Heads (layer.head)", "5.1")],
+        None,
+    ),
+    "rollout-smollm2-8192": (
+        "rollout",
+        [*SMOLLM2, ("Max tokens", "8192"), ("Text to analyse", LONG_TEXT)],
+        1,
+        None,
+        None,
+    ),
+    "compare-smollm2-8192": (
+        "compare",
+        [*SMOLLM2, ("Max tokens", "8192"), ("Text to analyse", LONG_TEXT)],
+        3,
+        None,
+        None,
+    ),
 }
 
 

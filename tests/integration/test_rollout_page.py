@@ -44,7 +44,7 @@ def test_every_map_on_the_embedded_model():
     assert not at.exception and not at.error
     assert "mean over heads" in the_map(at)["layout"]["title"]["text"]
 
-    at.selectbox(key="rollout_layer").set_value(0).run()
+    at.selectbox(key="rollout_layer_2").set_value(0).run()
     at.radio(key="rollout_kind").set_value("flow").run()
     assert not at.exception and not at.error, [e.value for e in at.error]
     flow = decode(the_map(at)["data"][0]["z"])

@@ -611,7 +611,10 @@ class HFSource:
         )
 
     def token_texts(self, ids: Sequence[int]) -> list[str]:
-        return [self.tokenizer.decode([int(i)]) for i in ids]
+        """Each id's text; a byte piece of a character (which decodes alone to U+FFFD) as its raw token in ⟨⟩."""
+        texts = [self.tokenizer.decode([int(i)]) for i in ids]
+        raws = self.tokenizer.convert_ids_to_tokens([int(i) for i in ids])
+        return [f"⟨{raw}⟩" if "\ufffd" in text and raw else text for text, raw in zip(texts, raws, strict=True)]
 
     prefill_kv = prefill_kv  # attnviz.models.hf.kv.prefill_kv, this source its first argument
 
