@@ -51,6 +51,8 @@ def read_heads(spec: str) -> list[tuple[int, int | None]]:
         raise ValueError(msg("ablation_lib.no_heads", spec=spec))
     read = []
     for item in items:
+        if not item:  # "0.1," or "0.1,,1.2": name what was typed, not the empty piece
+            raise ValueError(msg("ablation_lib.bad_head", item=spec))
         layer_text, dot, head_text = item.partition(".")
         digits = re.compile(r"[0-9]+")  # not str.isdigit: "²" is a digit to it, and int() refuses it
         if not dot or not digits.fullmatch(layer_text) or not (digits.fullmatch(head_text) or head_text == "*"):

@@ -78,7 +78,8 @@ def test_parse_heads():
         ("0.4", "does not exist"),
         ("1", "not a head"),
         ("a.b", "not a head"),
-        ("0.1,", "no heads"),
+        ("0.1,", "'0.1,' is not a head"),
+        ("².1", "not a head"),
         ("", "no heads"),
         ("-1.0", "not a head"),
     ):
