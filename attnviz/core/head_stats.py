@@ -42,6 +42,22 @@ def entropy(weights: Tensor) -> Tensor:
     return -torch.special.xlogy(weights, weights).sum(dim=-1)
 
 
+JS_MAX = math.log(2.0)  # ln 2 nats: the divergence of two rows with disjoint support
+
+
+def js_divergence(p: Tensor, q: Tensor) -> Tensor:
+    """Jensen–Shannon divergence in nats between rows of weights: (..., k_len) x (..., k_len) -> (...), float64.
+
+    ½ KL(p ‖ m) + ½ KL(q ‖ m) with m = (p + q) / 2; it lies in [0, ln 2] and is
+    symmetric. Zero weights (masked keys) contribute nothing (0 · log 0 = 0).
+    """
+    p, q = p.double(), q.double()
+    m = (p + q) / 2
+    kl_pm = (torch.special.xlogy(p, p) - torch.special.xlogy(p, m)).sum(dim=-1)  # (...)
+    kl_qm = (torch.special.xlogy(q, q) - torch.special.xlogy(q, m)).sum(dim=-1)
+    return (0.5 * (kl_pm + kl_qm)).clamp(0.0, JS_MAX)  # rounding can stray a hair outside
+
+
 def normalized_entropy(weights: Tensor, n_visible: Tensor) -> Tensor:
     """Entropy divided by log(number of visible keys), in [0, 1]: (..., k_len) -> (...).
 

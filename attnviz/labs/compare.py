@@ -20,7 +20,6 @@ What changes from record A to record B, head by head, without Streamlit or I/O:
 from __future__ import annotations
 
 import difflib
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -31,6 +30,7 @@ from torch import Tensor
 
 from attnviz.core.admission import Need
 from attnviz.core.capture import WINDOW_CELLS
+from attnviz.core.head_stats import JS_MAX, js_divergence
 from attnviz.i18n.message import Message, msg
 from attnviz.models.record import AttentionRecord
 from attnviz.models.registry import SourceSpec
@@ -93,10 +93,7 @@ def jensen_shannon(p: Tensor, q: Tensor) -> Tensor:
 
     0 for equal distributions, 1 for disjoint supports; 0·log 0 = 0. Rows must each sum to 1.
     """
-    m = 0.5 * (p + q)
-    kl_p = (torch.special.xlogy(p, p) - torch.special.xlogy(p, m)).sum(dim=-1)  # KL(p || m), nats
-    kl_q = (torch.special.xlogy(q, q) - torch.special.xlogy(q, m)).sum(dim=-1)
-    return (0.5 * (kl_p + kl_q) / math.log(2)).clamp(0.0, 1.0)
+    return (js_divergence(p, q) / JS_MAX).clamp(0.0, 1.0).to(p.dtype)  # nats / ln 2 = bits
 
 
 def jsd_queries(n_layer: int, n_head: int, k_len: int) -> int:

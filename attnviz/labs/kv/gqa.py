@@ -20,10 +20,10 @@ import torch
 from torch import Tensor, nn
 
 from attnviz.core.attention import MultiHeadAttention, group_size
+from attnviz.core.head_stats import JS_MAX as JS_MAX  # the bound its JSD columns read against
+from attnviz.core.head_stats import js_divergence
 from attnviz.i18n.message import msg
 from attnviz.models.source import LayerInput
-
-JS_MAX = float(torch.log(torch.tensor(2.0)))  # ln 2 nats: the divergence of two rows with disjoint support
 
 
 def pool_heads(weight: Tensor, n_kv_head: int, new_n_kv_head: int) -> Tensor:
@@ -70,19 +70,6 @@ def convert_to_gqa(mha: MultiHeadAttention, n_kv_head: int) -> MultiHeadAttentio
         bias = None if src.bias is None else pool_heads(src.bias, mha.n_kv_head, n_kv_head)
         _copy_linear(dst, pool_heads(src.weight, mha.n_kv_head, n_kv_head), bias)
     return converted.eval()
-
-
-def js_divergence(p: Tensor, q: Tensor) -> Tensor:
-    """Jensen–Shannon divergence in nats between rows of weights: (..., k_len) x (..., k_len) -> (...).
-
-    ½ KL(p ‖ m) + ½ KL(q ‖ m) with m = (p + q) / 2; it lies in [0, ln 2] and is
-    symmetric. Zero weights (masked keys) contribute nothing (0 · log 0 = 0).
-    """
-    p, q = p.double(), q.double()
-    m = (p + q) / 2
-    kl_pm = (torch.special.xlogy(p, p) - torch.special.xlogy(p, m)).sum(dim=-1)  # (...)
-    kl_qm = (torch.special.xlogy(q, q) - torch.special.xlogy(q, m)).sum(dim=-1)
-    return (0.5 * (kl_pm + kl_qm)).clamp(0.0, JS_MAX)  # rounding can stray a hair outside
 
 
 def kv_bytes_per_token(mha: MultiHeadAttention) -> int:
