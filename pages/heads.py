@@ -7,7 +7,7 @@ the open head is kept in the link (``?layer=3&head=5``) so a shared link opens i
 import streamlit as st
 
 from attnviz.app import exports
-from attnviz.app.head_view import head_view, show_token
+from attnviz.app.head_view import head_view, show_token, value_switch
 from attnviz.app.links import keep_layer_head_in_link, link_layer_head
 from attnviz.app.loading import current_record
 from attnviz.app.navigation import frame_settings
@@ -17,7 +17,7 @@ from attnviz.core.token_display import markdown_text
 from attnviz.figures.base import HEATMAP_SIDE_PX, head_label
 from attnviz.figures.heads import flag_names, grid_show_labels, grid_show_options, grid_view, selected_tile
 from attnviz.i18n.translate import t, tr
-from pages.widgets.heads import grid_figure, stats_section, value_switch
+from pages.widgets.heads import grid_figure, stats_section
 
 SQRT_BY_ITSELF_TOKENS = 128  # longer inputs are coloured by √weight unless the user turns it off
 TALL_GRID_LAYERS = 12  # above this many layers the grid is compact and the large view sits beside it

@@ -9,6 +9,7 @@ import functools
 import streamlit as st
 
 from attnviz.app import exports
+from attnviz.app.head_view import value_switch
 from attnviz.app.links import keep_layer_head_in_link, link_layer_head
 from attnviz.app.loading import current_record, current_source
 from attnviz.app.navigation import frame_settings
@@ -27,7 +28,6 @@ from attnviz.figures.token_view import (
 )
 from attnviz.i18n.translate import t, tr
 from attnviz.labs import token_view
-from pages.widgets.heads import value_switch
 
 
 def _pick_clicked(key: str) -> None:

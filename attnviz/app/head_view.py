@@ -225,3 +225,19 @@ def _selected_box(event) -> tuple[int, int] | None:
     if not xs or not ys:
         return None
     return max(0, round(min(ys))), max(0, round(min(xs)))
+
+
+def value_switch(record: AttentionRecord, key: str) -> bool:
+    """The switch between raw weights and value-weighted attention (Kobayashi et al. 2020); True for the latter.
+
+    A record without value norms gets one line saying why instead of the switch.
+    """
+    if not record.has_value_norms:
+        st.caption(t("value_weighted.unavailable"))
+        return False
+    kinds = {"raw": t("value_weighted.raw"), "values": t("value_weighted.values")}
+    kind = st.radio(t("value_weighted.switch"), list(kinds), key=key, horizontal=True, format_func=kinds.get)
+    if kind != "values":
+        return False
+    st.caption(t("value_weighted.caption"))
+    return True

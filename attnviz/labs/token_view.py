@@ -18,6 +18,7 @@ import torch
 from torch import Tensor
 
 from attnviz.core.capture import weights_window
+from attnviz.core.value_norms import value_weighted
 from attnviz.i18n.message import Message, msg
 from attnviz.models.record import AttentionRecord
 
@@ -102,8 +103,8 @@ def value_weighted_weights(record: AttentionRecord, layer: int, token: int, dire
     """
     norms = record.value_norms(layer)  # (n_head, k_len)
     if _check_direction(direction) == ATTENDS_TO:
-        return weights * norms
-    return weights * norms[:, token : token + 1]
+        return value_weighted(weights[:, None], norms)[:, 0]  # one query row over every key
+    return weights * norms[:, token : token + 1]  # one key: every query scales by its norm
 
 
 def across_layers(record: AttentionRecord, token: int, direction: str = ATTENDS_TO, values: bool = False) -> Tensor:

@@ -42,22 +42,6 @@ def _stats_figure(record_key: tuple, metric: str, _record: AttentionRecord, lang
     return make_head_stats_figure(_record.statistics, metric)
 
 
-def value_switch(record: AttentionRecord, key: str) -> bool:
-    """The switch between raw weights and value-weighted attention (Kobayashi et al. 2020); True for the latter.
-
-    A record without value norms gets one line saying why instead of the switch.
-    """
-    if not record.has_value_norms:
-        st.caption(t("value_weighted.unavailable"))
-        return False
-    kinds = {"raw": t("value_weighted.raw"), "values": t("value_weighted.values")}
-    kind = st.radio(t("value_weighted.switch"), list(kinds), key=key, horizontal=True, format_func=kinds.get)
-    if kind != "values":
-        return False
-    st.caption(t("value_weighted.caption"))
-    return True
-
-
 def stats_section(record: AttentionRecord, record_key: tuple, key: str) -> None:
     """The per-head statistics: a chart of one statistic and the whole table."""
     metric = st.selectbox(t("views.statistic"), record.stat_columns, key=f"{key}_metric", format_func=stat_name)
