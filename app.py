@@ -6,7 +6,7 @@ tokens) and the page navigation, in sections. Run with ``streamlit run app.py``.
 
 import streamlit as st
 
-from attnviz.app.navigation import leave_legacy_multipage_mode, pages
+from attnviz.app.navigation import MENU_POSITION, leave_legacy_multipage_mode, pages
 from attnviz.app.replica import note_moved_session
 from attnviz.app.sidebar import sidebar
 
@@ -16,4 +16,4 @@ leave_legacy_multipage_mode()
 st.session_state["settings"] = sidebar()
 note_moved_session()  # behind nginx: a session that moved here from a replica that stopped
 
-st.navigation(pages(), expanded=True).run()  # every page listed: no "View 3 more"
+st.navigation(pages(), position=MENU_POSITION).run()  # the menu in the header: the sidebar opens on text and model

@@ -25,11 +25,13 @@ from attnviz.labs.ablation import (
     ABLATION_TOKENS,
     SWEEP_TOKENS,
     AblationResult,
+    SweepBaseline,
     ablation_effect,
-    ablation_sweep,
     parse_heads,
     read_heads,
-    sweep_seconds,
+    run_pieces,
+    sweep_baseline,
+    sweep_result,
 )
 from attnviz.labs.kv.config import KV_DTYPES
 from attnviz.labs.masks.doctor import Diagnosis, diagnose, parse_expect, parse_lengths
@@ -257,14 +259,14 @@ def ablation_report(result: AblationResult) -> list[str]:
     return lines
 
 
-SWEEP_BUDGET_S = 900.0  # a sweep predicted longer exits 2 unless --over-budget (SmolLM2 at 256 tokens: about 330 s)
+SWEEP_BUDGET_S = 900.0  # a sweep predicted longer exits 2 unless --over-budget (SmolLM2 at 256 tokens: about 300 s)
 
 
-def check_sweep_budget(source: AttentionSource, args: argparse.Namespace) -> None:
-    """Say the sweep's predicted time on stderr (unless --quiet); CommandError (exit 2) when it is over
-    SWEEP_BUDGET_S and --over-budget was not given."""
-    n_tokens = min(len(source.encode(args.text, args.max_tokens).tokens), SWEEP_TOKENS)
-    heads, seconds = source.n_layer * source.n_head, sweep_seconds(source, n_tokens)
+def check_sweep_budget(source: AttentionSource, args: argparse.Namespace) -> SweepBaseline:
+    """The sweep's baseline, its pass timed here at the text's length; its predicted time on stderr (unless
+    --quiet); CommandError (exit 2) when it is over SWEEP_BUDGET_S and --over-budget was not given."""
+    baseline = sweep_baseline(source, args.text, args.max_tokens, args.mode)
+    heads, n_tokens, seconds = len(baseline.heads), baseline.n_tokens, baseline.seconds(baseline.first)
     if seconds > SWEEP_BUDGET_S and not args.over_budget:
         raise CommandError(
             f"the sweep ablates {heads:,} heads one at a time on {n_tokens:,} tokens, about {seconds:,.0f} s here, "
@@ -273,6 +275,7 @@ def check_sweep_budget(source: AttentionSource, args: argparse.Namespace) -> Non
         )
     if not args.quiet:
         print(f"the sweep: {heads:,} heads on {n_tokens:,} tokens, about {seconds:,.0f} s here", file=sys.stderr)
+    return baseline
 
 
 def ablate_command(args: argparse.Namespace) -> int:
@@ -286,11 +289,12 @@ def ablate_command(args: argparse.Namespace) -> int:
         if not sweep_all:
             read_heads(args.heads)  # malformed: exit before loading a model
         source = load_cli_source(args)
+        sweep = None
         if not sweep_all:
             heads = parse_heads(args.heads, source.n_layer, source.n_head)
         else:
-            check_sweep_budget(source, args)
-        sweep = ablation_sweep(source, args.text, args.max_tokens, args.mode) if sweep_all else None
+            baseline = check_sweep_budget(source, args)
+            sweep = sweep_result(baseline, run_pieces(source, args.text, baseline, {}))
         if sweep is not None:
             heads = [(layer, head) for layer in range(len(sweep.values)) for head in range(source.n_head)]
         result = ablation_effect(source, args.text, args.max_tokens, heads, args.mode)
@@ -398,8 +402,10 @@ def compare_sources(args: argparse.Namespace) -> tuple[AttentionSource, Attentio
         )
     causal_b = args.causal if args.mask_b is None else args.mask_b == "causal"
     seed_b = args.seed if args.seed_b is None else args.seed_b
+    # only a missing --model-b means A's model: --model-b '' names no model, an error as --model '' is
+    model_b = args.model if args.model_b is None else args.model_b
     args_b = argparse.Namespace(
-        **{**vars(args), "text": args.text_b, "model": args.model_b or args.model, "seed": seed_b, "causal": causal_b}
+        **{**vars(args), "text": args.text_b, "model": model_b, "seed": seed_b, "causal": causal_b}
     )
     source_a = load_cli_source(args)
     if (args_b.model, args_b.seed, args_b.causal) == (args.model, args.seed, args.causal):
@@ -488,10 +494,26 @@ def compare_command(args: argparse.Namespace) -> int:
 ROW_PROBLEMS = ("fully_masked_row", "missing_self")  # counted in query rows, not cells
 
 
+def ascii_int(text: str) -> int:
+    """--q-len and --offset: a whole number in ASCII digits, signed or not; ValueError else (``int()`` also
+    reads "٣", an Arabic-Indic three, and "1_0")."""
+    digits = text[1:] if text[:1] in ("+", "-") else text
+    if not (digits.isascii() and digits.isdigit()):
+        raise ValueError(text)
+    return int(text)
+
+
+ascii_int.__name__ = "int"  # argparse says "invalid int value: '٣'", as it does for any other non-number
+
+
 def mask_report(loaded: LoadedMask, diagnosis: Diagnosis, convention_line: str, expect: str | None) -> str:
-    """The readable mask-doctor report: what was read, one line per problem with its examples, the notes."""
+    """The readable mask-doctor report: what was read, one line per problem with its examples, the notes.
+
+    Queries are named by their position, as the messages name them: a step's row q is the query at
+    ``offset + q`` (``--json`` gives the mask's own [row, column] and the offset)."""
     dtype = str(loaded.mask.dtype).removeprefix("torch.")
     batched = len(diagnosis.shape) == 3
+    shift = diagnosis.offset or 0
     lines = [f"{loaded.name}: {dtype} {tuple(diagnosis.shape)} (stored as {loaded.stored_dtype})"]
     lines.append(f"convention: {convention_line}")
     lines.append(f"expected: {expect or 'nothing stated (structural checks only)'}")
@@ -501,7 +523,7 @@ def mask_report(loaded: LoadedMask, diagnosis: Diagnosis, convention_line: str, 
         lines.append(f"PROBLEM {problem.kind}{count}: {problem.message}")
         if problem.examples:
             shown = [
-                f"{b}:[{q}, {k}]" if batched else f"[{q}, {k}]"
+                f"{b}:[{q + shift}, {k}]" if batched else f"[{q + shift}, {k}]"
                 for b, (q, k) in zip(problem.batch_examples, problem.examples, strict=True)
             ]
             label = "sequence:[q, k]" if batched else "[q, k]"
@@ -555,6 +577,26 @@ def _size(n: int | None) -> str:
     return "n/a" if n is None else f"{n:,} B ({n / 2**20:,.1f} MiB)"
 
 
+class _Working:
+    """One transient line on stderr while kv-cache reads a config and measures transformers' cache (a second or
+    two, mostly importing transformers' modeling code), erased before the answer; nothing unless stderr is a
+    terminal, so pipes, files and --json see exactly what they saw before."""
+
+    def __init__(self, text: str) -> None:
+        self.shown = sys.stderr.isatty()
+        self.text = text
+
+    def __enter__(self) -> None:
+        if self.shown:
+            sys.stderr.write(self.text)
+            sys.stderr.flush()
+
+    def __exit__(self, *exc) -> None:
+        if self.shown:
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()
+
+
 def kv_cache_command(args: argparse.Namespace) -> int:
     """The KV cache a model config needs: exit 0, or 2 with one line for an unreadable or unusable config."""
     from attnviz.errors import ConfigError
@@ -563,11 +605,13 @@ def kv_cache_command(args: argparse.Namespace) -> int:
     from attnviz.labs.kv.memory import estimate, kind_counts
 
     try:
-        cfg = load_config(args.config)
-        default = min(settings.KV_DEFAULT_SEQ_LEN, cfg.max_positions or settings.KV_DEFAULT_SEQ_LEN)
-        seq_len = default if args.seq_len is None else args.seq_len
-        result = estimate(cfg, args.batch, seq_len, args.dtype, block_size=args.block_size)
-        engines = engine_estimates(cfg, args.batch, seq_len, args.dtype)
+        with _Working("attnviz kv-cache: reading the config and measuring transformers' cache..."):
+            cfg = load_config(args.config)
+            default = min(settings.KV_DEFAULT_SEQ_LEN, cfg.max_positions or settings.KV_DEFAULT_SEQ_LEN)
+            seq_len = default if args.seq_len is None else args.seq_len
+            result = estimate(cfg, args.batch, seq_len, args.dtype, block_size=args.block_size)
+            # --json prints no engine, so transformers' cache is not measured for it (estimate checks the same input)
+            engines = [] if args.json else engine_estimates(cfg, args.batch, seq_len, args.dtype)
     except (ConfigError, ValueError) as err:
         raise CommandError(str(err)) from err
     if args.json:
@@ -731,18 +775,18 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.add_argument(
         "--expect",
         default=None,
-        help="what it should be: causal, padding, causal+padding, sliding:W, prefix:P or documents:L1,L2,..."
-        " (packed documents, block-diagonal causal)",
+        help="what it should be: causal, padding, causal+padding, sliding:W, prefix:P, documents:L1,L2,..."
+        " (packed documents, block-diagonal causal) or bidirectional-documents:L1,L2,... (an encoder's)",
     )
     doctor.add_argument(
         "--q-len",
-        type=int,
+        type=ascii_int,
         default=None,
         help="query rows in the mask (1: a (1, T) mask is a decode step, not a key mask)",
     )
     doctor.add_argument(
         "--offset",
-        type=int,
+        type=ascii_int,
         default=None,
         help="position of the first query (tokens in the KV cache; default k_len - q_len, aligned bottom-right)",
     )

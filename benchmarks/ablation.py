@@ -7,8 +7,9 @@ Times, in one process and on one text of ``--tokens`` tokens (model load exclude
 - ``sweep``: :func:`attnviz.labs.ablation.ablation_sweep`, every one of the 30 x 9 heads ablated alone, several
   per batched pass, each pass reduced to one KL a head as it goes.
 
-Prints one JSON object. ``attnviz.labs.ablation.SWEEP_FLOPS_PER_SECOND`` (the page's prediction) comes from
-this figure.
+Prints one JSON object, with the prediction the page and the CLI make before the sweep (from its baseline pass, timed
+here at this length: :func:`attnviz.labs.ablation.sweep_baseline`) beside the real time. benchmarks/estimates.py
+compares it, and the progress bar's, on several models and lengths.
 """
 
 from __future__ import annotations
@@ -44,8 +45,12 @@ def main() -> None:
     ablation.ablation_effect(source, text, args.tokens, [(layer, 0) for layer in range(source.n_layer)], args.mode)
     effect = time.perf_counter() - start
     start = time.perf_counter()
-    sweep = ablation.ablation_sweep(source, text, args.tokens, args.mode)
-    seconds = time.perf_counter() - start
+    baseline = ablation.sweep_baseline(source, text, args.tokens, args.mode)
+    timing = time.perf_counter() - start
+    predicted = baseline.seconds(baseline.first)
+    start = time.perf_counter()
+    sweep = ablation.sweep_result(baseline, ablation.run_pieces(source, text, baseline, {}))
+    seconds = timing + time.perf_counter() - start
     n_heads = source.n_layer * source.n_head
     print(
         json.dumps(
@@ -60,7 +65,9 @@ def main() -> None:
                 "sweep_heads": n_heads,
                 "rows_per_pass": sweep.rows_per_pass,
                 "sweep_over_forward": round(seconds / forward, 1),
-                "predicted_sweep_seconds": round(ablation.sweep_seconds(source, int(ids.shape[1])), 1),
+                "baseline_seconds": round(timing, 3),
+                "predicted_seconds_after_baseline": round(predicted, 1),
+                "real_seconds_after_baseline": round(seconds - timing, 1),
                 "largest_kl_mean": max(v for row in sweep.values for v in row if v is not None),
             },
             indent=2,

@@ -2,23 +2,22 @@
 
 import streamlit as st
 
-from attnviz.app.loading import cached_job, require_source, result_cache
+from attnviz.app.loading import cached_job, require_source
 from attnviz.app.navigation import frame_settings
 from attnviz.app.state import valid_choice
-from attnviz.app.widgets import plotly, show_error, show_info
-from attnviz.core.admission import Need
+from attnviz.app.widgets import show_error, show_info
 from attnviz.errors import ModelUnavailableError
-from attnviz.figures.ablation import make_ablation_sweep_figure
 from attnviz.i18n.message import msg
 from attnviz.i18n.translate import t
 from attnviz.labs import ablation
-from pages.widgets.ablation import show_result
+from pages.widgets.ablation import limit_text, show_result, sweep_section
 
 st.title(t("ablation.title"))
 settings = frame_settings()
 source = require_source(settings)
 n_tokens = ablation.token_limit(settings.max_tokens)
-st.caption(t("ablation.intro", tokens=n_tokens))
+limit = limit_text("ablation.limit", n_tokens, settings.max_tokens, ablation.ABLATION_TOKENS)
+st.caption(t("ablation.intro", limit=limit))
 if not source.ablation_modes:
     show_info(msg("ablation.unsupported", name=source.name, note=source.route_note))
     st.stop()
@@ -70,36 +69,7 @@ else:
     if result is not None:
         show_result(result, source.name)
 
-st.subheader(t("ablation.sweep"))
-sweep_tokens = ablation.token_limit(settings.max_tokens, ablation.SWEEP_TOKENS)
-seconds = ablation.sweep_seconds(source, sweep_tokens)
-sweep_key = (settings.spec, settings.text, sweep_tokens, mode)
-st.caption(
-    t(
-        "ablation.sweep_caption",
-        n=len(all_heads),
-        tokens=sweep_tokens,
-        limit=ablation.SWEEP_TOKENS,
-        seconds=seconds,
-        rows=ablation.PASS_ROWS,
-    )
-)
-# the switch runs the sweep it was turned on for: another text, mode or model asks again (minutes each)
-if st.session_state.get("ablation_sweep_run") and st.session_state.get("ablation_sweep_for") != sweep_key:
-    st.session_state["ablation_sweep_run"] = False
-if ("ablation_sweep", sweep_key) in result_cache() or st.toggle(
-    t("ablation.sweep_run", n=len(all_heads), seconds=seconds),
-    key="ablation_sweep_run",
-    on_change=lambda: st.session_state.update(ablation_sweep_for=sweep_key),
-):
-    try:
-        sweep = cached_job(
-            "ablation_sweep",
-            sweep_key,
-            lambda progress: ablation.ablation_sweep(source, settings.text, sweep_tokens, mode, progress),
-            t("ablation.sweeping"),
-            Need(ablation.sweep_bytes(source, sweep_tokens), seconds),
-        )
-        plotly(make_ablation_sweep_figure(sweep), key="ablation_sweep")
-    except (ModelUnavailableError, ValueError) as err:
-        show_error(err)
+try:
+    sweep_section(source, settings, mode)
+except (ModelUnavailableError, ValueError) as err:
+    show_error(err)

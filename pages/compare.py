@@ -2,16 +2,22 @@
 
 import streamlit as st
 
-from attnviz.app.loading import cached, current_record, require_source, result_cache
+from attnviz.app.loading import cached, current_record, require_source
 from attnviz.app.navigation import frame_settings
 from attnviz.app.state import valid_choice
 from attnviz.app.widgets import plotly, show_info, table
+from attnviz.core.admission import Need
 from attnviz.core.token_display import markdown_text
-from attnviz.figures.compare import make_compare_jsd_figure, make_compare_stat_figure
+from attnviz.figures.compare import (
+    jsd_scale,
+    make_compare_head_figure,
+    make_compare_jsd_figure,
+    make_compare_stat_figure,
+)
 from attnviz.figures.heads import stat_name
 from attnviz.i18n.translate import t, tr
 from attnviz.labs import compare
-from pages.widgets.compare import choose_b
+from pages.widgets.compare import choose_b, choose_head, run_comparison
 
 HEADERS = {
     "layer": "stat_names.layer",
@@ -21,6 +27,7 @@ HEADERS = {
     "diff": "compare.col_diff",
     "jsd": "compare.col_jsd",
 }
+SQRT_TOKENS = 64  # past this many tokens most weights are small: √ colour is on by itself
 
 st.title(t("compare.title"))
 st.caption(t("compare.intro"))
@@ -34,19 +41,7 @@ record_b = current_record(settings_b)
 if record_b is None:
     st.stop()
 key = (*settings.key(), settings_b.spec, settings_b.text)
-seconds = compare.comparison_seconds(record_a, record_b)
-if ("compare", key) not in result_cache() and seconds > compare.CONFIRM_SECONDS:
-    queries = compare.jsd_queries(record_a.n_layer, record_a.n_head, max(record_a.k_len, record_b.k_len))
-    st.warning(t("compare.slow", queries=queries, seconds=seconds))
-    if not st.button(t("compare.run", seconds=seconds), key="compare_run"):
-        st.stop()
-comparison = cached(
-    "compare",
-    key,
-    lambda: compare.compare_records(record_a, record_b),
-    t("compare.comparing"),
-    need=compare.comparison_need(record_a, record_b),
-)
+comparison = run_comparison(key, record_a, record_b)
 
 names = {"model_a": markdown_text(record_a.model_name), "model_b": markdown_text(record_b.model_name)}
 masks = {"mask_a": tr(record_a.mask_summary()), "mask_b": tr(record_b.mask_summary())}
@@ -66,11 +61,45 @@ valid_choice("compare_stat", comparison.statistics, "entropy")
 statistic = st.selectbox(t("compare.statistic"), comparison.statistics, key="compare_stat", format_func=stat_name)
 plotly(make_compare_stat_figure(comparison, statistic), key="compare_stats")
 st.caption(t("compare.stats_caption"))
-if comparison.jsd is not None:
+if comparison.jsd is None:
+    st.stop()
+largest = comparison.largest(statistic, digits=3)
+if len(aligned):
     st.subheader(t("compare.jsd_header"))
-    plotly(make_compare_jsd_figure(comparison), key="compare_jsd")
+    low, high = jsd_scale(comparison)
+    st.caption(t("compare.jsd_scale", low=f"{low:g}", high=f"{high:g}"))
+    layer, head = choose_head(comparison, largest, key)
+    plotly(
+        make_compare_jsd_figure(comparison, selected=(layer, head)),
+        key="compare_jsd",
+        on_select="rerun",
+        selection_mode=("points",),
+    )
     st.caption(t("compare.jsd_caption"))
-    st.subheader(t("compare.largest_header"))
-    largest = comparison.largest(statistic)
-    table(largest, key="compare_largest", headers=HEADERS, hide_index=True, width="stretch")
-    st.caption(t("compare.largest_caption", n=len(largest), statistic=stat_name(statistic)))
+
+    st.subheader(t("compare.head_header", layer=layer, head=head))
+    long_input = max(record_a.q_len, record_b.q_len) > SQRT_TOKENS
+    emphasise = st.toggle(t("compare.sqrt"), value=long_input, key=f"compare_sqrt_{long_input}")
+    pair = cached(
+        "compare_head",
+        (*key, layer, head),
+        lambda: compare.head_pair(comparison, layer, head),
+        t("compare.reading_head"),
+        need=Need(16 * compare.CHUNK_ELEMENTS, 0.0),
+    )
+    plotly(make_compare_head_figure(comparison, pair, gamma=0.5 if emphasise else 1.0), key="compare_head_maps")
+    pooled = any(end - start > 1 for spans in (pair.a_spans, pair.b_spans, pair.diff_spans) for start, end in spans)
+    sampled = " " + t("compare.head_sampled", stride=pair.stride) if pair.stride > 1 else ""
+    st.caption(t("compare.head_caption") + (" " + t("compare.head_pooled") if pooled else "") + sampled)
+
+st.subheader(t("compare.largest_header"))
+table(
+    largest,
+    key="compare_largest",
+    headers=HEADERS,
+    hide_index=True,
+    width="stretch",
+    on_select="rerun",
+    selection_mode="single-row",
+)
+st.caption(t("compare.largest_caption", n=len(largest), statistic=stat_name(statistic)))

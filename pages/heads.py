@@ -14,14 +14,15 @@ from attnviz.app.navigation import frame_settings
 from attnviz.app.search import new_focus, token_search
 from attnviz.app.widgets import export_menu, layer_head_picker, plotly
 from attnviz.core.token_display import markdown_text
-from attnviz.figures.base import HEATMAP_SIDE_PX, head_label
+from attnviz.figures.base import HEATMAP_SIDE_PX, PAGE_WIDTH_PX, column_width, head_label
 from attnviz.figures.heads import flag_names, grid_show_labels, grid_show_options, grid_view, selected_tile
 from attnviz.i18n.translate import t, tr
 from pages.widgets.heads import grid_figure, stats_section
 
 SQRT_BY_ITSELF_TOKENS = 128  # longer inputs are coloured by √weight unless the user turns it off
 TALL_GRID_LAYERS = 12  # above this many layers the grid is compact and the large view sits beside it
-BESIDE_GRID_SIDE = 480  # pixels a side of the large view beside the grid, so it fits its column square
+BESIDE_GRID_SIDE = 480  # pixels a side of the large view beside the grid, at most
+BESIDE_GRID_WIDTH = column_width((2, 3), 1, gap_px=32)  # the width of its column: labels and colour bar included
 
 
 def open_head(layer: int, head: int | str) -> None:
@@ -103,8 +104,8 @@ with view_area:
     values = value_switch(record, key="heads_values")
     if values and not record.full_view:
         st.caption(t("value_weighted.pooled_raw"))
-    side = BESIDE_GRID_SIDE if tall else HEATMAP_SIDE_PX[1]
-    drawn = head_view(record, layer, head, key="heads", gamma=gamma, max_side=side, values=values)
+    side, width = (BESIDE_GRID_SIDE, BESIDE_GRID_WIDTH) if tall else (HEATMAP_SIDE_PX[1], PAGE_WIDTH_PX)
+    drawn = head_view(record, layer, head, key="heads", gamma=gamma, max_side=side, max_width=width, values=values)
     export_menu(  # the head as drawn: the window at full resolution, and the pooled map above it on a long text
         "heads_head_export",
         tensors=exports.head_export(record, layer, head, drawn.rows, drawn.cols, pooled=drawn.pooled),

@@ -71,7 +71,8 @@ for note in cfg.notes:
 st.subheader(t("kv_cache.engines"))
 with st.expander(t("kv_cache.engine_settings")):
     knobs = kv_engine_knobs()
-engines = engine_estimates(cfg, batch, seq_len, dtype, **knobs)
+with st.spinner(t("kv_speed.engines_spinner")):  # the first time per config: transformers' modeling code loads
+    engines = engine_estimates(cfg, batch, seq_len, dtype, **knobs)
 left, right = st.columns([3, 2])
 with left:
     drawn = [(e.engine, e.total_bytes) for e in engines if e.total_bytes is not None]

@@ -12,11 +12,13 @@ from attnviz.core.token_display import markdown_text, plain_text
 from attnviz.errors import ModelUnavailableError
 from attnviz.figures.heads import make_row_figure
 from attnviz.figures.masks import make_difference_figure, make_leak_figure, make_mask_figure, make_masked_weights_figure
-from attnviz.i18n.message import msg
+from attnviz.i18n.message import PluralS, msg
 from attnviz.i18n.translate import t, tr
+from attnviz.labs.masks.builder import decode_note
 from attnviz.labs.masks.doctor import diagnose, parse_expect
 from attnviz.labs.masks.effects import (
     blocked_by,
+    counted_rows,
     describe_bug_effect,
     head_effect,
     leak_test,
@@ -25,6 +27,7 @@ from attnviz.labs.masks.effects import (
 )
 from attnviz.labs.masks.gallery import TABLE_HEADERS as GALLERY_HEADERS
 from attnviz.labs.masks.gallery import gallery, gallery_table
+from attnviz.labs.masks.verdict import verdict
 from attnviz.models.record import short_text
 from pages.widgets.masks import lab_mask_input
 
@@ -61,10 +64,10 @@ own = "causal" if source.causal else None
 # the labels never change, or the radio would be drawn anew (and empty) when the model or the mask does
 choices = ("model", "built", "none", "custom")
 cols = st.columns([2, 1])
-meant = cols[0].radio(
-    t("masks.meant"), choices, format_func=lambda choice: t(f"masks.meant_{choice}"), key="mask_meant"
+meant = cols[0].radio(  # by default what the mask was built as (a custom mask says nothing: the model's own)
+    t("masks.meant"), choices, index=1, format_func=lambda choice: t(f"masks.meant_{choice}"), key="mask_meant"
 )
-expect_text = {"model": own, "none": None, "built": lab.expect}.get(meant)
+expect_text = {"model": own, "none": None, "built": own if lab.custom else lab.expect}.get(meant)
 if meant == "custom":
     expect_text = cols[1].text_input(t("masks.expect_text"), "causal", key="mask_expect_text")
 else:
@@ -85,9 +88,12 @@ except ValueError as err:
 if lab.q_len is not None:
     st.caption(t("mask_decode_lab.decode_caption", q_len=lab.q_len, T=T, offset=T - lab.q_len))
 
+meant_mask = meant_keep(lab.keep, expect, lengths=lengths, side=lab.side)  # (T, T): what it is meant to keep
+rows = counted_rows(T, lengths, lab.side)  # padding rows are don't-care, for the doctor and the leak test alike
+
 st.subheader(t("masks.one_head"))
 layer, head = layer_head_picker(record.n_layer, record.n_head, key="mask", with_mean=False)
-effect = head_effect(record, layer, head, lab.acting, meant_keep(lab.keep, expect, lengths=lengths, side=lab.side))
+effect = head_effect(record, layer, head, lab.acting, meant_mask)
 cols = st.columns(3)
 cols[0].metric(t("masks.leaked"), f"{effect.leaked:.3g}", help=t("masks.leaked_help"))
 cols[1].metric(t("masks.nan_rows"), len(effect.nan_rows), help=t("masks.nan_rows_help"))
@@ -126,22 +132,32 @@ plotly(
 )
 
 st.subheader(t("masks.doctor"))
-convention_name = t(f"masks.convention_{diagnosis.convention}")  # keep, block or additive, in words
-if diagnosis.ok:
-    st.success(t("masks.no_problem", convention=convention_name, shape=list(diagnosis.shape)))
-else:
-    st.error(t("masks.problems", n=len(diagnosis.problems), convention=convention_name, shape=list(diagnosis.shape)))
-    for problem in diagnosis.problems:
-        st.markdown(f"- **{problem.kind}** ({problem.count:,}): {tr(problem.message, escape=markdown_text)}")
-for note in diagnosis.notes:
-    st.caption(tr(note, escape=markdown_text))
-
 leak = cached_job(
     "mask_leak",
-    (*settings.key(n_tokens), mask_digest(lab.acting)),
-    lambda progress: leak_test(source, settings.text, n_tokens, lab.acting, progress=progress),
+    (
+        *settings.key(n_tokens),
+        mask_digest(lab.acting),
+        mask_digest(meant_mask),
+        "" if rows is None else mask_digest(rows),
+    ),
+    lambda progress: leak_test(source, settings.text, n_tokens, lab.acting, meant_mask, rows, progress=progress),
     t("masks.leak_spinner"),
 )
+found = verdict(diagnosis, leak, meant_mask, rows)  # one verdict: the doctor's reading and the leak test's run
+convention_name = t(f"masks.convention_{diagnosis.convention}")  # keep, block or additive, in words
+shape, n_problems = list(diagnosis.shape), len(diagnosis.problems)
+if diagnosis.ok:
+    headline = t("masks.no_problem", convention=convention_name, shape=shape)
+else:
+    headline = t("masks.problems", n=n_problems, s=PluralS(n_problems), convention=convention_name, shape=shape)
+verdict_box = st.success if diagnosis.ok and not found.leaks else st.error  # a leak either finds is a leak
+verdict_box(f"{headline} {tr(found.describe())}")
+for problem in diagnosis.problems:
+    st.markdown(f"- **{problem.kind}** ({problem.count:,}): {tr(problem.message, escape=markdown_text)}")
+for note in diagnosis.notes:
+    st.caption(tr(note, escape=markdown_text))
+if (past_end := decode_note(lab)) is not None:
+    st.info(tr(past_end))
 st.markdown(t("masks.leak_test", result=leak.describe()))
 plotly(make_leak_figure(leak.change, labels, leak.tolerance, leak.cuts), "mask_leak_fig")
 
@@ -172,10 +188,11 @@ with right:
         make_masked_weights_figure(broken.weights, labels, ~blocked_by(bug.buggy), title=t("masks.fig_bug")),
         "mask_bug_fig",
     )
+bug_rows = counted_rows(T, bug.lengths, bug.side)
 bug_leak = cached_job(
     "mask_leak",
-    (*settings.key(n_tokens), mask_digest(bug.buggy)),
-    lambda progress: leak_test(source, settings.text, n_tokens, bug.buggy, progress=progress),
+    (*settings.key(n_tokens), mask_digest(bug.buggy), mask_digest(bug.intended), str(bug.lengths), bug.side),
+    lambda progress: leak_test(source, settings.text, n_tokens, bug.buggy, bug.intended, bug_rows, progress=progress),
     t("masks.bug_leak_spinner"),
 )
 st.markdown(tr(describe_bug_effect(broken, bug_leak)))

@@ -7,7 +7,7 @@ from attnviz.app.loading import cached, require_source, require_text
 from attnviz.app.navigation import frame_settings
 from attnviz.app.widgets import layer_head_picker, plotly, show_error, show_info
 from attnviz.errors import ModelUnavailableError, ParityUnsupportedError
-from attnviz.figures.base import make_head_heatmap_figure
+from attnviz.figures.base import column_width, make_head_heatmap_figure
 from attnviz.figures.parity import make_parity_figure
 from attnviz.i18n.message import msg
 from attnviz.i18n.translate import t, tr
@@ -65,9 +65,13 @@ labels = token_labels(parity.tokens)
 mask = parity.keys[layer].dense()
 left, right = st.columns(2)
 with left:
-    fig = make_head_heatmap_figure(parity.ours[layer, head], labels, labels, title="attnviz", mask=mask)
+    fig = make_head_heatmap_figure(
+        parity.ours[layer, head], labels, labels, title="attnviz", mask=mask, max_width=column_width(2)
+    )
     plotly(fig, key="parity_ours")
 with right:
-    fig = make_head_heatmap_figure(parity.theirs[layer, head], labels, labels, title=t("parity.fig_theirs"), mask=mask)
+    fig = make_head_heatmap_figure(
+        parity.theirs[layer, head], labels, labels, title=t("parity.fig_theirs"), mask=mask, max_width=column_width(2)
+    )
     plotly(fig, key="parity_theirs")
 st.caption(t("parity.full_resolution", T=T))

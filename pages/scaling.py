@@ -7,7 +7,7 @@ from attnviz.app.loading import cached, cached_job, require_qk, require_source, 
 from attnviz.app.navigation import frame_settings
 from attnviz.app.widgets import layer_head_picker, plotly, show_error, show_info, table
 from attnviz.errors import ModelUnavailableError
-from attnviz.figures.base import make_head_heatmap_figure
+from attnviz.figures.base import column_width, make_head_heatmap_figure
 from attnviz.figures.scaling import (
     make_gradient_figure,
     make_layer_variance_figure,
@@ -115,6 +115,7 @@ for panel, (kind, factor) in zip(panels, shown.items(), strict=False):
             title=titles[kind],
             mask=record.mask(layer, (0, side), (0, side)),
             max_side=PANEL_SIDE,
+            max_width=column_width(2),
         )
         plotly(fig, key=f"scaling_head_{kind}")
         st.caption(

@@ -139,6 +139,40 @@ def wait_for_charts(page, count: int, timeout_ms: int = 90_000) -> None:
     )
 
 
+def choose_page(page, title: str) -> None:
+    """Open the page titled ``title`` from the menu, as a user does: the header's link, or its section's drop-down
+    and the link there (on a narrow window Streamlit draws the menu in the sidebar: its link there)."""
+    wait_until_idle(page)
+    sidebar = page.locator('[data-testid="stSidebarNav"]')
+    if sidebar.count():
+        opener = page.locator('[data-testid="stExpandSidebarButton"]')
+        if opener.is_visible():  # a narrow window starts with the sidebar closed
+            opener.click()
+        link = sidebar.get_by_text(title, exact=True)
+        if not link.count():  # the menu shows ten pages until "View … more"
+            sidebar.locator('[data-testid="stSidebarNavViewButton"]').click()
+        link.click()
+    else:
+        menu = page.locator('[data-testid="stTopNav"]')
+        link = menu.locator('[data-testid="stTopNavLink"]').filter(has=page.get_by_text(title, exact=True))
+        if link.count():
+            link.first.click()
+        else:
+            sections = menu.locator('[data-testid="stTopNavSection"]')
+            for i in range(sections.count()):
+                sections.nth(i).click()
+                item = page.locator('[data-testid="stTopNavDropdownLink"]').filter(
+                    has=page.get_by_text(title, exact=True)
+                )
+                if item.count():
+                    item.first.click()
+                    break
+                page.keyboard.press("Escape")  # not in this section: close its drop-down
+            else:
+                raise LookupError(f"no page titled {title!r} in the menu")
+    wait_until_idle(page)
+
+
 def choose_sidebar_option(page, label: str, option: str) -> None:
     """Open a sidebar selectbox by its label and choose an option, as a user does.
 

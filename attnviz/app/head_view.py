@@ -15,7 +15,7 @@ from torch import Tensor
 
 from attnviz.app.widgets import plotly
 from attnviz.core.token_display import plain_text
-from attnviz.figures.base import HEATMAP_SIDE_PX, head_label, make_head_heatmap_figure
+from attnviz.figures.base import HEATMAP_SIDE_PX, PAGE_WIDTH_PX, head_label, make_head_heatmap_figure
 from attnviz.figures.heads import (
     make_pooled_head_figure,
     make_row_figure,
@@ -71,6 +71,7 @@ def head_view(
     labels: list[str] | None = None,
     title: str | None = None,
     max_side: int = HEATMAP_SIDE_PX[1],
+    max_width: int = PAGE_WIDTH_PX,
     values: bool = False,
 ) -> DrawnHead:
     """One head drawn large: whole at full resolution when it fits, else pooled with a zoom to full resolution.
@@ -78,7 +79,8 @@ def head_view(
     ``values``: the full-resolution maps and the row are value-weighted, ‖α_ij · v_j W_O^h‖ (the record must
     have value norms); a long text's pooled map stays in raw weights (only those are pooled).
 
-    Each map is at most ``max_side`` pixels a side (a page that draws the head in a narrow column asks for less).
+    Each map is at most ``max_side`` pixels a side and ``max_width`` wide, labels and colour bar included (a page
+    that draws the head in a column asks for its width: :func:`attnviz.figures.base.column_width`).
     The one-query-row view follows the window's last row (a decoder's row 0 sees only itself) until the reader picks
     a row."""
     whole = None if labels else record.labels(full=True)  # whole tokens on hover where the axis labels are cut
@@ -101,6 +103,7 @@ def head_view(
             q_hover=whole,
             k_hover=k_hover,
             max_side=max_side,
+            max_width=max_width,
         )
         plotly(fig, key=f"{key}_large")
         st.caption(resolution_note(record))
@@ -122,6 +125,7 @@ def head_view(
         gamma=gamma,
         kind=kind,
         max_side=max_side,
+        max_width=max_width,
     )
     event = plotly(fig, key=f"{key}_pooled", on_select="rerun", selection_mode=("box",))
     box = _selected_box(event)
@@ -165,6 +169,7 @@ def head_view(
         q_hover=whole and whole[rows[0] : rows[1]],
         k_hover=k_hover,
         max_side=max_side,
+        max_width=max_width,
     )
     plotly(fig, key=f"{key}_window")
     row_key, auto_key = f"{key}_row", f"{key}_row_auto"

@@ -36,15 +36,21 @@ SECTIONS = {
 }
 
 
+HOME = "overview"  # the default page: a link of its own at the menu's start, before the sections' drop-downs
+# The menu sits in the page's header, a drop-down a section: in the sidebar its 16 entries pushed the text and the
+# model below a 1,000-px screen (issue 25). On a narrow screen Streamlit moves it into the sidebar itself.
+MENU_POSITION = "top"
+
+
 def pages() -> dict[str, list[st.Page]]:
-    """Every page of the app in its section, in menu order, titled in the reader's language."""
-    return {
-        t(f"nav_sections.{section}"): [
-            st.Page(f"pages/{name}.py", title=t(f"nav.{name}"), icon=icon, default=name == "overview")
-            for name, icon in section_pages.items()
-        ]
-        for section, section_pages in SECTIONS.items()
-    }
+    """Every page of the app in its section, in menu order, titled in the reader's language; the home page first,
+    under no section (``""``: in the header's menu, a link of its own)."""
+    menu: dict[str, list[st.Page]] = {"": []}
+    for section, section_pages in SECTIONS.items():
+        for name, icon in section_pages.items():
+            page = st.Page(f"pages/{name}.py", title=t(f"nav.{name}"), icon=icon, default=name == HOME)
+            menu.setdefault("" if name == HOME else t(f"nav_sections.{section}"), []).append(page)
+    return menu
 
 
 def leave_legacy_multipage_mode() -> None:

@@ -52,8 +52,9 @@ def plotly(fig: go.Figure, key: str, *, tensors=None, **kwargs):
     """Render a figure at full width with a stable key, an Export menu under it; returns the selection event when
     asked for one.
 
-    A figure that sets its own width (a heatmap with square cells) is drawn that wide, or as wide as the column
-    where that is narrower; any other fills the column. The modebar's camera saves an SVG at the figure's size,
+    A figure that sets its own width (a heatmap of tokens, built to fill the width its page or column gives:
+    :func:`attnviz.figures.base.fit_token_axes`) is drawn that wide, or as wide as the column in a narrower window,
+    its cells kept square; any other fills the column. The modebar's camera saves an SVG at the figure's size,
     named after ``key`` (the menu switches it to PNG);
     the menu also offers the figure as offline HTML and, given ``tensors`` (an
     :class:`attnviz.app.exports.TensorExport`), the tensors it draws. Chart and menu share a container, so a

@@ -42,19 +42,30 @@ def make_ablation_change_figure(result: AblationResult, *, title: str | None = N
 
 
 def make_ablation_sweep_figure(sweep: AblationSweep, *, title: str | None = None) -> go.Figure:
-    """Layer (rows) x head (columns): each head's effect when ablated alone (mean KL or mean cosine distance)."""
+    """Layer (rows) x head (columns): each head's effect when ablated alone (mean KL or mean cosine distance); a
+    head not run yet (a sweep stopped part way) is blank, and says so on hover."""
     if title is None:
         title = t("ablation_fig.sweep_kl") if sweep.measure == "kl_mean" else t("ablation_fig.sweep_hidden")
-    z = np.array([[np.nan if v is None else v for v in row] for row in sweep.values], dtype=np.float32)
+    z = np.array([[np.nan if v is None else v for v in row] for row in sweep.values], dtype=np.float64)
     n_layer, n_head = z.shape if z.size else (0, 0)
+    done = sweep.done or [[True] * n_head for _ in range(n_layer)]
+    shown = [
+        [
+            (f"{v:.4g}" if v is not None else t("ablation_fig.no_value")) if ran else t("ablation_fig.not_run")
+            for v, ran in zip(row, ran_row, strict=True)
+        ]
+        for row, ran_row in zip(sweep.values, done, strict=True)
+    ]
     fig = go.Figure(
         go.Heatmap(
             z=z,
             x=[f"H{h}" for h in range(n_head)],
             y=[f"L{layer}" for layer in range(n_layer)],
+            text=shown,
             colorscale="Reds",
-            zmin=0,
-            hovertemplate="%{y} %{x}: %{z:.4g}<extra></extra>",
+            zmin=0,  # both ends given, or plotly fits the scale to the values and no effect is not white
+            zmax=float(np.nanmax(z)) if np.isfinite(z).any() and np.nanmax(z) > 0 else 1.0,
+            hovertemplate="%{y} %{x}: %{text}<extra></extra>",
         )
     )
     fig.update_layout(
@@ -62,6 +73,8 @@ def make_ablation_sweep_figure(sweep: AblationSweep, *, title: str | None = None
         xaxis_title=t("ablation_fig.head"),
         yaxis_title=t("ablation_fig.layer"),
         yaxis_autorange="reversed",
+        # a head without a value (not run, or one token) is grey, not white like no effect
+        plot_bgcolor="#d9d9d9" if np.isnan(z).any() else None,
         height=max(300, 22 * n_layer + 120),
         margin={"l": 60, "r": 20, "t": 50, "b": 50},
     )

@@ -16,7 +16,9 @@ Masked cells (may-not-attend) are NaN and show as the grey plot background.
 
 from __future__ import annotations
 
+import math
 import re
+from collections.abc import Sequence
 
 import numpy as np
 import plotly.graph_objects as go
@@ -92,34 +94,55 @@ def weight_colorbar(gamma: float = 1.0) -> dict:
     }
 
 
-def axis_height(n: int) -> int:
-    return int(min(900, max(380, 160 + 14 * n)))
-
-
 MODEBAR_PX = 28  # Plotly's toolbar, drawn over the figure's top right: a margin this tall keeps it off the labels
-LABEL_PX = 18  # tick labels (one line of 12 px text) closer than this overlap
-SLANTED_LABEL_PX = 28  # ... and labels slanted at -60° (the key axis on top), whose lines run closer together
+LABEL_PX = 16  # tick labels (one line of 12 px text, 14 px tall with its descenders) closer than this touch
+# ... and labels slanted at -60° (the key axis on top): neighbours this far apart along the axis are LABEL_PX apart
+# across their lines (the spacing times sin 60°)
+SLANTED_LABEL_PX = math.ceil(LABEL_PX / math.sin(math.radians(60)))
 HEATMAP_SIDE_PX = (320, 640)  # one head's plot area: at least, and at most, this many pixels a side
-CELL_PX = 24  # below the largest side, each token gets this many pixels
+MAX_CELL_PX = 64  # a few tokens: cells up to this large, so 1 or 2 tokens do not fill the screen
 COLORBAR_PX = 90  # the colour bar, its ticks and its title, right of the plot
+# the width a page gives a figure: the main column of the wide layout in a 1,400-px window with the sidebar open
+# (measured in Chromium), and the gap between two st.columns
+PAGE_WIDTH_PX = 940
+COLUMN_GAP_PX = 16
+
+
+def column_width(spec: int | Sequence[float] = 1, which: int = 0, gap_px: int = COLUMN_GAP_PX) -> int:
+    """Pixels the column ``which`` of ``st.columns(spec)`` gives a figure in the main column of a 1,400-px window
+    (462 for either of two; ``gap_px`` 32 for ``gap="medium"``): a figure drawn in a column asks for no more (the
+    ``max_width`` of :func:`make_head_heatmap_figure`)."""
+    weights = [1.0] * spec if isinstance(spec, int) else [float(w) for w in spec]
+    if not weights or min(weights) <= 0 or not 0 <= which < len(weights):
+        raise ValueError(f"no column {which} in st.columns({spec!r})")
+    return int((PAGE_WIDTH_PX - gap_px * (len(weights) - 1)) * weights[which] / sum(weights))
 
 
 def heatmap_plot_size(n_q: int, n_k: int, max_side: int = HEATMAP_SIDE_PX[1]) -> tuple[int, int]:
-    """(width, height) in pixels of a (n_q, n_k) heatmap's plot area with square cells, its longer side between
-    ``HEATMAP_SIDE_PX[0]`` and ``max_side`` (a few tokens get large cells, a long window small ones)."""
+    """(width, height) in pixels of a (n_q, n_k) heatmap's plot area with square cells: its longer side is
+    ``max_side``, or less where cells would pass :data:`MAX_CELL_PX` (a few tokens), but at least
+    ``HEATMAP_SIDE_PX[0]`` unless ``max_side`` is less."""
     longest = max(n_q, n_k, 1)
-    side = min(max_side, max(HEATMAP_SIDE_PX[0], CELL_PX * longest))
+    side = min(max_side, max(HEATMAP_SIDE_PX[0], MAX_CELL_PX * longest))
     cell = side / longest
     return max(1, round(cell * n_k)), max(1, round(cell * n_q))
+
+
+def fitted_side(
+    left: int, max_side: int = HEATMAP_SIDE_PX[1], max_width: int = PAGE_WIDTH_PX, right: int = COLORBAR_PX
+) -> int:
+    """The longest plot side a heatmap may take: ``max_side``, or less where the figure (``left`` and ``right``
+    margins around the plot) would be wider than ``max_width``, the width its page gives it."""
+    return max(1, min(max_side, max_width - left - right))
 
 
 TICK_STEPS = (1, 2, 5)  # label every 1, 2, 5, 10, 20, 50, ... tokens: positions a reader can count on
 
 
 def thinned_ticks(labels: list[str], plot_px: float, label_px: float = LABEL_PX) -> dict:
-    """Tick settings for a category axis of ``labels`` drawn over ``plot_px`` pixels: every k-th label, with k the
-    smallest of 1, 2, 5, 10, 20, 50, … that leaves ``label_px`` pixels a label, so labels never overlap (each is
-    whole on hover)."""
+    """Tick settings for a category axis of ``labels`` drawn over ``plot_px`` pixels: every label where each gets
+    ``label_px`` pixels, else every k-th, with k the smallest of 2, 5, 10, 20, 50, … that leaves ``label_px``
+    pixels a label, so labels never overlap (each is whole on hover)."""
     needed = len(labels) * label_px / max(plot_px, 1.0)
     step, scale = 1, 1
     while step < needed:
@@ -174,6 +197,38 @@ def upright_axis_titles(fig: go.Figure) -> go.Figure:
     return fig
 
 
+def fit_token_axes(
+    fig: go.Figure,
+    q_ticks: list[str],
+    k_ticks: list[str],
+    *,
+    max_side: int = HEATMAP_SIDE_PX[1],
+    max_width: int = PAGE_WIDTH_PX,
+    right: int = COLORBAR_PX,
+    bottom: int = 10,
+) -> go.Figure:
+    """Size a token x token heatmap (queries ``q_ticks`` down the side, keys ``k_ticks`` across the top, slanted):
+    square cells, the longer side ``max_side`` (:func:`heatmap_plot_size`) or what ``max_width`` leaves beside the
+    query labels and the ``right`` margin (a colour bar's :data:`COLORBAR_PX`, or a few pixels without one), as many
+    labels as fit (:func:`thinned_ticks`). No ``scaleanchor``: in a window narrower than the page it was sized for,
+    the browser narrows the plot and the colour bar stays as tall as the plot.
+
+    Every heatmap of tokens is sized here, so they look alike on every page: ``fig`` is changed and returned.
+    """
+    longest = max((len(label) for label in (*q_ticks, *k_ticks)), default=1)
+    left = min(220, 40 + 7 * longest)  # the query labels and the axis title
+    top = min(170, 60 + MODEBAR_PX + round(6 * longest))  # the title, the toolbar and the key labels (at -60°)
+    plot_w, plot_h = heatmap_plot_size(len(q_ticks), len(k_ticks), fitted_side(left, max_side, max_width, right))
+    fig.update_layout(
+        width=left + plot_w + right,
+        height=top + plot_h + bottom,
+        margin={"l": left, "r": right, "t": top, "b": bottom},
+        xaxis=thinned_ticks(k_ticks, plot_w, SLANTED_LABEL_PX),
+        yaxis=thinned_ticks(q_ticks, plot_h),
+    )
+    return fig
+
+
 WHOLE_ON_HOVER = 32  # cut tokens (rows and columns each) that get their whole text on hover
 
 
@@ -188,12 +243,15 @@ def make_head_heatmap_figure(
     q_hover: list[str] | None = None,
     k_hover: list[str] | None = None,
     max_side: int = HEATMAP_SIDE_PX[1],
+    max_width: int = PAGE_WIDTH_PX,
 ) -> go.Figure:
     """One head drawn large: weights (q_len, k_len), tokens on both axes, the weight on hover.
 
-    The figure has a size of its own (:func:`heatmap_plot_size`: square cells, the longer side at most
-    ``max_side`` pixels, plus room for the labels and the colour bar), so its colour bar is as tall as its plot;
-    the axes label every k-th token, as many as fit without overlapping (:func:`thinned_ticks`).
+    The figure has a size of its own (:func:`heatmap_plot_size`: square cells, the longer side ``max_side``
+    pixels, plus room for the labels and the colour bar), so its colour bar is as tall as its plot. The whole
+    figure is at most ``max_width`` pixels wide: the page's width by default, :func:`column_width` for a figure in
+    a column; the plot gives up what the labels need. The axes label every token where the labels fit side by side,
+    else every k-th (:func:`thinned_ticks`).
 
     ``mask`` (bool, True = may attend, broadcastable to (q_len, k_len)) greys out the
     cells a query cannot see, such as the future under a causal mask.
@@ -231,28 +289,11 @@ def make_head_heatmap_figure(
                 where = {"x": [k_ticks[p] for p in pair], "y": q_ticks}
                 template = cell_hover(key=hover_text(whole[i]))
             fig.add_trace(go.Heatmap(z=part, **where, hovertemplate=template, showscale=False, **cells))
-    plot_w, plot_h = heatmap_plot_size(len(q_labels), len(k_labels), max_side)
-    longest = max((len(label) for label in (*q_ticks, *k_ticks)), default=1)
-    left = min(220, 40 + 7 * longest)  # the query labels and the axis title
-    top = min(170, 60 + MODEBAR_PX + round(6 * longest))  # the title, the toolbar and the key labels (at -60°)
     fig.update_layout(
         title={"text": tr(title), "y": 0.99, "yanchor": "top"},
-        width=left + plot_w + COLORBAR_PX,
-        height=top + plot_h + 10,
         plot_bgcolor=MASKED_COLOR,
-        margin={"l": left, "r": COLORBAR_PX, "t": top, "b": 10},
-        xaxis={
-            "title": {"text": t("figures.key_axis")},
-            "type": "category",
-            "tickangle": -60,
-            "side": "top",
-            **thinned_ticks(k_ticks, plot_w, SLANTED_LABEL_PX),
-        },
-        yaxis={
-            "title": {"text": t("figures.query_axis")},
-            "type": "category",
-            "autorange": "reversed",
-            **thinned_ticks(q_ticks, plot_h),
-        },
+        xaxis={"title": {"text": t("figures.key_axis")}, "type": "category", "tickangle": -60, "side": "top"},
+        yaxis={"title": {"text": t("figures.query_axis")}, "type": "category", "autorange": "reversed"},
     )
+    fit_token_axes(fig, q_ticks, k_ticks, max_side=max_side, max_width=max_width)
     return fig

@@ -18,6 +18,8 @@ from attnviz.figures.base import (
     MASKED_COLOR,
     MODEBAR_PX,
     N_STOPS,
+    PAGE_WIDTH_PX,
+    fitted_side,
     head_label,
     heatmap_plot_size,
     weight_colorbar,
@@ -323,13 +325,15 @@ def make_pooled_head_figure(
     gamma: float = 1.0,
     kind: str = "max",
     max_side: int = HEATMAP_SIDE_PX[1],
+    max_width: int = PAGE_WIDTH_PX,
 ) -> go.Figure:
     """A long head at display resolution: pooled (P, Pk) -> heatmap on token-index axes.
 
     Each cell covers ``bin_size`` x ``bin_size`` tokens and shows their max (or
     mean) weight; NaN cells (nothing visible) are grey. The axes are token
     indices, so a box selection reads directly as a range of queries and keys.
-    The figure is sized to a square plot of at most ``max_side`` pixels, its colour bar as tall as the plot.
+    The figure is sized to a square plot of at most ``max_side`` pixels and ``max_width`` wide in all (the width
+    its page or column gives), its colour bar as tall as the plot.
     """
     z = pooled.float().cpu().numpy().astype(np.float32)  # (P, Pk)
     if kind == "max":
@@ -349,8 +353,8 @@ def make_pooled_head_figure(
             hoverongaps=False,
         )
     )
-    plot_w, plot_h = heatmap_plot_size(q_len, k_len, max_side)
     left, top = 70, 90 + MODEBAR_PX  # position numbers and the axis title; the title, the toolbar, the key axis
+    plot_w, plot_h = heatmap_plot_size(q_len, k_len, fitted_side(left, max_side, max_width))
     fig.update_layout(
         title={"text": tr(title), "y": 0.99, "yanchor": "top"},
         width=left + plot_w + COLORBAR_PX,

@@ -7,7 +7,7 @@ import plotly.graph_objects as go
 import torch
 from torch import Tensor
 
-from attnviz.figures.base import MASKED_COLOR, axis_height, make_head_heatmap_figure
+from attnviz.figures.base import MASKED_COLOR, column_width, fit_token_axes, make_head_heatmap_figure
 from attnviz.i18n.translate import t, tr
 
 # one marker colour per problem the doctor can report
@@ -24,18 +24,21 @@ PROBLEM_COLORS = {
 NAN_COLOR = "#d62728"
 KEPT_COLOR = "#9ecae1"
 MAX_MARKERS = 4096  # cells drawn per problem; the count is in the legend
+FIGURE_WIDTH = column_width(2)  # the Mask lab draws its maps two a row: each fills its column, with square cells
+LEGEND_PX = 60  # under a mask with findings: their legend
 
 
-def _square_layout(fig: go.Figure, n: int, title: str) -> go.Figure:
+def _square_layout(fig: go.Figure, labels: list[str], title: str) -> go.Figure:
+    """Title and axes of a (T, T) map, sized as every token map is (:func:`attnviz.figures.base.fit_token_axes`);
+    room for a colour bar whether it has one or not, so the maps two a row are the same size, cell for cell."""
     fig.update_layout(
         title={"text": tr(title), "y": 0.99, "yanchor": "top"},
-        height=axis_height(n) + 60,
-        margin={"l": 10, "r": 10, "t": 130, "b": 10},
         xaxis={"title": {"text": t("mask_figures.key_axis")}, "type": "category", "tickangle": -60, "side": "top"},
         yaxis={"title": {"text": t("mask_figures.query_axis")}, "type": "category", "autorange": "reversed"},
         legend={"orientation": "h", "y": -0.02, "yanchor": "top"},
     )
-    return fig
+    findings = any(trace.type == "scatter" for trace in fig.data)
+    return fit_token_axes(fig, labels, labels, max_width=FIGURE_WIDTH, bottom=LEGEND_PX if findings else 10)
 
 
 def make_mask_figure(
@@ -74,12 +77,14 @@ def make_mask_figure(
                 hovertemplate=t("mask_figures.problem_hover", kind=kind),
             )
         )
-    return _square_layout(fig, len(labels), title)
+    return _square_layout(fig, labels, title)
 
 
 def make_masked_weights_figure(weights: Tensor, labels: list[str], keep: Tensor, *, title: str = "") -> go.Figure:
     """Weights (T, T) under a mask: hidden cells grey, rows that came out NaN drawn red across."""
-    fig = make_head_heatmap_figure(weights.nan_to_num(0.0), labels, labels, title=title, mask=keep)
+    fig = make_head_heatmap_figure(
+        weights.nan_to_num(0.0), labels, labels, title=title, mask=keep, max_width=FIGURE_WIDTH
+    )
     return _mark_nan_rows(fig, weights, labels)
 
 
@@ -118,7 +123,7 @@ def make_difference_figure(difference: Tensor, labels: list[str], *, title: str 
             hoverongaps=False,
         )
     )
-    return _square_layout(_mark_nan_rows(fig, difference, labels), len(labels), title)
+    return _square_layout(_mark_nan_rows(fig, difference, labels), labels, title)
 
 
 def make_leak_figure(change: Tensor, labels: list[str], tolerance: float, cuts: list[int]) -> go.Figure:
@@ -152,9 +157,9 @@ def make_leak_figure(change: Tensor, labels: list[str], tolerance: float, cuts: 
             fig.add_vline(x=cut - 0.5, line={"dash": "dash", "color": "#999999"})
     fig.update_layout(
         height=300,
-        margin={"l": 10, "r": 10, "t": 30, "b": 10},
+        margin={"l": 10, "r": 10, "t": 40, "b": 10},
         xaxis={"type": "category", "title": {"text": t("mask_figures.row_axis")}},
         yaxis={"type": "log", "title": {"text": t("mask_figures.change_axis")}, "exponentformat": "power"},
-        legend={"orientation": "h", "y": -0.3},
+        legend={"orientation": "h", "x": 0, "y": 1.02, "yanchor": "bottom"},  # above: long rows' labels fill below
     )
     return fig

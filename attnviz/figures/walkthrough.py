@@ -15,7 +15,7 @@ import torch
 from torch import Tensor
 
 from attnviz.core.token_display import plain_text
-from attnviz.figures.base import MASKED_COLOR, make_head_heatmap_figure
+from attnviz.figures.base import MASKED_COLOR, column_width, make_head_heatmap_figure
 from attnviz.i18n.translate import t, tr
 
 DIVERGING = "RdBu"
@@ -80,8 +80,10 @@ def make_step_figure(
     weights: bool = False,
     visible: Tensor | None = None,
 ) -> go.Figure:
-    """One head of a step: attention weights on the app's weight scale (``visible`` greys what is masked),
-    anything else on the diverging scale."""
+    """One head of a step, drawn in the left of two columns (its code on the right): attention weights on the
+    app's weight scale (``visible`` greys what is masked), anything else on the diverging scale."""
     if weights:  # escapes the labels itself
-        return make_head_heatmap_figure(values, row_labels, col_labels, title=title, mask=visible)
+        return make_head_heatmap_figure(
+            values, row_labels, col_labels, title=title, mask=visible, max_width=column_width(2)
+        )
     return make_tensor_heatmap_figure(values, row_labels, col_labels, title=title, axes=axes)

@@ -10,16 +10,24 @@ the positions, or ``first``, the head attending only to the first token) and thi
 - an encoder (or the embedded model, which has no LM head): the cosine distance of the last hidden states at each
   position, and its mean (``hidden_change``).
 
+Log-softmax, losses, KL and cosine distances are reduced in float64 whatever the model ran in: over a
+49,152-token vocabulary float32 is 1e-6 to 1e-4 off, as large as the effect of a weak head.
+
 Ablating nothing runs the same code and changes nothing: 0.0 exactly. The single-head sweep ablates every head
 alone, several heads per batched pass (row r ablates its own head), reducing each pass's outputs to one number a
-head as it goes; a pass holds at most :data:`PASS_BYTES` of outputs.
+head as it goes; a pass holds at most :data:`PASS_BYTES` of outputs and takes about :data:`PASS_SECONDS` here. It
+runs in pieces, one pass each (:func:`sweep_baseline`, then :func:`sweep_piece` per piece, :func:`sweep_result` at
+any point), so a caller can stop between two and keep what is done; its time is predicted from a pass timed on this
+machine at the text's own length, never from a constant.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -38,26 +46,48 @@ PASS_BYTES = 256 * 2**20  # the outputs one batched pass of the sweep may hold: 
 PASS_ROWS = 16  # and at most this many ablations a pass (an encoder's narrow outputs would allow hundreds)
 TOP_K = 5  # the top next tokens shown before and after
 CHANGED_K = 5  # the positions that change most, listed
-REDUCE_POSITIONS = 256  # positions reduced at a time: a few (256, vocab) float32 temporaries (50 MB for 49,152)
-SWEEP_FLOPS_PER_SECOND = 50e9  # benchmarks/ablation.py: SmolLM2, 256 tokens, 2 cores: 270 heads in 293 s (56e9)
+REDUCE_POSITIONS = 128  # positions reduced at a time: a few (128, vocab) float64 temporaries (50 MB for 49,152)
+PASS_SECONDS = 2.0  # a sweep's pass ablates fewer rows when one row takes long: a Stop waits for one pass at most
+BATCHED_TOKENS = 256  # ... but never fewer than this many tokens a pass: a short row's time is mostly fixed cost
+RANKED_K = 10  # the heads listed by effect under the sweep's map
+HEAD_SPEC_DIGITS = 6  # a layer or head number longer than this is refused before int() reads it
+SHOWN_SPEC_CHARS = 24  # what a message quotes of a malformed spec
+
+
+def shown_spec(text: str, limit: int = SHOWN_SPEC_CHARS) -> str:
+    """``text`` for a one-line message: as typed, or its first ``limit`` characters, "…" and its length."""
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text):,} characters)"
+
+
+def _head_number(text: str, item: str) -> int | None:
+    """A layer or head number as typed, or None when it is not ASCII digits. ValueError for one with a leading zero
+    ("0.01" is not head 1) or more than HEAD_SPEC_DIGITS digits (int() of 5,000 raises Python's own message)."""
+    if not re.fullmatch(r"[0-9]+", text):  # not str.isdigit: "²" is a digit to it, and int() refuses it
+        return None
+    if len(text) > HEAD_SPEC_DIGITS:
+        raise ValueError(msg("ablation_lib.head_too_long", item=shown_spec(item), digits=HEAD_SPEC_DIGITS))
+    if len(text) > 1 and text.startswith("0"):
+        raise ValueError(msg("ablation_lib.leading_zero", item=shown_spec(item)))
+    return int(text)
 
 
 def read_heads(spec: str) -> list[tuple[int, int | None]]:
     """The syntax of ``"L.H,L.H"`` (``L.*``: every head of layer L, head None), before any model is known.
 
-    ValueError naming the first item that is not LAYER.HEAD or LAYER.*."""
+    ValueError naming the first item that is not LAYER.HEAD or LAYER.* (shortened past SHOWN_SPEC_CHARS)."""
     items = [item.strip() for item in spec.split(",")]
     if not spec.strip():
-        raise ValueError(msg("ablation_lib.no_heads", spec=spec))
+        raise ValueError(msg("ablation_lib.no_heads", spec=shown_spec(spec)))
     read = []
     for item in items:
         if not item:  # "0.1," or "0.1,,1.2": name what was typed, not the empty piece
-            raise ValueError(msg("ablation_lib.bad_head", item=spec))
+            raise ValueError(msg("ablation_lib.bad_head", item=shown_spec(spec)))
         layer_text, dot, head_text = item.partition(".")
-        digits = re.compile(r"[0-9]+")  # not str.isdigit: "²" is a digit to it, and int() refuses it
-        if not dot or not digits.fullmatch(layer_text) or not (digits.fullmatch(head_text) or head_text == "*"):
-            raise ValueError(msg("ablation_lib.bad_head", item=item))
-        read.append((int(layer_text), None if head_text == "*" else int(head_text)))
+        layer = _head_number(layer_text, item)
+        head = None if head_text == "*" else _head_number(head_text, item)
+        if not dot or layer is None or (head is None and head_text != "*"):
+            raise ValueError(msg("ablation_lib.bad_head", item=shown_spec(item)))
+        read.append((layer, head))
     return read
 
 
@@ -77,34 +107,48 @@ def parse_heads(spec: str, n_layer: int, n_head: int) -> list[Head]:
 
 
 def next_token_losses(logits: Tensor, ids: Sequence[int]) -> Tensor:
-    """Cross-entropy (nats) of predicting token t + 1 from position t: logits (T, vocab) -> (T - 1,)."""
+    """Cross-entropy (nats) of predicting token t + 1 from position t, in float64: logits (T, vocab) -> (T - 1,)."""
     targets = torch.as_tensor(list(ids[1:]), dtype=torch.long)  # (T - 1,)
-    log_p = torch.log_softmax(logits[:-1].float(), dim=-1)  # (T - 1, vocab)
+    log_p = torch.log_softmax(logits[:-1].double(), dim=-1)  # (T - 1, vocab)
     return -log_p.gather(-1, targets[:, None])[:, 0]
 
 
 def kl_divergence(before: Tensor, after: Tensor) -> Tensor:
-    """KL(softmax(before) ‖ softmax(after)) in nats at each position: (..., vocab) -> (...).
+    """KL(softmax(before) ‖ softmax(after)) in nats at each position, in float64: (..., vocab) -> (...).
 
     Equal logits give exactly 0; the rounding of nearly equal ones is clamped at 0 rather than read as negative."""
-    log_p = torch.log_softmax(before.float(), dim=-1)
-    log_q = torch.log_softmax(after.float(), dim=-1)
+    log_p = torch.log_softmax(before.double(), dim=-1)
+    log_q = torch.log_softmax(after.double(), dim=-1)
     return (log_p.exp() * (log_p - log_q)).sum(dim=-1).clamp_min(0.0)
 
 
+def kl_rows(before: Tensor, after: Tensor, positions: int = REDUCE_POSITIONS) -> Tensor:
+    """:func:`kl_divergence` of one baseline against R rows, ``positions`` at a time so that no (T, vocab) float64
+    distribution is held: before (T, vocab), after (R, T, vocab) -> (R, T) float64."""
+    out = torch.empty(after.shape[:2], dtype=torch.float64)  # (R, T)
+    for start in range(0, before.shape[0], positions):
+        end = min(before.shape[0], start + positions)
+        log_p = torch.log_softmax(before[start:end].double(), dim=-1)  # (P, vocab), once for every row
+        p = log_p.exp()
+        for row in range(after.shape[0]):
+            log_q = torch.log_softmax(after[row, start:end].double(), dim=-1)  # (P, vocab)
+            out[row, start:end] = (p * (log_p - log_q)).sum(dim=-1).clamp_min(0.0)
+    return out
+
+
 def cosine_distance(before: Tensor, after: Tensor) -> Tensor:
-    """1 − cos(before, after) at each position: (..., d) -> (...); two zero vectors are 0 apart."""
-    before, after = before.float(), after.float()
+    """1 − cos(before, after) at each position, in float64: (..., d) -> (...); two zero vectors are 0 apart."""
+    before, after = before.double(), after.double()
     dot = (before * after).sum(dim=-1)
     norms = before.norm(dim=-1) * after.norm(dim=-1)
-    cos = dot / norms.clamp_min(torch.finfo(torch.float32).tiny)
+    cos = dot / norms.clamp_min(torch.finfo(torch.float64).tiny)
     distance = torch.where(norms > 0, (1.0 - cos).clamp_min(0.0), torch.ones_like(dot))
     return torch.where((before == after).all(dim=-1), torch.zeros_like(dot), distance)  # equal: exactly 0
 
 
 def top_tokens(logits: Tensor, k: int = TOP_K) -> tuple[Tensor, Tensor]:
     """The k most likely next tokens at each position: logits (T, vocab) -> ids (T, k), probabilities (T, k)."""
-    probs = torch.softmax(logits.float(), dim=-1)
+    probs = torch.softmax(logits.double(), dim=-1)
     values, ids = probs.topk(min(k, probs.shape[-1]), dim=-1)
     return ids, values
 
@@ -245,7 +289,7 @@ def ablation_effect(
         )
     ids = encoding.ids or []
     kl, losses, tops = [], ([], []), ([], [])
-    for start in range(0, b.shape[0], REDUCE_POSITIONS):  # a few (positions, vocab) temporaries at a time
+    for start in range(0, b.shape[0], REDUCE_POSITIONS):  # a few (positions, vocab) float64 temporaries at a time
         end = min(b.shape[0], start + REDUCE_POSITIONS)
         kl.append(kl_divergence(b[start:end], a[start:end]))
         for side, logits in enumerate((b, a)):
@@ -267,8 +311,9 @@ def ablation_effect(
 
 @dataclass(frozen=True)
 class AblationSweep:
-    """Every head ablated alone: values[layer][head] is its kl_mean (LM) or hidden_change (encoder), None where
-    undefined (a single token has no next-token positions to average). measure: "kl_mean" or "hidden_change"."""
+    """Every head ablated alone, or those done before a stop: values[layer][head] is its kl_mean (LM) or
+    hidden_change (encoder), None where undefined (a single token has no next-token positions to average) or not
+    run; done[layer][head] says which ran. measure: "kl_mean" or "hidden_change"."""
 
     model: str
     mode: str
@@ -276,6 +321,27 @@ class AblationSweep:
     measure: str
     values: list[list[float | None]]
     rows_per_pass: int
+    done: list[list[bool]] = field(default_factory=list)
+
+    @property
+    def n_heads(self) -> int:
+        return sum(len(row) for row in self.values)
+
+    @property
+    def n_done(self) -> int:
+        return sum(map(sum, self.done)) if self.done else self.n_heads
+
+    @property
+    def complete(self) -> bool:
+        return self.n_done == self.n_heads
+
+    def ranked(self, k: int = RANKED_K) -> list[tuple[int, int, float]]:
+        """The k heads whose ablation changed the output most: (layer, head, effect), largest first (ties: the
+        earlier head first); heads not run or without a value are left out."""
+        found = [
+            (layer, head, v) for layer, row in enumerate(self.values) for head, v in enumerate(row) if v is not None
+        ]
+        return sorted(found, key=lambda item: (-item[2], item[0], item[1]))[:k]
 
     def to_json(self) -> list[list[float | None]]:
         return [[_rounded(v) for v in row] for row in self.values]
@@ -287,17 +353,165 @@ def rows_per_pass(n_tokens: int, width: int, limit: int = PASS_BYTES) -> int:
     return max(1, min(PASS_ROWS, limit // max(1, n_tokens * width * 4)))
 
 
-def sweep_seconds(source: AttentionSource, n_tokens: int) -> float:
-    """A predicted time for the sweep: n_layer x n_head forward passes of n_tokens, each about
-    2 x n_tokens x n_layer x 12 d_model² floating-point operations, at the rate benchmarks/ablation.py measured
-    (SmolLM2 at 256 tokens on 2 CPU cores, its LM head's share included)."""
-    flops = 2 * max(1, n_tokens) * source.n_layer * 12 * source.d_model**2
-    return source.n_layer * source.n_head * flops / SWEEP_FLOPS_PER_SECOND
-
-
 def sweep_bytes(source: AttentionSource, n_tokens: int) -> int:
-    """A predicted peak for the sweep: a pass's outputs, its reductions beside them, and the baseline's."""
-    return 5 * PASS_BYTES + 4 * max(1, n_tokens) * source.d_model * source.n_layer * 8  # logits, log-softmax, KL terms
+    """A predicted peak for the sweep: a pass's outputs, its float64 reductions beside them, and the baseline's."""
+    vocab_chunk = 4 * REDUCE_POSITIONS * 8 * 65536  # log_p, p, log_q and their product, 128 positions, float64
+    return 2 * PASS_BYTES + vocab_chunk + 4 * max(1, n_tokens) * source.d_model * source.n_layer * 8
+
+
+@dataclass(frozen=True, eq=False)
+class SweepBaseline:
+    """What every head of a sweep is compared with, the pieces it runs in, and a pass's time on this machine.
+
+    values: (T, width) float32, the text's outputs with nothing ablated (next-token logits or last hidden states);
+    heads: every head the sweep ablates, in order; rows: ablations a pass (one piece); pass_seconds: one full pass
+    here, timed at this text's length when :func:`sweep_baseline` ran (``timed_rows`` rows measured, scaled by
+    rows when fewer); first: the first piece's values when the timing ran it.
+    """
+
+    model: str
+    mode: str
+    n_head: int
+    max_tokens: int
+    values: Tensor
+    logits: bool
+    layers_run: int
+    heads: list[Head]
+    rows: int
+    pass_seconds: float
+    timed_rows: int
+    first: dict[Head, float | None] = field(default_factory=dict)
+
+    @property
+    def n_tokens(self) -> int:
+        """The tokens the text was read as (at most ``max_tokens``, what each pass is given)."""
+        return int(self.values.shape[0])
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.values.numel() * self.values.element_size())
+
+    @property
+    def pass_bytes(self) -> int:
+        """A pass's peak beside the baseline: its (rows, T, width) float32 outputs and the float64 temporaries of
+        one chunk of positions (log p, p, log q and their product)."""
+        T, width = self.values.shape
+        return 4 * self.rows * T * width + 4 * 8 * min(T, REDUCE_POSITIONS) * width
+
+    def pieces(self, done: Mapping[Head, object] | None = None) -> list[list[Head]]:
+        """The heads not in ``done``, a piece (one batched pass) each ``rows`` of them, in order."""
+        left = [head for head in self.heads if head not in (done or {})]
+        return [left[start : start + self.rows] for start in range(0, len(left), self.rows)]
+
+    def seconds(self, done: Mapping[Head, object] | None = None) -> float:
+        """The predicted time of the pieces left after ``done``: a pass costs ``pass_seconds``, a shorter last
+        one its share by rows (the rows' work dominates once a pass is worth timing)."""
+        return sum(self.pass_seconds * len(piece) / self.rows for piece in self.pieces(done))
+
+
+def sweep_baseline(
+    source: AttentionSource,
+    text: str,
+    max_tokens: int,
+    mode: str = "zero",
+    limit: int = PASS_BYTES,
+    clock: Callable[[], float] = time.perf_counter,
+) -> SweepBaseline:
+    """The sweep's first steps on ``text`` cut to min(max_tokens, SWEEP_TOKENS), timed on this machine.
+
+    The baseline pass (nothing ablated; after an untimed pass of one token, and run twice unless it took over
+    PASS_SECONDS, the faster taken: a process's first passes carry one-time costs) sets the rows of a pass: as many
+    as ``limit`` bytes of outputs allow (at most PASS_ROWS), fewer when one row takes so long that a pass would
+    pass PASS_SECONDS (a Stop waits for the pass under way), unless the pass stays within BATCHED_TOKENS tokens
+    (rows x T), where rows add little to a pass's fixed cost.
+    Then the first piece, whose time is a pass's: rows cost less together than alone (a pass's fixed cost, and
+    batched matrix products), so one row's time x rows would overstate the rest, by 2 to 4 times on short texts.
+
+    ValueError for an empty text or a mode the source cannot run."""
+    check_mode(mode)
+    n_tokens = token_limit(max_tokens, SWEEP_TOKENS)
+    _baseline(source, text, 1, mode)  # one token, untimed: a model's first pass pays for lazy set-up, not tokens
+    timings = []
+    for _ in range(2):
+        start = clock()
+        before = _baseline(source, text, n_tokens, mode)
+        timings.append(max(1e-9, clock() - start))
+        if timings[0] > PASS_SECONDS:
+            break
+    one_row = min(timings)
+    base = before.values[0]  # (T, width)
+    T, width = base.shape
+    by_time = max(int(PASS_SECONDS / one_row), BATCHED_TOKENS // T)  # short rows batch almost free: keep them
+    rows = max(1, min(rows_per_pass(T, width, limit), by_time))
+    heads = [(layer, head) for layer in range(before.layers_run) for head in range(source.n_head)]
+    baseline = SweepBaseline(
+        model=source.name,
+        mode=mode,
+        n_head=source.n_head,
+        max_tokens=n_tokens,
+        values=base,
+        logits=before.logits,
+        layers_run=before.layers_run,
+        heads=heads,
+        rows=rows,
+        pass_seconds=one_row * rows,
+        timed_rows=1,
+    )
+    if rows == 1 or not heads:  # one row is a pass: timed already
+        return baseline
+    first = heads[:rows]
+    start = clock()
+    scores = sweep_piece(source, text, baseline, first)
+    seconds = max(1e-9, clock() - start) * rows / len(first)  # a pass of ``rows`` rows
+    return dataclasses.replace(baseline, pass_seconds=seconds, timed_rows=len(first), first=scores)
+
+
+def sweep_piece(source: AttentionSource, text: str, baseline: SweepBaseline, heads: Sequence[Head]) -> dict:
+    """One batched pass of the sweep: each of ``heads`` ablated alone (a row each), reduced to its kl_mean or
+    hidden_change in float64 before anything else runs: {head: value}."""
+    after = source.ablated_outputs(text, baseline.max_tokens, [[head] for head in heads], baseline.mode).values
+    if baseline.logits:  # (R, T, vocab)
+        scores = [_mean(row[:-1]) for row in kl_rows(baseline.values, after)]
+    else:  # (R, T, d_model)
+        scores = [_mean(cosine_distance(baseline.values, row)) for row in after]
+    return dict(zip(heads, scores, strict=True))
+
+
+def sweep_result(baseline: SweepBaseline, values: Mapping[Head, float | None]) -> AblationSweep:
+    """The layer x head map of the heads in ``values`` (every one, or those done before a stop)."""
+    layers, n_head = range(baseline.layers_run), range(baseline.n_head)
+    return AblationSweep(
+        model=baseline.model,
+        mode=baseline.mode,
+        n_tokens=baseline.n_tokens,
+        measure="kl_mean" if baseline.logits else "hidden_change",
+        values=[[values.get((layer, head)) for head in n_head] for layer in layers],
+        rows_per_pass=baseline.rows,
+        done=[[(layer, head) in values for head in n_head] for layer in layers],
+    )
+
+
+def run_pieces(
+    source: AttentionSource,
+    text: str,
+    baseline: SweepBaseline,
+    values: dict[Head, float | None],
+    progress: Progress | None = None,
+) -> dict[Head, float | None]:
+    """The pieces left after ``values`` (which this fills in as each pass ends, so an interrupted run keeps what
+    it did); ``progress``: a stage of the heads left, a step per head."""
+    values.update({head: v for head, v in baseline.first.items() if head not in values})
+    pieces = baseline.pieces(values)
+    progress = or_none(progress)
+    total = sum(map(len, pieces))
+    if total == len(baseline.heads):
+        progress.stage("ablation_lib.progress_heads", total)
+    else:
+        progress.stage("ablation_lib.progress_heads_left", total, n_done=len(values), n_heads=len(baseline.heads))
+    for piece in pieces:
+        values.update(sweep_piece(source, text, baseline, piece))
+        progress.step(len(piece))
+    return values
 
 
 def ablation_sweep(
@@ -312,39 +526,8 @@ def ablation_sweep(
 
     Batched: each pass ablates a different head in each of its rows, as many rows as ``limit`` bytes of outputs
     allow; each pass is reduced to one number a row before the next. ``progress``: a step per head."""
-    check_mode(mode)
-    n_tokens = token_limit(max_tokens, SWEEP_TOKENS)
-    before = _baseline(source, text, n_tokens, mode)
-    base = before.values[0]  # (T, width)
-    T, width = base.shape
-    heads = [(layer, head) for layer in range(before.layers_run) for head in range(source.n_head)]
-    per_pass = rows_per_pass(T, width, limit)
-    progress = or_none(progress)
-    progress.stage("ablation_lib.progress_heads", len(heads))
-    values: dict[Head, float | None] = {}
-    log_p = torch.log_softmax(base.float(), dim=-1) if before.logits else None  # (T, vocab)
-    for start in range(0, len(heads), per_pass):
-        chunk = heads[start : start + per_pass]
-        after = source.ablated_outputs(text, n_tokens, [[head] for head in chunk], mode).values  # (R, T, width)
-        if before.logits:
-            log_q = torch.log_softmax(after, dim=-1)  # (R, T, vocab)
-            kl = (log_p.exp() * (log_p - log_q)).sum(dim=-1).clamp_min(0.0)  # (R, T)
-            del log_q
-            scores = [_mean(row[:-1]) for row in kl]
-        else:
-            scores = [_mean(cosine_distance(base, row)) for row in after]
-        del after
-        values.update(zip(chunk, scores, strict=True))
-        progress.step(len(chunk))
-    grid = [[values[(layer, head)] for head in range(source.n_head)] for layer in range(before.layers_run)]
-    return AblationSweep(
-        model=source.name,
-        mode=mode,
-        n_tokens=T,
-        measure="kl_mean" if before.logits else "hidden_change",
-        values=grid,
-        rows_per_pass=per_pass,
-    )
+    baseline = sweep_baseline(source, text, max_tokens, mode, limit)
+    return sweep_result(baseline, run_pieces(source, text, baseline, {}, progress))
 
 
 __all__ = [
@@ -353,11 +536,16 @@ __all__ = [
     "SWEEP_TOKENS",
     "AblationResult",
     "AblationSweep",
+    "SweepBaseline",
     "ablation_effect",
     "ablation_sweep",
     "cosine_distance",
     "kl_divergence",
     "next_token_losses",
     "parse_heads",
+    "run_pieces",
+    "sweep_baseline",
+    "sweep_piece",
+    "sweep_result",
     "top_tokens",
 ]

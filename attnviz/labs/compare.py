@@ -8,7 +8,12 @@ What changes from record A to record B, head by head, without Streamlit or I/O:
   tokens' text), the Jensen–Shannon divergence (base 2, in [0, 1]) between a head's attention row in A and in B
   for the same aligned query, both restricted to the aligned keys and renormalised, averaged over the aligned
   queries (:func:`head_jsd`). Rows are read at full resolution from the records on demand, over at most
-  :data:`JSD_QUERIES` aligned queries spread evenly along the text, so the cost is bounded at any length.
+  :data:`JSD_QUERIES` aligned queries in a few runs of consecutive ones spread evenly along the text
+  (:func:`jsd_rows`): one run is read as one block, where a row read alone costs several times its share, so the
+  cost is bounded at any length. The time it will take is measured on this machine by timing one layer's share of
+  the work (:func:`measured_seconds`), and the work reports its layers to a progress bar.
+- **One head** (:func:`head_pair`): its pattern in A and in B, and B − A on the aligned tokens, at full
+  resolution up to :data:`FULL_VIEW_TOKENS` tokens and pooled past that.
 - **Two models** are compared only when their tokenizers read the text into the same tokens
   (:func:`same_tokens`), and the heads only when both have the same layers x heads; otherwise the comparison says
   why not (:attr:`Comparison.note`) instead of pairing heads that have nothing to do with each other.
@@ -20,7 +25,9 @@ What changes from record A to record B, head by head, without Streamlit or I/O:
 from __future__ import annotations
 
 import difflib
-from collections.abc import Sequence
+import math
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -29,8 +36,9 @@ import torch
 from torch import Tensor
 
 from attnviz.core.admission import Need
-from attnviz.core.capture import WINDOW_CELLS
+from attnviz.core.capture import FULL_VIEW_TOKENS, WINDOW_CELLS
 from attnviz.core.head_stats import JS_MAX, js_divergence
+from attnviz.core.progress import Progress, or_none
 from attnviz.i18n.message import Message, msg
 from attnviz.models.record import AttentionRecord
 from attnviz.models.registry import SourceSpec
@@ -47,6 +55,12 @@ LARGEST = 10  # changes listed
 MIN_MASS = 1e-6  # a row with less weight than this on the aligned keys is not compared: renormalising it would blow up rounding
 CHUNK_ELEMENTS = 2**23  # weights held at once per record while the JSD runs: n_head x rows x aligned keys
 MODES = ("texts", "models", "masks")
+QUERY_RUN = 32  # the JSD reads its aligned queries in runs of up to this many consecutive ones ...
+QUERY_RUNS = 8  # ... and in at least this many runs where it reads that many queries, spread along the text
+FLOAT_FLOOR = 1e-6  # a JSD or a difference smaller than this is float32 rounding: shown as 0
+MAP_SIDE = 256  # one head's B − A map past FULL_VIEW_TOKENS aligned tokens: pooled to at most this many bins a side
+DIFF_CELLS = 2**23  # ... and read at most about this many weights of each record (every k-th query of a bin past it)
+MEASURE_SECONDS = 0.25  # measured_seconds times layers until this long has been spent
 
 
 @dataclass(frozen=True)
@@ -132,6 +146,21 @@ def spread(n: int, k: int) -> list[int]:
     return sorted({round(i * (n - 1) / (k - 1)) for i in range(k)}) if k > 1 else [n - 1]
 
 
+def jsd_rows(n: int, k: int) -> list[int]:
+    """The indices of range(n) the JSD reads, at most ``k``: all of them when ``n <= k``; else runs of consecutive
+    indices (up to :data:`QUERY_RUN` long, at least :data:`QUERY_RUNS` runs when ``k`` allows) whose starts are
+    spread evenly, the first run at 0 and the last ending at ``n - 1``.
+
+    Runs, not single rows: a record recomputes a block of rows at once several times faster per row than one row
+    at a time, and the runs still sample the whole text.
+    """
+    if n <= k:
+        return list(range(n))
+    run = max(1, min(QUERY_RUN, k // QUERY_RUNS))
+    starts = spread(n - run + 1, max(1, k // run))
+    return sorted({start + i for start in starts for i in range(run)})
+
+
 def _runs(positions: Sequence[int], longest: int) -> list[tuple[int, int]]:
     """Sorted positions as (start, end) runs of consecutive ones, each at most ``longest`` long."""
     runs: list[tuple[int, int]] = []
@@ -143,15 +172,18 @@ def _runs(positions: Sequence[int], longest: int) -> list[tuple[int, int]]:
     return runs
 
 
-def aligned_rows(record: AttentionRecord, layer: int, queries: Sequence[int], keys: Tensor) -> tuple[Tensor, Tensor]:
-    """Every head's full-resolution rows for ``queries``, at the ``keys`` columns: ((n_head, Q, K) weights,
-    (Q, K) bool, True where the layer's mask lets the query see the key). Read a run of rows at a time."""
+def aligned_rows(
+    record: AttentionRecord, layer: int, queries: Sequence[int], keys: Tensor, head: int | None = None
+) -> tuple[Tensor, Tensor]:
+    """Every head's (or ``head``'s) full-resolution rows for ``queries``, at the ``keys`` columns: ((n_head, Q, K)
+    weights, or (Q, K) for one head; (Q, K) bool, True where the layer's mask lets the query see the key). Read a
+    run of consecutive rows at a time."""
     k_len = record.k_len
     weights, visible = [], []
     for r0, r1 in _runs(queries, max(1, WINDOW_CELLS // k_len)):
-        weights.append(record.weights(layer, None, (r0, r1), (0, k_len))[:, :, keys])  # (n_head, R, K)
+        weights.append(record.weights(layer, head, (r0, r1), (0, k_len))[..., keys])  # ([n_head,] R, K)
         visible.append(record.keys(layer).block(r0, r1, 0, k_len)[:, keys])  # (R, K)
-    return torch.cat(weights, dim=1).float(), torch.cat(visible, dim=0)
+    return torch.cat(weights, dim=-2).float(), torch.cat(visible, dim=0)
 
 
 def _restricted(weights: Tensor) -> tuple[Tensor, Tensor]:
@@ -160,16 +192,44 @@ def _restricted(weights: Tensor) -> tuple[Tensor, Tensor]:
     return weights / mass.clamp_min(1e-30)[..., None], mass
 
 
-def head_jsd(
-    record_a: AttentionRecord, record_b: AttentionRecord, alignment: Alignment, max_queries: int = JSD_QUERIES
-) -> pd.DataFrame:
-    """Per head, the mean JSD (bits) between A's and B's rows for the aligned queries, over the aligned keys.
+@dataclass(frozen=True, eq=False)
+class _JsdPlan:
+    """What :func:`head_jsd` reads: the aligned queries of A and B (positions), the aligned keys, rows per chunk."""
 
-    One row per head: layer, head, ``jsd`` (NaN where no query could be compared) and ``n_queries`` (how many
-    were). At most ``max_queries`` aligned queries are read, evenly spread; a query is compared where it sees at
-    least two aligned keys in both records (a row with one key is one-hot whatever the head does) and puts at
-    least :data:`MIN_MASS` of its weight on them in both. ValueError when the records' heads differ in shape.
-    """
+    q_a: list[int]
+    q_b: list[int]
+    k_a: Tensor
+    k_b: Tensor
+    chunk: int
+
+
+def _jsd_plan(alignment: Alignment, n_head: int, max_queries: int) -> _JsdPlan:
+    picked = jsd_rows(len(alignment), max_queries)
+    k_a, k_b = torch.tensor(alignment.a, dtype=torch.long), torch.tensor(alignment.b, dtype=torch.long)
+    chunk = max(1, CHUNK_ELEMENTS // max(1, n_head * len(k_a)))
+    return _JsdPlan([alignment.a[i] for i in picked], [alignment.b[i] for i in picked], k_a, k_b, chunk)
+
+
+def _layer_jsd(
+    record_a: AttentionRecord, record_b: AttentionRecord, plan: _JsdPlan, layer: int
+) -> tuple[Tensor, Tensor]:
+    """One layer's JSD summed over the compared queries, and how many were compared: ((n_head,) float64, (n_head,))."""
+    total = torch.zeros(record_a.n_head, dtype=torch.float64)
+    count = torch.zeros(record_a.n_head, dtype=torch.long)
+    for c0 in range(0, len(plan.q_a), plan.chunk):
+        w_a, v_a = aligned_rows(record_a, layer, plan.q_a[c0 : c0 + plan.chunk], plan.k_a)  # (n_head, Q, K), (Q, K)
+        w_b, v_b = aligned_rows(record_b, layer, plan.q_b[c0 : c0 + plan.chunk], plan.k_b)
+        p, mass_a = _restricted(w_a)
+        q, mass_b = _restricted(w_b)
+        live = (v_a.sum(dim=-1) >= 2) & (v_b.sum(dim=-1) >= 2)  # (Q,)
+        ok = live & (mass_a >= MIN_MASS) & (mass_b >= MIN_MASS)  # (n_head, Q)
+        divergence = jensen_shannon(p, q)  # (n_head, Q)
+        total += torch.where(ok, divergence, 0.0).sum(dim=-1).double()
+        count += ok.sum(dim=-1)
+    return total, count
+
+
+def _check_shapes(record_a: AttentionRecord, record_b: AttentionRecord) -> None:
     if (record_a.n_layer, record_a.n_head) != (record_b.n_layer, record_b.n_head):
         raise ValueError(
             msg(
@@ -178,26 +238,34 @@ def head_jsd(
                 b=f"{record_b.n_layer} x {record_b.n_head}",
             )
         )
+
+
+def head_jsd(
+    record_a: AttentionRecord,
+    record_b: AttentionRecord,
+    alignment: Alignment,
+    max_queries: int = JSD_QUERIES,
+    progress: Progress | None = None,
+) -> pd.DataFrame:
+    """Per head, the mean JSD (bits) between A's and B's rows for the aligned queries, over the aligned keys.
+
+    One row per head: layer, head, ``jsd`` (NaN where no query could be compared) and ``n_queries`` (how many
+    were). At most ``max_queries`` aligned queries are read (:func:`jsd_rows`); a query is compared where it sees
+    at least two aligned keys in both records (a row with one key is one-hot whatever the head does) and puts at
+    least :data:`MIN_MASS` of its weight on them in both. ``progress`` gets a stage "progress.layer" and a step per
+    layer. ValueError when the records' heads differ in shape.
+    """
+    _check_shapes(record_a, record_b)
     n_layer, n_head = record_a.n_layer, record_a.n_head
-    picked = spread(len(alignment), max_queries)
-    q_a = [alignment.a[i] for i in picked]
-    q_b = [alignment.b[i] for i in picked]
-    k_a, k_b = torch.tensor(alignment.a, dtype=torch.long), torch.tensor(alignment.b, dtype=torch.long)
+    progress = or_none(progress)
+    progress.stage("progress.layer", n_layer)
+    plan = _jsd_plan(alignment, n_head, max_queries)
     total = torch.zeros(n_layer, n_head, dtype=torch.float64)
     count = torch.zeros(n_layer, n_head, dtype=torch.long)
-    if q_a:
-        chunk = max(1, CHUNK_ELEMENTS // max(1, n_head * len(k_a)))
-        for layer in range(n_layer):
-            for c0 in range(0, len(q_a), chunk):
-                w_a, v_a = aligned_rows(record_a, layer, q_a[c0 : c0 + chunk], k_a)  # (n_head, Q, K), (Q, K)
-                w_b, v_b = aligned_rows(record_b, layer, q_b[c0 : c0 + chunk], k_b)
-                p, mass_a = _restricted(w_a)
-                q, mass_b = _restricted(w_b)
-                live = (v_a.sum(dim=-1) >= 2) & (v_b.sum(dim=-1) >= 2)  # (Q,)
-                ok = live & (mass_a >= MIN_MASS) & (mass_b >= MIN_MASS)  # (n_head, Q)
-                divergence = jensen_shannon(p, q)  # (n_head, Q)
-                total[layer] += torch.where(ok, divergence, 0.0).sum(dim=-1).double()
-                count[layer] += ok.sum(dim=-1)
+    for layer in range(n_layer):
+        if plan.q_a:
+            total[layer], count[layer] = _layer_jsd(record_a, record_b, plan, layer)
+        progress.step()
     jsd = torch.where(count > 0, total / count.clamp_min(1), torch.nan)
     return pd.DataFrame(
         {
@@ -207,6 +275,45 @@ def head_jsd(
             "n_queries": count.reshape(-1).numpy(),
         }
     )
+
+
+def measured_seconds(
+    record_a: AttentionRecord,
+    record_b: AttentionRecord,
+    alignment: Alignment,
+    max_queries: int | None = None,
+    clock: Callable[[], float] = time.perf_counter,
+) -> float:
+    """How long :func:`compare_records` will take on this machine, now: the JSD's layers cost alike (the same
+    queries, keys and heads), so its first layers are run and timed until :data:`MEASURE_SECONDS` have passed
+    (three at least, unless the model has only two: then one; the first left out once there are two, as it
+    carries the warm-up), and the median layer is counted ``n_layer`` times. 0 where the heads differ in shape or no query aligns (nothing is
+    read). The statistics' difference is a table of a few hundred rows: nothing beside the rows.
+    """
+    if (record_a.n_layer, record_a.n_head) != (record_b.n_layer, record_b.n_head) or not len(alignment):
+        return 0.0
+    if max_queries is None:
+        max_queries = jsd_queries(record_a.n_layer, record_a.n_head, max(record_a.k_len, record_b.k_len))
+    plan = _jsd_plan(alignment, record_a.n_head, max_queries)
+    durations: list[float] = []
+    for layer in range(record_a.n_layer):
+        start = clock()
+        _layer_jsd(record_a, record_b, plan, layer)
+        durations.append(clock() - start)
+        if sum(durations) >= MEASURE_SECONDS and len(durations) >= (1 if record_a.n_layer <= 2 else 3):
+            break
+    warm = sorted(durations[1:] if len(durations) >= 2 else durations)
+    return warm[len(warm) // 2] * record_a.n_layer  # the median: one layer slowed by another job does not count
+
+
+def rounded(value: float, digits: int = 3) -> float:
+    """``value`` to ``digits`` significant digits, and 0 where it is below :data:`FLOAT_FLOOR` (float32
+    rounding, never a real change: 2e-15 is shown as 0); NaN stays NaN."""
+    if not math.isfinite(value):
+        return value
+    if abs(value) < FLOAT_FLOOR:
+        return 0.0
+    return float(f"{value:.{digits}g}")
 
 
 def shared_statistics(record_a: AttentionRecord, record_b: AttentionRecord) -> tuple[str, ...]:
@@ -247,10 +354,18 @@ class Comparison:
     def same_shape(self) -> bool:
         return self.diff is not None
 
-    def largest(self, statistic: str | None = None, n: int = LARGEST) -> pd.DataFrame:
+    def most_moved(self) -> tuple[int, int] | None:
+        """(layer, head) of the head whose pattern moved most (the largest JSD); None where none was compared."""
+        if self.jsd is None or not self.jsd["jsd"].notna().any():
+            return None
+        row = self.jsd.loc[self.jsd["jsd"].idxmax()]
+        return int(row["layer"]), int(row["head"])
+
+    def largest(self, statistic: str | None = None, n: int = LARGEST, digits: int | None = None) -> pd.DataFrame:
         """The ``n`` heads that changed most: by |b − a| of ``statistic``, or by JSD when None.
 
-        Columns: layer, head, ``jsd``, and for a statistic its ``a``, ``b`` and ``diff``. Empty when the heads
+        Columns: layer, head, ``jsd``, and for a statistic its ``a``, ``b`` and ``diff``; with ``digits``, each
+        value :func:`rounded` to that many significant digits (what a reader is shown). Empty when the heads
         were not compared.
         """
         if self.diff is None or self.jsd is None:
@@ -266,18 +381,33 @@ class Comparison:
             table["diff"] = self.diff[statistic].to_numpy()
             order = table["diff"].abs().fillna(-1.0)
         picked = np.argsort(-order.to_numpy(), kind="stable")[:n]
-        return table.iloc[picked].reset_index(drop=True)
+        table = table.iloc[picked].reset_index(drop=True)
+        if digits is not None:
+            for column in table.columns[2:]:
+                table[column] = [rounded(float(v), digits) for v in table[column]]
+        return table
 
 
-def compare_records(record_a: AttentionRecord, record_b: AttentionRecord, max_queries: int | None = None) -> Comparison:
+def align_records(record_a: AttentionRecord, record_b: AttentionRecord) -> Alignment:
+    """:func:`align_tokens` on the two records' tokens (their text)."""
+    return align_tokens([t.text for t in record_a.tokens], [t.text for t in record_b.tokens])
+
+
+def compare_records(
+    record_a: AttentionRecord,
+    record_b: AttentionRecord,
+    max_queries: int | None = None,
+    progress: Progress | None = None,
+    alignment: Alignment | None = None,
+) -> Comparison:
     """Statistics, their difference and the patterns' JSD of two records (see the module docstring).
 
-    ``max_queries``: aligned queries read per head (None: :func:`jsd_queries`). ValueError when either record has
-    no token.
+    ``max_queries``: aligned queries read per head (None: :func:`jsd_queries`); ``progress``: a step per layer
+    of the JSD; ``alignment``: :func:`align_records` already done. ValueError when either record has no token.
     """
     if not record_a.tokens or not record_b.tokens:
         raise ValueError(msg("compare_lib.no_tokens"))
-    alignment = align_tokens([t.text for t in record_a.tokens], [t.text for t in record_b.tokens])
+    alignment = align_records(record_a, record_b) if alignment is None else alignment
     columns = shared_statistics(record_a, record_b)
     if (record_a.n_layer, record_a.n_head) != (record_b.n_layer, record_b.n_head):
         note = msg(
@@ -289,8 +419,108 @@ def compare_records(record_a: AttentionRecord, record_b: AttentionRecord, max_qu
     diff = stat_diff(record_a.statistics, record_b.statistics, columns)
     if max_queries is None:
         max_queries = jsd_queries(record_a.n_layer, record_a.n_head, max(record_a.k_len, record_b.k_len))
-    jsd = head_jsd(record_a, record_b, alignment, max_queries)
+    jsd = head_jsd(record_a, record_b, alignment, max_queries, progress)
     return Comparison(record_a, record_b, columns, alignment, diff, jsd, queries=min(max_queries, len(alignment)))
+
+
+Span = tuple[int, int]  # the token positions start..end-1 one row or column of a map stands for
+
+
+@dataclass(frozen=True, eq=False)
+class HeadPair:
+    """One head in A and in B, and how it changed where the tokens align.
+
+    a, b: the head's weights (rows, cols) as float32, NaN where the mask hides the key: at full resolution up to
+    :data:`FULL_VIEW_TOKENS` tokens, else the record's max-pooled map. diff: B − A over the aligned queries x the
+    aligned keys (a key hidden on one side counts 0 there; NaN where hidden on both), at full resolution up to
+    :data:`FULL_VIEW_TOKENS` aligned tokens, else pooled to at most :data:`MAP_SIDE` bins a side, each bin keeping
+    its largest change with its sign. a_spans, b_spans: the positions each row (and column) of ``a`` and ``b``
+    stands for in its own text; diff_spans: in A's text. stride: B − A read every ``stride``-th aligned query of
+    each bin (1: every one; more only past :data:`DIFF_CELLS` weights).
+    """
+
+    layer: int
+    head: int
+    a: Tensor
+    b: Tensor
+    diff: Tensor
+    a_spans: list[Span]
+    b_spans: list[Span]
+    diff_spans: list[Span]
+    stride: int = 1
+
+    @property
+    def nbytes(self) -> int:
+        return sum(x.numel() * x.element_size() for x in (self.a, self.b, self.diff))
+
+
+def _head_map(record: AttentionRecord, layer: int, head: int) -> tuple[Tensor, list[Span]]:
+    """One head's map as drawn: whole (masked keys NaN) when the record is short enough, else max-pooled."""
+    if record.full_view:
+        weights = record.weights(layer, head).float()  # (q_len, k_len)
+        weights = weights.masked_fill(~record.mask(layer), math.nan)
+        return weights, [(i, i + 1) for i in range(record.q_len)]
+    size = record.bin_size
+    pooled = record.pooled(layer, head, "max").float()  # (ceil(q_len / size), ceil(k_len / size))
+    return pooled, [(i, min(i + size, record.q_len)) for i in range(0, record.q_len, size)]
+
+
+def pool_signed(values: Tensor, size: int, row_size: int | None = None) -> Tensor:
+    """(R, C) -> (ceil(R / row_size), ceil(C / size)): each bin of ``row_size`` rows (default ``size``) x ``size``
+    columns keeps its value of largest magnitude, with its sign; NaN cells are left out, and a bin of NaN only is
+    NaN."""
+    row_size = size if row_size is None else row_size
+    if size == 1 and row_size == 1:
+        return values
+    rows, cols = values.shape
+    padded = torch.full((-(-rows // row_size) * row_size, -(-cols // size) * size), math.nan)
+    padded[:rows, :cols] = values
+    shape = (padded.shape[0] // row_size, row_size, padded.shape[1] // size, size)
+    bins = padded.view(shape).transpose(1, 2).flatten(2)  # (R', C', row_size x size)
+    high = bins.nan_to_num(nan=-math.inf).amax(dim=-1)  # (R', C')
+    low = bins.nan_to_num(nan=math.inf).amin(dim=-1)
+    pooled = torch.where(high.abs() >= low.abs(), high, low)
+    return pooled.masked_fill(bins.isnan().all(dim=-1), math.nan)
+
+
+def head_pair(
+    comparison: Comparison,
+    layer: int,
+    head: int,
+    max_side: int = MAP_SIDE,
+    chunk_elements: int = CHUNK_ELEMENTS,
+    max_cells: int = DIFF_CELLS,
+) -> HeadPair:
+    """One head of ``comparison`` in A, in B and B − A (:class:`HeadPair`). Past :data:`FULL_VIEW_TOKENS`
+    aligned tokens, B − A is read a chunk of whole bins at a time (``chunk_elements`` weights of each record) and
+    pooled as it goes, so memory stays bounded at any length; and where every aligned row would be more than
+    ``max_cells`` weights, every ``stride``-th query of each bin is read (:attr:`HeadPair.stride`), so the time is
+    bounded too. ValueError where the heads were not compared or there is no such head."""
+    if comparison.jsd is None:
+        raise ValueError(msg("compare_lib.not_compared"))
+    if not (0 <= layer < comparison.a.n_layer and 0 <= head < comparison.a.n_head):
+        raise ValueError(msg("compare_lib.no_head", layer=layer, head=head))
+    record_a, record_b, alignment = comparison.a, comparison.b, comparison.alignment
+    map_a, spans_a = _head_map(record_a, layer, head)
+    map_b, spans_b = _head_map(record_b, layer, head)
+    n = len(alignment)
+    size = 1 if n <= FULL_VIEW_TOKENS else math.ceil(n / max_side)
+    stride = min(size, max(1, math.ceil(n * n / max_cells)))
+    per_bin = math.ceil(size / stride)  # rows read of every whole bin
+    k_a, k_b = torch.tensor(alignment.a, dtype=torch.long), torch.tensor(alignment.b, dtype=torch.long)
+    bins = max(1, chunk_elements // max(1, n * per_bin))  # bins a chunk
+    parts = []
+    for b0 in range(0, n, size * bins):
+        picked = [
+            i for start in range(b0, min(b0 + size * bins, n), size) for i in range(start, min(start + size, n), stride)
+        ]
+        w_a, v_a = aligned_rows(record_a, layer, [alignment.a[i] for i in picked], k_a, head)  # (R, N), (R, N)
+        w_b, v_b = aligned_rows(record_b, layer, [alignment.b[i] for i in picked], k_b, head)
+        change = (w_b - w_a).masked_fill(~(v_a | v_b), math.nan)  # hidden keys weigh 0; NaN hidden on both
+        parts.append(pool_signed(change, size, per_bin))
+    diff = torch.cat(parts) if parts else torch.zeros(0, 0)
+    spans = [(alignment.a[i], alignment.a[min(i + size, n) - 1] + 1) for i in range(0, n, size)]
+    return HeadPair(layer, head, map_a, map_b, diff, spans_a, spans_b, spans, stride)
 
 
 def same_tokens(a: Encoding, b: Encoding) -> bool:
@@ -339,22 +569,30 @@ def mask_name(causal: bool) -> str:
 __all__ = [
     "ALIGN_TOKENS",
     "CONFIRM_SECONDS",
+    "FLOAT_FLOOR",
     "JSD_CELLS",
     "JSD_QUERIES",
     "LARGEST",
     "MODES",
     "Alignment",
     "Comparison",
+    "HeadPair",
+    "align_records",
     "align_tokens",
     "aligned_rows",
     "compare_records",
     "comparison_need",
     "comparison_seconds",
     "head_jsd",
+    "head_pair",
     "jensen_shannon",
     "jsd_queries",
+    "jsd_rows",
     "mask_name",
     "mask_variant",
+    "measured_seconds",
+    "pool_signed",
+    "rounded",
     "same_tokens",
     "shared_statistics",
     "spread",

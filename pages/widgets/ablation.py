@@ -1,16 +1,23 @@
-"""The Ablation page's own widgets: one ablation's result, its numbers, where it changed most, the top tokens."""
+"""The Ablation page's own widgets: one ablation's result, its numbers, where it changed most, the top tokens; and
+the single-head sweep, run a pass at a time so that Stop keeps what it did."""
 
 from __future__ import annotations
 
 import pandas as pd
 import streamlit as st
 
-from attnviz.app.state import valid_choice
+from attnviz.app.loading import cached, result_cache
+from attnviz.app.progress import duration_text, progress_bar
+from attnviz.app.queue_view import admitted, request_id
+from attnviz.app.state import Settings, valid_choice
 from attnviz.app.widgets import plotly, table
+from attnviz.core.admission import Need
 from attnviz.core.token_display import markdown_text, shown_text
-from attnviz.figures.ablation import make_ablation_change_figure
+from attnviz.figures.ablation import make_ablation_change_figure, make_ablation_sweep_figure
 from attnviz.i18n.translate import t
-from attnviz.labs.ablation import AblationResult
+from attnviz.labs import ablation
+from attnviz.labs.ablation import AblationResult, AblationSweep
+from attnviz.models.source import AttentionSource
 
 
 def show_result(result: AblationResult, name: str) -> None:
@@ -25,7 +32,10 @@ def show_result(result: AblationResult, name: str) -> None:
     else:
         cols[0].metric(t("ablation.loss_before"), f"{result.loss_before:.4f}")
         cols[1].metric(
-            t("ablation.loss_after"), f"{result.loss_after:.4f}", f"{result.loss_after - result.loss_before:+.4f}"
+            t("ablation.loss_after"),
+            f"{result.loss_after:.4f}",
+            f"{result.loss_after - result.loss_before:+.4f}",
+            delta_color="inverse",  # a lower loss is better: green when it goes down
         )
         cols[2].metric(t("ablation.kl_mean"), f"{result.kl_mean:.5f}")
     plotly(make_ablation_change_figure(result), key="ablation_change")
@@ -46,3 +56,118 @@ def show_result(result: AblationResult, name: str) -> None:
                 top = pd.DataFrame(getattr(result, side)[at], columns=["token", "probability"])
                 top["token"] = top["token"].map(lambda text: text if text.strip() else shown_text(text))  # ␣ ⏎
                 table(top, key=f"ablation_{side}", headers=headers, hide_index=True)
+
+
+SWEEP_STATE = "ablation_sweep_state"  # session state: {"key", "values" {head: value}, "status"} of this session's sweep
+
+
+def _start(key: tuple) -> None:
+    state = st.session_state.get(SWEEP_STATE)
+    values = state["values"] if state and state["key"] == key else {}  # "Continue" keeps what a stop kept
+    st.session_state[SWEEP_STATE] = {"key": key, "values": values, "status": "running"}
+
+
+def _stop() -> None:
+    state = st.session_state.get(SWEEP_STATE)
+    if state is not None:
+        state["status"] = "stopped"
+
+
+def about(seconds: float) -> str:
+    """A predicted time for a sentence: "41 s", "2 min 05 s"; never "0 s"."""
+    return duration_text(max(1.0, seconds))
+
+
+def limit_text(prefix: str, n_tokens: int, sidebar: int, page: int) -> str:
+    """Which limit applies to a page's tokens and why: the sidebar's, when lower than the page's own, or the
+    page's, or both (``prefix``: the catalogue's ``<prefix>_sidebar``, ``_page`` and ``_both``)."""
+    which = "sidebar" if sidebar < page else "page" if sidebar > page else "both"
+    return t(f"{prefix}_{which}", tokens=n_tokens, sidebar=sidebar, page=page)
+
+
+def show_sweep(sweep: AblationSweep) -> None:
+    """The layer x head map (the heads run so far, when stopped) and the heads that matter most, ranked."""
+    if not sweep.complete:
+        st.warning(t("ablation.sweep_stopped", done=sweep.n_done, total=sweep.n_heads))
+    plotly(make_ablation_sweep_figure(sweep), key="ablation_sweep")
+    st.subheader(t("ablation.ranked", k=ablation.RANKED_K))
+    ranked = sweep.ranked()
+    if not ranked:
+        st.info(t("ablation.ranked_none"))
+        return
+    top = pd.DataFrame(ranked, columns=["layer", "head", "effect"])
+    top["effect"] = top["effect"].map(lambda v: float(f"{v:.4g}"))  # 4 significant digits, as the map's hover
+    headers = {"layer": "ablation.col_layer", "head": "ablation.col_head", "effect": f"ablation.col_{sweep.measure}"}
+    table(top, key="ablation_ranked", headers=headers, hide_index=True)
+
+
+def sweep_section(source: AttentionSource, settings: Settings, mode: str) -> None:
+    """Every head ablated alone: the time it will take here, then a Run button; while it runs, a progress bar and
+    a Stop button. It runs a pass at a time, each pass's heads kept in the session as it ends, so a Stop (any click:
+    Streamlit stops a running script at its next drawing) keeps what was done: the partial map, and Continue."""
+    st.subheader(t("ablation.sweep"))
+    sweep_tokens = ablation.token_limit(settings.max_tokens, ablation.SWEEP_TOKENS)
+    key = (settings.spec, settings.text, sweep_tokens, mode)
+    found, sweep = result_cache().lookup(("ablation_sweep", key))
+    if found:
+        limit = limit_text("ablation.sweep_limit", sweep.n_tokens, settings.max_tokens, ablation.SWEEP_TOKENS)
+        st.caption(t("ablation.sweep_done", n=sweep.n_heads, tokens=sweep.n_tokens, limit=limit))
+        show_sweep(sweep)
+        return
+    need = Need(ablation.sweep_bytes(source, sweep_tokens), 0.0)
+    baseline = cached(
+        "ablation_sweep_baseline",
+        key,
+        lambda: ablation.sweep_baseline(source, settings.text, sweep_tokens, mode),
+        t("ablation.sweep_timing"),
+        need,
+    )
+    state = st.session_state.get(SWEEP_STATE)
+    if state is not None and state["key"] != key:
+        state = None  # another text, mode or model: its sweep waits to be asked for
+    values = {**baseline.first, **(state["values"] if state else {})}
+    limit = limit_text("ablation.sweep_limit", baseline.n_tokens, settings.max_tokens, ablation.SWEEP_TOKENS)
+    if len(values) == len(baseline.heads):  # timing the first pass ran every head: nothing left to ask for
+        st.caption(t("ablation.sweep_done", n=len(baseline.heads), tokens=baseline.n_tokens, limit=limit))
+        show_sweep(
+            result_cache().get_or_compute(("ablation_sweep", key), lambda: ablation.sweep_result(baseline, values))
+        )
+        return
+    st.caption(
+        t(
+            "ablation.sweep_caption",
+            n=len(baseline.heads),
+            tokens=baseline.n_tokens,
+            limit=limit,
+            passes=len(baseline.pieces()),
+            rows=baseline.rows,
+            time=about(baseline.seconds(baseline.first)),
+            pass_time=t("ablation.pass_seconds", n=baseline.pass_seconds)
+            if baseline.pass_seconds < 10
+            else duration_text(baseline.pass_seconds),
+        )
+    )
+    if state is None or state["status"] != "running":
+        if state is not None and state["status"] == "stopped":
+            show_sweep(ablation.sweep_result(baseline, values))
+            label = t(
+                "ablation.sweep_continue",
+                left=len(baseline.heads) - len(values),
+                time=about(baseline.seconds(values)),
+            )
+        else:
+            label = t("ablation.sweep_run", n=len(baseline.heads), time=about(baseline.seconds(baseline.first)))
+        st.button(label, key="ablation_sweep_start", on_click=_start, args=(key,), type="primary")
+        return
+    stop = st.empty()
+    stop.button(t("ablation.sweep_stop"), key="ablation_sweep_stop", on_click=_stop)
+    rid = request_id("ablation_sweep", key)
+    with (
+        progress_bar(t("ablation.sweeping")) as progress,
+        admitted(Need(baseline.pass_bytes, baseline.seconds(values)), rid),
+    ):
+        ablation.run_pieces(source, settings.text, baseline, state["values"], progress)  # a pass's heads as it ends
+    stop.empty()
+    done = ablation.sweep_result(baseline, state["values"])
+    st.session_state.pop(SWEEP_STATE, None)
+    show_sweep(result_cache().get_or_compute(("ablation_sweep", key), lambda: done))

@@ -9,12 +9,22 @@ position 0 is the value of token 0, what attending only to the first token gives
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
+from streamlit.proto.Metric_pb2 import Metric as MetricProto
 from streamlit.testing.v1 import AppTest
 
 from attnviz import cli
-from attnviz.labs.ablation import ablation_effect, ablation_sweep, cosine_distance, kl_divergence, next_token_losses
+from attnviz.labs.ablation import (
+    ablation_effect,
+    ablation_sweep,
+    cosine_distance,
+    kl_divergence,
+    next_token_losses,
+    sweep_baseline,
+    sweep_piece,
+)
 from attnviz.models.hf.bundled import minilm_dir, prepared_folder
 from attnviz.models.hf.loading import load_hf_source
 from tests.cli import attnviz
@@ -155,21 +165,117 @@ def test_the_cli_on_a_decoder_gives_losses_and_top_tokens(tiny_llama, capsys):
     assert "layers are 0 to 1, heads 0 to 3" in capsys.readouterr().err
 
 
-def test_the_page_on_the_embedded_model():
+def test_the_page_on_the_embedded_model(monkeypatch):
+    from attnviz.labs import ablation
+
+    monkeypatch.setattr(ablation, "PASS_SECONDS", 1e9)  # rows a pass by bytes alone, however busy this machine is
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120).run()
     at.text_area(key="text").input("The cat sat on the mat because it was tired.").run()
     at.switch_page("pages/ablation.py").run()
     assert not at.exception, at.exception
+    intro = at.caption[0].value
+    assert "At most 256 tokens are read here: the sidebar's limit (256), lower than this page's own (1,024" in intro
     at.multiselect(key="ablation_layers").set_value([0]).run()
     assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
     assert [m.value for m in at.metric]  # the hidden change shown
-    assert len(at.get("plotly_chart")) == 1
-    at.toggle(key="ablation_sweep_run").set_value(True).run()
-    assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
-    assert len(at.get("plotly_chart")) == 2
-    at.text_area(key="text").input("Another text, so another sweep: it waits to be asked.").run()
-    assert not at.exception and at.toggle(key="ablation_sweep_run").value is False
-    assert len(at.get("plotly_chart")) == 1  # the new text's ablation, no sweep started by itself
+    # 2 x 4 heads: timing the sweep's first pass (16 rows) ran all eight, so the map and its ranking are there at once
+    assert len(at.get("plotly_chart")) == 2 and "ablation_sweep_start" not in [b.key for b in at.button]
+    ranked = at.dataframe[-1].value
+    assert len(ranked) == 8 and list(ranked.iloc[:, 2].astype(float)) == sorted(ranked.iloc[:, 2].astype(float))[::-1]
+    at.number_input(key="max_tokens").set_value(1024).run()
+    assert "1,024 tokens are read here: the sidebar's limit and this page's own are both 1,024" in at.caption[0].value
+
+
+def test_the_page_sweep_stops_and_continues(monkeypatch):
+    """A Stop click, as Streamlit delivers it: its callback marks the sweep stopped and the script is stopped at its
+    next drawing, here as the second pass ends. What finished stays on the page; Continue completes it."""
+    from attnviz.labs import ablation
+
+    text = "The cat sat on the mat because it was tired, " * 3
+    monkeypatch.setattr(ablation, "PASS_SECONDS", 1e9)  # 16 rows a pass (bytes alone), however busy this machine is
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180).run()
+    at.text_area(key="text").input(text).run()
+    at.number_input(key="n_layer").set_value(6).run()
+    at.number_input(key="n_head").set_value(8).run()  # 48 heads: 16 a pass at 33 tokens
+    at.switch_page("pages/ablation.py").run()
+    assert not at.exception, at.exception
+    caption = next(c.value for c in at.caption if "ablated alone" in c.value)
+    assert "this text's 33 tokens" in caption and "in 3 batched passes (16 a pass)" in caption, caption  # 33, not 256
+    piece, calls = ablation.sweep_piece, []
+
+    def stopped_by_a_click(*args):
+        calls.append(1)
+        values = piece(*args)
+        if len(calls) == 1:  # the first pass ends; the click lands now, before the script draws again
+            import streamlit as st
+
+            st.session_state["ablation_sweep_state"]["status"] = "stopped"
+            st.session_state["ablation_sweep_state"]["values"].update(values)
+            st.rerun()
+        return values
+
+    monkeypatch.setattr(ablation, "sweep_piece", stopped_by_a_click)
+    at.button(key="ablation_sweep_start").click().run()
+    assert not at.exception, at.exception
+    assert [w.value for w in at.warning][-1].startswith("Stopped after 32 of 48 heads"), [w.value for w in at.warning]
+    assert len(at.dataframe[-1].value) == ablation.RANKED_K and len(at.get("plotly_chart")) == 1
+    assert at.button(key="ablation_sweep_start").label.startswith("Continue (16 heads left, about ")
+    at.button(key="ablation_sweep_start").click().run()
+    assert not at.exception and not at.warning, (at.exception, [w.value for w in at.warning])
+    assert len(calls) == 2 and "ablation_sweep_start" not in [b.key for b in at.button]  # the 16 left, no more
+    assert len(at.get("plotly_chart")) == 1 and len(at.dataframe[-1].value) == ablation.RANKED_K
+
+
+def test_a_lower_loss_is_green_and_a_higher_one_red(tiny_llama):
+    """st.metric colours a falling number red unless told that down is good (delta_color="inverse"): a loss."""
+    source = load_hf_source(str(tiny_llama))
+    deltas = {}
+    for head in [(layer, head) for layer in range(2) for head in range(4)]:
+        result = ablation_effect(source, TEXT, 64, [head], "zero")
+        deltas[head] = result.loss_after - result.loss_before
+    down, up = min(deltas, key=deltas.get), max(deltas, key=deltas.get)
+    assert deltas[down] < 0 < deltas[up], deltas  # this random model has both
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120).run()
+    at.text_area(key="text").input(TEXT).run()
+    at.selectbox(key="model").set_value("path").run()
+    at.text_input(key="model_path").input(str(tiny_llama)).run()
+    at.switch_page("pages/ablation.py").run()
+    for head, color in ((down, "green"), (up, "red")):
+        at.multiselect(key="ablation_heads").set_value([head]).run()
+        assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
+        after = at.metric[1]
+        assert after.delta.startswith("-" if color == "green" else "+"), after.delta
+        assert after.proto.color == getattr(MetricProto, color.upper()), (color, after.proto)
+
+
+def test_the_sweep_in_float32_and_bfloat16_on_a_tiny_llama(tiny_llama):
+    """bfloat16 on a tiny model only (a slow CPU): the same map within bfloat16's rounding, reduced in float64."""
+    float32 = load_hf_source(str(tiny_llama))
+    bfloat16 = load_hf_source(str(tiny_llama))
+    bfloat16.model.to(torch.bfloat16)
+    for text, n in ((TEXT, 64), ("Hi", 1), ("word " * 400, 10_000)):  # typical, 1 token, the longest (256)
+        a = ablation_sweep(float32, text, n, "mean")
+        b = ablation_sweep(bfloat16, text, n, "mean")
+        assert a.n_tokens == b.n_tokens == min(len(float32.encode(text, 10_000).tokens), 256, n)
+        if a.n_tokens == 1:
+            assert a.ranked() == b.ranked() == []
+            continue
+        x, y = np.array(a.values, dtype=float), np.array(b.values, dtype=float)
+        assert (x > 0).all() and np.abs(x - y).max() < 0.1 * x.max() + 1e-3, (x, y)  # bfloat16: 8 bits of mantissa
+        alone = ablation_effect(float32, text, n, [(1, 2)], "mean").kl_mean
+        assert abs(a.values[1][2] - alone) < 1e-6  # a batched row equals the head ablated by itself
+
+
+def test_smollm2_sweep_pieces_equal_each_head_alone(smollm2):
+    """SmolLM2's sweep is minutes (benchmarks/estimates.py --smollm2 runs it); its baseline and one piece, at a
+    typical text and at one token, against the head ablated by itself."""
+    baseline = sweep_baseline(smollm2, TEXT, 256, "zero")
+    assert baseline.n_tokens == len(smollm2.encode(TEXT, 256).tokens) and baseline.pass_seconds > 0
+    assert len(baseline.heads) == 270 and len(baseline.first) == baseline.rows  # 16 x 17 tokens: timed as a pass
+    (layer, head), value = next(iter(baseline.first.items()))
+    assert abs(value - ablation_effect(smollm2, TEXT, 256, [(layer, head)], "zero").kl_mean) < 1e-6
+    one = sweep_baseline(smollm2, "Hello", 1, "zero")
+    assert one.n_tokens == 1 and all(v is None for v in sweep_piece(smollm2, "Hello", one, [(29, 8)]).values())
 
 
 def test_the_eager_route_ablates_by_a_hook_on_the_projection(tmp_path, smollm2):

@@ -6,7 +6,14 @@ import pytest
 
 from attnviz import settings
 from tests.integration.chromium import assert_no_exception
-from tools.browser import choose_sidebar_option, set_sidebar_value, streamlit_server, wait_for_charts, wait_until_idle
+from tools.browser import (
+    choose_page,
+    choose_sidebar_option,
+    set_sidebar_value,
+    streamlit_server,
+    wait_for_charts,
+    wait_until_idle,
+)
 
 pytestmark = pytest.mark.browser
 
@@ -19,7 +26,7 @@ def assert_sidebar_kept_its_defaults(page):
     assert sidebar.get_by_label("n_layer", exact=True).input_value() == str(settings.N_LAYER.default)
 
 
-@pytest.mark.parametrize("how", ["deep link", "in-page link", "sidebar navigation"])
+@pytest.mark.parametrize("how", ["deep link", "in-page link", "menu"])
 def test_first_session_of_a_fresh_server_reaches_heads_with_its_sidebar(browser, how):
     """The first visitor of a new server once met a sidebar reset to the widgets' minimums."""
     with streamlit_server() as url:
@@ -36,7 +43,7 @@ def test_first_session_of_a_fresh_server_reaches_heads_with_its_sidebar(browser,
             if how == "in-page link":
                 page.get_by_role("link", name="Heads: every head's pattern", exact=False).click()
             else:
-                page.locator('[data-testid="stSidebarNav"]').get_by_text("Heads", exact=True).click()
+                choose_page(page, "Heads")  # the header's menu
         wait_for_charts(page, 3)
         wait_until_idle(page)
         assert "/heads" in page.url
@@ -193,7 +200,7 @@ def test_uploading_a_mask_gets_a_diagnosis_and_a_pickle_is_refused(server, page,
     wait_until_idle(page)
     page.get_by_text("future_leak", exact=False).first.wait_for(state="visible")
     assert_no_exception(page)
-    assert page.get_by_text("earlier rows moved", exact=False).count() == 1  # the leak test on the model
+    assert page.get_by_text("query rows moved", exact=False).count() == 1  # the leak test on the model
 
     pickled = tmp_path / "evil.npy"
     np.save(pickled, np.array([{"a": 1}], dtype=object), allow_pickle=True)

@@ -3,10 +3,13 @@
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from attnviz import cli
+from attnviz.app import hosted
+from attnviz.models.registry import EMBEDDED
 from tests.cli import attnviz
 from tests.integration.tiny_models import tiny
 from tests.plotly_json import decode, spec_of
@@ -91,6 +94,7 @@ def test_two_masks_on_the_embedded_model(capsys):
         (["compare", TEXT_A, TEXT_A, "--model", "smollm2", "--mask-b", "causal"], "--mask-b needs"),
         (["compare", TEXT_A, TEXT_A, "--model-b", "minilm"], "different tokens"),
         (["compare", TEXT_A, TEXT_B, "--seed-b", "-1"], "--seed-b"),
+        (["compare", TEXT_A, TEXT_B, "--model-b", ""], "'' is not a Hugging Face model folder"),
     ],
 )
 def test_bad_input_is_exit_2_with_one_line(args, says, capsys):
@@ -98,6 +102,14 @@ def test_bad_input_is_exit_2_with_one_line(args, says, capsys):
     assert code == 2, (out, err)
     assert not out and len(err.strip().splitlines()) == 1, err
     assert says in err and err.startswith("attnviz compare: error:")
+
+
+def test_an_empty_model_b_is_the_error_an_empty_model_is(capsys):
+    # --model-b '' once compared model A with itself and exited 0
+    code_b, out_b, err_b = in_process(capsys, "compare", TEXT_A, TEXT_B, "--model-b", "")
+    code_a, _, err_a = in_process(capsys, "compare", TEXT_A, TEXT_B, "--model", "")
+    assert (code_b, out_b, err_b) == (code_a, "", err_a) == (2, "", err_a)
+    assert len(err_b.splitlines()) == 1
 
 
 def test_bad_input_from_another_program_is_exit_2_without_a_traceback():
@@ -116,17 +128,28 @@ def test_the_readable_report_lists_the_heads_that_moved_most(capsys):
 
 
 def test_the_page_on_the_embedded_model():
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120).run()
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300).run()  # two models: every sidebar model is loaded
     at.text_area(key="text").input(TEXT_A).run()
     at.switch_page(PAGE).run()
     assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
-    stats, jsd = (spec_of(c) for c in at.get("plotly_chart"))
+    stats, jsd, _ = (spec_of(c) for c in at.get("plotly_chart"))
     a, b, diff = (decode(trace["z"]) for trace in stats["data"])
     assert diff.shape == (2, 4) and abs(diff - (b - a)).max() < 1e-5
-    assert stats["data"][2]["zmid"] == 0 and (jsd["data"][0]["zmin"], jsd["data"][0]["zmax"]) == (0, 1)
+    assert stats["data"][2]["zmid"] == 0 and jsd["data"][0]["zmin"] == 0
+    top = float(np.nanmax(decode(jsd["data"][0]["z"])))
+    assert top <= jsd["data"][0]["zmax"] <= 1.1 * top  # fitted to the values, not 0 to 1
+    assert any(f"to {jsd['data'][0]['zmax']:g} bits" in c.value for c in at.caption)  # and the scale is said
     largest = at.dataframe[0].value
     assert len(largest) == 8 and list(largest.columns)[-1] == "B − A"
+    assert all(v == float(f"{v:.3g}") for column in largest.columns[2:] for v in largest[column])  # 3 digits
     assert any("align" in c.value for c in at.caption)
+    # one head in A and B, by default the one that moved most, on one colour scale, and B − A
+    moved = decode(jsd["data"][0]["z"])
+    layer, head = np.unravel_index(np.nanargmax(moved), moved.shape)
+    assert at.selectbox(key="compare_head").value == f"{layer}:{head}"
+    side_a, side_b, change = spec_of(at.get("plotly_chart")[2])["data"]
+    assert (side_a["zmin"], side_a["zmax"]) == (side_b["zmin"], side_b["zmax"]) and change["zmid"] == 0
+    assert not [w.value for w in at.warning]  # a short comparison runs at once: no estimate left on screen
 
     at.selectbox(key="compare_stat").set_value("first_token_weight").run()
     assert not at.exception
@@ -136,10 +159,14 @@ def test_the_page_on_the_embedded_model():
     assert any("causal" in c.value for c in at.caption)
     at.radio(key="compare_mode").set_value("models").run()
     assert not at.exception and not at.error, [e.value for e in at.error]
-    assert len(at.get("plotly_chart")) == 2  # the embedded model under another seed: the same tokens
-    at.selectbox(key="compare_model_b").set_value("minilm").run()
-    assert not at.exception
-    assert any("different tokens" in i.value for i in at.info)  # MiniLM's WordPiece reads the text otherwise
+    assert len(at.get("plotly_chart")) == 3  # the embedded model under another seed: the same tokens
+    # only the models that read the text as A does are offered: MiniLM's WordPiece and SmolLM2's BPE are not
+    assert at.selectbox(key="compare_model_b").options == [hosted.model_label(EMBEDDED), hosted.model_label("path")]
+    at.selectbox(key="model").set_value("minilm").run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    # no model in the sidebar shares MiniLM's tokenizer: said up front, and only a folder or hub id is offered
+    assert any("No other model in the sidebar" in i.value for i in at.info)
+    assert at.selectbox(key="compare_model_b").options == [hosted.model_label("path")]
 
 
 @pytest.fixture(scope="module")
@@ -173,17 +200,19 @@ def test_two_models_with_one_tokenizer_and_two_shapes(llamas, capsys):
 
 def test_the_page_on_two_local_models_and_a_mask_it_cannot_change(llamas):
     a, _, deep = llamas
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120).run()
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300).run()
     at.selectbox(key="model").set_value("path").run()
     at.text_input(key="model_path").input(str(a)).run()
     at.text_area(key="text").input(TEXT_A).run()
     at.switch_page(PAGE).run()
     assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
-    assert len(at.get("plotly_chart")) == 2  # two texts on the local model
+    assert len(at.get("plotly_chart")) == 3  # two texts on the local model: statistics, JSD, one head
     at.radio(key="compare_mode").set_value("masks").run()
     assert not at.exception
     assert any("not available" in i.value for i in at.info) and not at.get("plotly_chart")
     at.radio(key="compare_mode").set_value("models").run()
+    # SmolLM2 reads the text as these Llamas with its tokenizer do: it is offered, before anything is tried
+    assert at.selectbox(key="compare_model_b").options == [hosted.model_label("smollm2"), hosted.model_label("path")]
     at.selectbox(key="compare_model_b").set_value("path").run()
     at.text_input(key="compare_model_path_b").input(str(deep)).run()
     assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])

@@ -1,12 +1,15 @@
 """``python -m attnviz kv-cache`` as other programs run it: the JSON contract, the bundled models, one-line errors."""
 
+import io
 import json
 from pathlib import Path
 
 import pytest
 
 from attnviz import settings
+from attnviz.cli import main
 from tests.cli import attnviz
+from tests.unit.labs.kv.real_configs import JAMBA_V01
 
 ROOT = Path(__file__).resolve().parents[2]
 KEYS = {"attention", "layers", "kv_heads", "head_dim", "bytes_per_token", "total_bytes", "per_layer", "window"}
@@ -90,3 +93,64 @@ def test_bad_arguments_exit_2_with_one_line(args):
     assert done.returncode == 2
     assert len(done.stderr.strip().splitlines()) == 1 and "attnviz kv-cache: error:" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+# `kv-cache jamba-v0.1/` as attnviz printed it when transformers' figure took a 4,096-token meta prefill through
+# all 32 layers (over three minutes, most of it in the Mamba layers' token-by-token scan)
+JAMBA_TEXT = (
+    "jamba-v0.1: GQA, 32 layers (4 full, 28 linear), 32 query heads\n"
+    "kv heads 8 x head_dim 128, window none\n"
+    "batch 1 x seq_len 4,096, cache dtype bf16\n"
+    "bytes per token (all layers, no window): 16,384\n"
+    "minimum cache: 67,108,864 B (64.0 MiB)\n"
+    "  linear   0 B (0.0 MiB)\n"
+    "  full     67,108,864 B (64.0 MiB)\n"
+    "what engines allocate:\n"
+    "  vLLM                       67,108,864 B (64.0 MiB)\n"
+    "    Per sequence, full layers hold ceil(seq_len / 16) blocks of 16 tokens, sliding layers hold (ceil(min(window - 1 + 8192, seq_len) / 16) + 1) blocks, MLA layers one latent row per token, linear/Mamba layers no KV. (https://github.com/vllm-project/vllm/blob/main/vllm/v1/kv_cache_interface.py)\n"
+    "  llama.cpp                  67,108,864 B (64.0 MiB)\n"
+    "    One stream per sequence (1): full layers hold PAD(seq_len, 256) cells, sliding layers PAD(min(that, n_swa + n_ubatch 512), 256), in bf16; MLA caches K as latent + rope and V as latent (GGUF key_length 576, value_length 512). (https://github.com/ggml-org/llama.cpp/blob/master/src/llama-kv-cache-iswa.cpp)\n"
+    "  transformers DynamicCache  67,108,864 B (64.0 MiB)\n"
+    "    Measured: a prefill of this batch and length run through the architecture's own transformers modeling code on the meta device (shapes only, no memory), and the DynamicCache it returned counted: every K, V (and indexer-key) tensor, not linear layers' recurrent state. (https://github.com/huggingface/transformers/blob/main/src/transformers/cache_utils.py)\n"
+)
+
+
+def test_a_hybrid_s_table_is_what_it_was_byte_for_byte(tmp_path):
+    folder = tmp_path / "jamba-v0.1"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(JAMBA_V01))
+    done = kv_cache(folder)
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    assert done.stdout == JAMBA_TEXT
+
+
+def test_json_prints_no_engine_so_none_is_measured(tmp_path, monkeypatch, capsys):
+    from attnviz.labs.kv import engines
+
+    def refused(*args, **kwargs):
+        raise AssertionError("--json measured transformers' cache, which it does not print")
+
+    monkeypatch.setattr(engines, "engine_estimates", refused)
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(MISTRAL))
+    assert main(["kv-cache", str(path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["total_bytes"] == 4 * 100 * 2 * 2 * 64 * 2
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("terminal", [True, False])
+def test_a_terminal_sees_what_kv_cache_is_doing_and_a_pipe_nothing(tmp_path, monkeypatch, capsys, terminal):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(MISTRAL))
+    stderr = _Terminal() if terminal else io.StringIO()
+    monkeypatch.setattr("sys.stderr", stderr)
+    assert main(["kv-cache", str(path), "--seq-len", "64"]) == 0
+    assert "DynamicCache" in capsys.readouterr().out
+    if terminal:  # one line while it works, erased before the answer
+        assert stderr.getvalue() == "attnviz kv-cache: reading the config and measuring transformers' cache...\r\033[K"
+    else:
+        assert stderr.getvalue() == ""

@@ -6,8 +6,10 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from attnviz.labs.kv.memory import human_bytes
 from tests.markdown import as_read
 from tests.plotly_json import spec_of
+from tests.unit.labs.kv.real_configs import JAMBA_V01
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -75,6 +77,18 @@ def test_a_pasted_config_a_bad_one_and_the_bundled_models():
     at.radio(key="kv_source").set_value("folder").run()
     at.text_input(key="kv_folder").input("/nonexistent/model").run()
     assert not at.exception and any("cannot be used" in e.value for e in at.error)
+
+
+def test_a_pasted_hybrid_gets_transformers_figure_in_one_run():
+    """Jamba v0.1 at the page's 8,192 tokens: its 4 attention layers' K and V, measured without running its 28
+    Mamba layers' scan over 8,192 tokens (minutes before; the run's 300 s limit would fail it)."""
+    at = page()
+    at.radio(key="kv_source").set_value("upload").run()
+    at.text_area(key="kv_paste").input(json.dumps(JAMBA_V01)).run()
+    assert not at.exception and metrics(at)["bytes per token"] == "16,384"
+    engines = next(m.value for m in at.markdown if "DynamicCache" in m.value)
+    cached = 4 * 2 * 8 * 128 * 2 * 8192  # 4 attention layers x K and V x 8 heads x 128 x 2 bytes x 8,192 tokens
+    assert f"**transformers DynamicCache: {human_bytes(cached)}**" in engines
 
 
 def test_the_measured_cache_of_smollm2_equals_the_estimate():

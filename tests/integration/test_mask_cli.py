@@ -85,7 +85,26 @@ def test_a_wrong_shape_is_a_problem_exit_1_with_json(tmp_path):
     proc = doctor(path, "--expect", "causal+padding", "--lengths", "4,2", "--json")
     assert proc.returncode == 1
     out = json.loads(proc.stdout)
-    assert out["ok"] is False and out["problems"] == [{"kind": "bad_shape", "count": 1, "examples": []}]
+    (problem,) = out["problems"]
+    assert out["ok"] is False and {k: problem[k] for k in ("kind", "count", "examples")} == {
+        "kind": "bad_shape",
+        "count": 1,
+        "examples": [],
+    }
+    assert problem["reason"] == "sequences" and "holds 1 sequence but the lengths 4,2 give 2" in problem["detail"]
+
+
+def test_a_key_mask_over_documents_that_do_not_add_up_is_bad_shape_exit_1(tmp_path):
+    """Issue 25: a (1, T) mask read without --q-len, with documents that do not add up to T, exited 2."""
+    path = tmp_path / "keys.npy"
+    np.save(path, np.ones((1, 8), dtype=bool))
+    for documents in ("5,3,4", "99999999999999999999"):
+        proc = doctor(path, "--expect", f"documents:{documents}", "--json")
+        assert proc.returncode == 1 and proc.stderr.count("\n") == 1 and "bad_shape" in proc.stderr
+        (problem,) = json.loads(proc.stdout)["problems"]
+        assert problem["kind"] == "bad_shape" and problem["reason"] == "documents_total"
+    proc = doctor(path, "--expect", "documents:٥,3")  # an Arabic-Indic five: not a number here, as in --heads
+    assert proc.returncode == 2 and not proc.stdout and "give whole numbers" in proc.stderr
 
 
 class RunsCode:
@@ -165,7 +184,9 @@ def test_decode_steps_chunks_and_packed_documents_as_other_programs_see_them(tmp
     torch.save(causal_mask(3, 8, offset=6), chunk)  # offset one too large
     proc = doctor(chunk, "--expect", "causal")
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
-    assert "PROBLEM future_leak (2 cells)" in proc.stdout and "[0, 6] [1, 7]" in proc.stdout
+    # rows named by their position (the step's rows 0 and 1 are the text's tokens 5 and 6), as in the message
+    assert "PROBLEM future_leak (2 cells)" in proc.stdout and "[5, 6] [6, 7]" in proc.stdout
+    assert "query 5 → key 6" in proc.stdout
 
     leaky = document_mask([5, 3, 4])
     leaky[5, 4] = True

@@ -39,6 +39,15 @@ def test_every_map_on_the_embedded_model():
     np.testing.assert_allclose(np.nansum(z, axis=1), 1.0, atol=1e-5)  # rollout: each row sums to 1
     captions = " ".join(c.value for c in at.caption)
     assert "0.5·A + 0.5·I" in captions and f"Rollout uses the first {n}" in captions
+    assert at.selectbox(key="rollout_colour").value == "auto" and "Colour chosen automatically" in captions
+    # the scale tops at the largest value outside the first column
+    assert spec["data"][0]["zmax"] == pytest.approx(np.nanmax(z[:, 1:]), rel=1e-6)
+
+    at.selectbox(key="rollout_colour").set_value("log").run()
+    assert not at.exception and not at.error
+    log = the_map(at)
+    assert log["data"][-1]["marker"]["colorbar"]["title"]["text"] == "rollout (log)"
+    assert "Colour: log over four decades" in " ".join(c.value for c in at.caption)
 
     at.radio(key="rollout_kind").set_value("layer_mean").run()
     assert not at.exception and not at.error
@@ -48,9 +57,11 @@ def test_every_map_on_the_embedded_model():
     at.radio(key="rollout_kind").set_value("flow").run()
     assert not at.exception and not at.error, [e.value for e in at.error]
     flow = decode(the_map(at)["data"][0]["z"])
-    assert flow.shape == (min(n, rollout.FLOW_TOKENS),) * 2
+    assert flow.shape == (n, n)  # the whole text: within the flow's bound, nothing cut or renormalised
     assert np.nanmax(flow) <= 1 + 1e-6
-    assert "Flow uses the first" in " ".join(c.value for c in at.caption)
+    captions = " ".join(c.value for c in at.caption)
+    assert f"Flow uses the first {n} of the text's {n} tokens" in captions
+    assert "Predicted" not in captions  # the estimate goes once the flow is drawn
 
 
 @pytest.mark.parametrize("text", ["x", "   "])
@@ -59,15 +70,28 @@ def test_one_token_or_no_text_is_a_message(text):
     assert not at.get("plotly_chart") and at.info
 
 
-def test_smollm2_flow_waits_for_its_button():
+def test_smollm2_flow_through_its_30_layers():
     at = app("smollm2")
-    assert the_map(at)["data"][0]["type"] == "heatmap"
-    at.radio(key="rollout_kind").set_value("flow").run()
-    assert not at.exception and not at.error
-    assert not at.get("plotly_chart")  # about 4 s of max-flows: not without asking
-    at.button(key="rollout_flow_run").click().run()
+    n = decode(the_map(at)["data"][0]["z"]).shape[0]
+    at.radio(key="rollout_kind").set_value("flow").run()  # about a second's max-flows: a button on a busy machine
     assert not at.exception and not at.error, [e.value for e in at.error]
-    assert decode(the_map(at)["data"][0]["z"]).shape == (rollout.FLOW_TOKENS, rollout.FLOW_TOKENS)
+    if not at.get("plotly_chart"):
+        assert "Predicted: about" in " ".join(c.value for c in at.caption)
+        at.button(key="rollout_flow_run").click().run()
+    flow = decode(the_map(at)["data"][0]["z"])
+    assert flow.shape == (n, n) and np.isnan(flow[0, 1])  # the whole text; causal: no path to a later token
+    np.testing.assert_allclose(flow[:, 0], 1.0, atol=1e-6)  # all of every row can reach the first token
+
+
+def test_a_long_minilm_flow_waits_for_its_button_with_a_measured_estimate():
+    at = app("minilm", TEXT + " " + TEXT)  # about 40 tokens through 6 layers of full attention: seconds of max-flow
+    at.radio(key="rollout_kind").set_value("flow").run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert not at.get("plotly_chart")
+    captions = " ".join(c.value for c in at.caption)
+    assert "Predicted: about" in captions and "on this machine" in captions
+    button = at.button(key="rollout_flow_run")
+    assert button.label.startswith("Compute the flow (about ")
 
 
 def numpy_rollout(reference: np.ndarray) -> np.ndarray:

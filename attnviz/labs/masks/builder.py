@@ -19,7 +19,7 @@ import torch
 from torch import Tensor
 
 from attnviz.core.masks import batch_padding_keep, causal_mask, document_mask, prefix_lm_mask, sliding_window_mask
-from attnviz.i18n.message import Message, msg
+from attnviz.i18n.message import Message, PluralS, msg
 from attnviz.labs.masks.effects import blocked_by
 
 # the kinds a user picks from; their names are in the catalogues ([mask_lab.kind])
@@ -38,7 +38,9 @@ def kind_label(kind: str) -> Message:
 @dataclass(frozen=True, eq=False)
 class LabMask:
     """One mask on a text of T tokens; see the module docstring. expect: the doctor's name for what it is (None: no
-    such name); q_len: a decode step's query rows (raw is (q_len, T)), None for a (T, T) mask."""
+    such name); q_len: a decode step's query rows (raw is (q_len, T)), None for a (T, T) mask; offset: the
+    offset a built decode step was given (its first row keeps keys 0 .. offset), None otherwise; custom: the
+    user's own mask, which says nothing of what it is meant to be."""
 
     acting: Tensor
     raw: Tensor
@@ -47,6 +49,8 @@ class LabMask:
     lengths: list[int] | None = None
     side: str = "right"
     q_len: int | None = None
+    offset: int | None = None
+    custom: bool = False
 
     @property
     def keep(self) -> Tensor:
@@ -84,7 +88,8 @@ def built_mask(
 
     pads: how many of the tokens stand for padding, on ``side``; documents: the
     lengths of the packed documents (they must sum to n_tokens); ``causal``
-    makes the documents causal inside (the doctor then expects ``documents:…``).
+    makes the documents causal inside (the doctor then expects ``documents:…``, else
+    ``bidirectional-documents:…``).
     q_len and align: a decode step's queries (the last q_len tokens) and how its
     mask places them (:data:`ALIGNS`: "right" is correct, the others are bugs).
     """
@@ -104,7 +109,7 @@ def built_mask(
         documents = list(documents or [])
         if sum(documents) != T:
             raise ValueError(msg("mask_lab.documents", documents=documents, total=sum(documents), T=T))
-        expect = "documents:" + ",".join(map(str, documents)) if causal else None
+        expect = ("" if causal else "bidirectional-") + "documents:" + ",".join(map(str, documents))
         return _built(document_mask(documents, causal=causal), expect)
     if kind == "decode":
         return decode_mask(T, q_len, align)
@@ -125,7 +130,27 @@ def decode_mask(n_tokens: int, q_len: int, align: str = "right") -> LabMask:
     cached = T - q_len
     offset = {"right": cached, "plus_one": cached + 1, "minus_one": cached - 1, "top_left": 0}[align]
     raw = causal_mask(q_len, T, offset=offset)  # (q_len, T)
-    return LabMask(acting=with_cache(raw), raw=raw, convention="keep", expect="causal", q_len=q_len)
+    return LabMask(acting=with_cache(raw), raw=raw, convention="keep", expect="causal", q_len=q_len, offset=offset)
+
+
+def decode_note(lab: LabMask) -> Message | None:
+    """Why a decode step built with too large an offset leaks less than it seems, or None.
+
+    Its last row would keep the keys up to offset + q_len - 1, past the text's last key (T - 1): that key does not
+    exist, so the row keeps what the right mask keeps. With one query nothing leaks at this step at all, though
+    the same mask leaks wherever a later key exists: in a chunk of two or more queries, or a preallocated cache.
+    """
+    if lab.q_len is None or lab.offset is None:
+        return None
+    T = lab.acting.shape[-1]
+    right = T - lab.q_len
+    past = lab.offset + lab.q_len - T  # keys past the text's last that the last row would keep
+    if past < 1:
+        return None
+    fields = {"offset": lab.offset, "right": right, "last": T - 1, "beyond": T - 1 + past, "q_len": lab.q_len}
+    if lab.q_len == 1:
+        return msg("mask_verdict.decode_past_end_one", s_right=PluralS(right), **fields)
+    return msg("mask_verdict.decode_past_end", leaking=lab.q_len - past, s=PluralS(lab.q_len - past), **fields)
 
 
 def with_cache(rows: Tensor) -> Tensor:
@@ -153,7 +178,7 @@ def custom_mask(raw: Tensor, convention: str) -> LabMask:
         raise TypeError(f"a mask must be bool or an additive float, not {raw.dtype}")
     q_len, T = raw.shape
     if q_len == T:
-        return LabMask(acting=acting, raw=raw, convention=convention_read)
+        return LabMask(acting=acting, raw=raw, convention=convention_read, custom=True)
     if not 1 <= q_len < T:
         raise ValueError(msg("mask_decode_lab.rows_shape", q_len=q_len, T=T, shape=tuple(raw.shape)))
-    return LabMask(acting=with_cache(acting), raw=raw, convention=convention_read, q_len=q_len)
+    return LabMask(acting=with_cache(acting), raw=raw, convention=convention_read, q_len=q_len, custom=True)

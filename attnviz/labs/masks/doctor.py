@@ -6,7 +6,8 @@ causal, padding, causal + padding, a sliding window, a prefix-LM or packed
 documents, with the sequence lengths when batched) and returns a
 :class:`Diagnosis`: one :class:`Problem` per kind found, each with its count,
 up to ten ``[q, k]`` examples (row and column of the mask as given), the
-offending cells (for drawing) and one sentence with a fix.
+offending cells (for drawing) and one sentence with a fix, which names each
+query by its position in the text (a step's row i is position offset + i).
 
 A mask is (q_len, k_len), or (B, q_len, k_len) for a batch. A square mask is a
 whole sequence. A rectangular one (q_len < k_len) is a decode step or a chunk
@@ -100,7 +101,8 @@ class Problem:
     cells: bool, the shape of ``Diagnosis.keep`` (after a bad shape: the mask's, all False), True on the offending
     cells (for drawing).
     message: one sentence with the numbers and a fix.
-    extra: more JSON for this kind (cross_document: ``documents``, the [query's, key's] document of each example).
+    extra: more JSON for this kind (cross_document: ``documents``, the [query's, key's] document of each example;
+    bad_shape: ``reason``, one of :data:`SHAPE_REASONS`, and ``detail``, the message in English).
     """
 
     kind: str
@@ -110,6 +112,10 @@ class Problem:
     message: Text
     batch_examples: list[int] = field(default_factory=list)
     extra: dict = field(default_factory=dict)
+
+
+# why a mask's shape fits no reading (bad_shape's JSON "reason"; "detail" says it in a sentence)
+SHAPE_REASONS = ("broadcast_axis", "sequences", "short", "more_queries", "q_len", "offset", "documents_total")
 
 
 @dataclass(frozen=True, eq=False)
@@ -171,12 +177,19 @@ def _at(b: int, q: int, k: int | None, batched: bool) -> Text:
     )
 
 
-def _rows_text(rows: Tensor, batched: bool, limit: int = 6) -> Text:
-    """The True rows of a bool (B, Q): "row 0", "rows 0, 3", "sequence:row 0:4, 1:3"."""
+def _rows_text(rows: Tensor, batched: bool, offset: int = 0, positions: bool = False, limit: int = 6) -> Text:
+    """The True rows of a bool (B, Q), named by the query's position (row q sits at offset + q): "row 0",
+    "rows 0, 3", "sequence:row 0:4, 1:3"; "positions 5, 6" for a step's rows (``positions``)."""
     found = rows.nonzero().tolist()
-    parts = [f"{b}:{q}" if batched else str(q) for b, q in found[:limit]]
+    parts = [f"{b}:{q + offset}" if batched else str(q + offset) for b, q in found[:limit]]
     more = msg("mask_doctor.and_more", n=len(found) - limit) if len(found) > limit else ""
-    label = msg("mask_doctor.label_sequence_row") if batched else msg(f"mask_doctor.label_row{'s' * (len(found) > 1)}")
+    plural = "s" * (len(found) > 1)
+    if batched:
+        label = msg("mask_doctor.label_sequence_row")
+    elif positions:
+        label = msg(f"mask_decode.label_position{plural}")
+    else:
+        label = msg(f"mask_doctor.label_row{plural}")
     return concat(label, ", ".join(parts), more)
 
 
@@ -185,12 +198,15 @@ class _Finder:
 
     A problem's message is its catalogue key, filled in with ``{n}`` (the count),
     ``{s}`` (a plural s), ``{ex}`` (the first example cell), ``{rows}`` (the rows,
-    for row problems) and any ``fields`` given. ``offset``: row i's own key is column offset + i.
+    for row problems) and any ``fields`` given. ``offset``: row i is the query at position offset + i, its own
+    key column offset + i; the messages name queries by their position (the examples stay the mask's [row,
+    column]); ``positions``: the rows are a step's, named "positions" rather than "rows".
     """
 
-    def __init__(self, batched: bool, offset: int = 0) -> None:
+    def __init__(self, batched: bool, offset: int = 0, positions: bool = False) -> None:
         self.batched = batched
         self.offset = offset
+        self.positions = positions
         self.problems: dict[str, Problem] = {}
 
     def shaped(self, cells: Tensor) -> Tensor:
@@ -205,7 +221,8 @@ class _Finder:
         found = _examples(cells, settings.MASK_MAX_EXAMPLES)
         more_fields, more_json = extra(found) if extra is not None else ({}, {})
         b, q, k = found[0]
-        text = msg(key, n=f"{n:,}", s=PluralS(n), ex=_at(b, q, k, self.batched), **fields, **more_fields)
+        ex = _at(b, q + self.offset, k, self.batched)
+        text = msg(key, n=f"{n:,}", s=PluralS(n), ex=ex, **fields, **more_fields)
         examples = [[q, k] for _, q, k in found]
         batch = [b for b, _, _ in found]
         self.problems[kind] = Problem(kind, n, examples, self.shaped(cells), text, batch, more_json)
@@ -216,7 +233,8 @@ class _Finder:
         if n == 0:
             return
         found = rows.nonzero()[: settings.MASK_MAX_EXAMPLES].tolist()
-        text = msg(key, n=f"{n:,}", s=PluralS(n), rows=_rows_text(rows, self.batched), **fields)
+        shown = _rows_text(rows, self.batched, self.offset, self.positions)
+        text = msg(key, n=f"{n:,}", s=PluralS(n), rows=shown, **fields)
         examples = [[q, q + self.offset if self_key else -1] for _, q in found]
         self.problems[kind] = Problem(kind, n, examples, self.shaped(cells), text, [b for b, _ in found])
 
@@ -262,18 +280,19 @@ def _dims(shape: tuple[int, ...]) -> str:
     return "(" + ", ".join(map(str, shape)) + ")"
 
 
-def _shape_problem(shape: tuple[int, ...], lengths: list[int] | None) -> Text | None:
-    """Why the shape cannot be the mask the lengths describe, or None."""
+def _shape_problem(shape: tuple[int, ...], lengths: list[int] | None) -> tuple[str, Text] | None:
+    """Why the shape cannot be the mask the lengths describe (a :data:`SHAPE_REASONS` code and a sentence), or
+    None."""
     q_len, k_len = shape[-2:]
     n_seq = shape[0] if len(shape) == 3 else 1
     if k_len == 1 and q_len > 1:
-        return msg("mask_doctor.shape_broadcast", dims=_dims(shape))
+        return "broadcast_axis", msg("mask_doctor.shape_broadcast", dims=_dims(shape))
     if lengths is None:
         return None
     T = k_len
     shown = ",".join(map(str, lengths))
     if len(lengths) != n_seq:
-        return msg(
+        return "sequences", msg(
             "mask_doctor.shape_sequences",
             dims=_dims(shape),
             n=n_seq,
@@ -282,7 +301,7 @@ def _shape_problem(shape: tuple[int, ...], lengths: list[int] | None) -> Text | 
             given=len(lengths),
         )
     if max(lengths) > T:
-        return msg("mask_doctor.shape_short", dims=_dims(shape), T=T, longest=max(lengths), lengths=shown)
+        return "short", msg("mask_doctor.shape_short", dims=_dims(shape), T=T, longest=max(lengths), lengths=shown)
     return None
 
 
@@ -290,36 +309,41 @@ def _shape_problem(shape: tuple[int, ...], lengths: list[int] | None) -> Text | 
 class _Reading:
     """How the rows of a mask are read: ``key_mask`` (a (..., 1, T) mask broadcast over T queries), the number
     of query rows, their offset (row i is position offset + i), whether that offset is stated (``as_rows``:
-    reported), and why no reading fits (``bad``)."""
+    reported), and why no reading fits (``bad``: a :data:`SHAPE_REASONS` code and a sentence)."""
 
     key_mask: bool
     q_len: int
     offset: int
     as_rows: bool
-    bad: Text | None = None
+    bad: tuple[str, Text] | None = None
 
 
 def _reading(shape: tuple[int, ...], q_len: int | None, offset: int | None, expect: Expectation | None) -> _Reading:
     """Decide how to read a mask of ``shape`` given ``--q-len`` and ``--offset`` (None: not given)."""
     rows, k_len = shape[-2:]
     dims = _dims(shape)
+    documents = None
+    if expect is not None and expect.kind == "documents" and sum(expect.documents) != k_len:
+        shown = ",".join(map(str, expect.documents))
+        documents = (
+            "documents_total",
+            msg("mask_decode.shape_documents", dims=dims, documents=shown, total=sum(expect.documents), k_len=k_len),
+        )
     if rows == 1 < k_len and offset is None and q_len in (None, k_len):
-        return _Reading(key_mask=True, q_len=k_len, offset=0, as_rows=False)
+        return _Reading(key_mask=True, q_len=k_len, offset=0, as_rows=False, bad=documents)
     if rows > k_len:  # no offset places them; (..., T, 1) is the broadcast bug, which _shape_problem names
-        more = None if k_len == 1 else msg("mask_decode.shape_more_queries", dims=dims, rows=rows, k_len=k_len)
+        more = None
+        if k_len != 1:
+            more = "more_queries", msg("mask_decode.shape_more_queries", dims=dims, rows=rows, k_len=k_len)
         return _Reading(key_mask=False, q_len=rows, offset=0, as_rows=False, bad=more)
     as_rows = rows != k_len or q_len is not None or offset is not None
     start = k_len - rows if offset is None else offset
-    bad = None
+    bad = documents
     if q_len is not None and q_len != rows:
-        bad = msg("mask_decode.shape_q_len", dims=dims, q_len=q_len, rows=rows, s=PluralS(rows))
+        bad = "q_len", msg("mask_decode.shape_q_len", dims=dims, q_len=q_len, rows=rows, s=PluralS(rows))
     elif start + rows > k_len:
-        bad = msg("mask_decode.shape_offset", dims=dims, offset=start, rows=rows, last=start + rows - 1, k_len=k_len)
-    elif expect is not None and expect.kind == "documents" and sum(expect.documents) != k_len:
-        documents = ",".join(map(str, expect.documents))
-        bad = msg(
-            "mask_decode.shape_documents", dims=dims, documents=documents, total=sum(expect.documents), k_len=k_len
-        )
+        last = start + rows - 1
+        bad = "offset", msg("mask_decode.shape_offset", dims=dims, offset=start, rows=rows, last=last, k_len=k_len)
     return _Reading(key_mask=False, q_len=rows, offset=max(start, 0), as_rows=as_rows, bad=bad)
 
 
@@ -403,7 +427,10 @@ def _reading_notes(reading: _Reading, k_len: int, given: bool) -> list[Text]:
         return []
     first, last = reading.offset, reading.offset + reading.q_len - 1
     key = "mask_decode.read_rows_given" if given else "mask_decode.read_rows"
-    fields = {"first": first, "last": last, "k_len": k_len, "offset": reading.offset, "s": PluralS(reading.q_len)}
+    where = msg("mask_decode.at_position", first=first)
+    if last > first:
+        where = msg("mask_decode.at_positions", first=first, last=last)
+    fields = {"where": where, "k_len": k_len, "offset": reading.offset, "s": PluralS(reading.q_len)}
     return [msg(key, q_len=reading.q_len, **fields)]
 
 
@@ -458,7 +485,9 @@ def diagnose(
     shown_offset = reading.offset if reading.as_rows else None
     bad = _shape_problem(shape, lengths) or reading.bad
     if bad is not None:
-        problem = Problem("bad_shape", 1, [], torch.zeros(shape, dtype=torch.bool), bad)
+        why, text = bad
+        extra = {"reason": why, "detail": str(text)}
+        problem = Problem("bad_shape", 1, [], torch.zeros(shape, dtype=torch.bool), text, extra=extra)
         return Diagnosis(convention, reason, shape, [problem], [], offset=shown_offset, documents=documents)
     batched = mask.ndim == 3
     m = mask if batched else mask[None]  # (B, rows, K)
@@ -480,7 +509,7 @@ def diagnose(
     fully = ~keep.any(dim=-1)  # (B, Q)
     if convention == "additive":
         notes += _float_notes(m, fully, reference, what)
-    finder = _Finder(batched, off)
+    finder = _Finder(batched, off, positions=reading.as_rows)
 
     def result() -> Diagnosis:
         shown_expected = None if expected is None else finder.shaped(expected)

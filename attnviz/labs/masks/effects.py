@@ -11,21 +11,27 @@ from __future__ import annotations
 
 import hashlib
 import math
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor
 
 from attnviz.core.capture import head_scores, weights_window
+from attnviz.core.masks import causal_mask
 from attnviz.core.progress import Progress, or_none
-from attnviz.i18n.message import Message, msg
+from attnviz.i18n.message import Message, PluralS, concat, msg
 from attnviz.labs.masks.doctor import Expectation, expected_keep
+from attnviz.labs.masks.expectations import real_tokens
 from attnviz.labs.masks.reading import additive_blocked
 from attnviz.models.record import AttentionRecord
 from attnviz.models.source import AttentionSource
 
 # a state changed when it moved by more than this, relative to its largest component
 LEAK_TOLERANCE = 1e-5
+# at most this many cuts chosen from the mask (each a run of the model), besides the spread of leak_cuts: a decode
+# step of up to 7 queries off by one gets a cut for every row
+MASK_CUTS = 6
 
 
 def acting_weights(scores: Tensor, mask: Tensor) -> Tensor:
@@ -64,6 +70,14 @@ def meant_keep(
         return keep
     meant = expected_keep(expect, T, lengths=lengths if expect.needs_lengths else None, side=side)
     return meant.reshape(T, T) if meant.ndim == 3 else meant  # one sequence: (1, T, T) -> (T, T)
+
+
+def counted_rows(n_tokens: int, lengths: list[int] | None, side: str = "right") -> Tensor | None:
+    """bool (T,): the rows whose output counts, the real tokens of a padded sequence (padding rows are
+    don't-care, as the doctor treats them); None without lengths: every row counts."""
+    if lengths is None:
+        return None
+    return real_tokens(lengths, 1, n_tokens, side)[0]
 
 
 @dataclass(frozen=True)
@@ -118,18 +132,28 @@ class LeakTest:
 
     cuts: the positions from which the tokens were replaced; change: (T,) for
     each row, the largest relative change of its last hidden state over the
-    cuts after it (NaN for rows after the last cut: never tested); leaked_rows:
-    rows that moved by more than ``tolerance``.
+    cuts after it at which it was tested (NaN for a row never tested: after the
+    last cut, meant to see the changed tokens, a padding row, or NaN under the
+    mask); leaked_rows: tested rows that moved by more than ``tolerance``;
+    nan_rows: rows whose state is NaN under the mask (a softmax over no key),
+    which cannot be tested; missed: rows that keep a key past what they are meant to see but that no cut tests
+    at once (more would have been needed, a run each: they move only through later layers, if at all).
     """
 
     cuts: list[int]
     change: Tensor
     leaked_rows: list[int]
     tolerance: float
+    nan_rows: list[int] = field(default_factory=list)
+    missed: list[int] = field(default_factory=list)
 
     @property
     def leaks(self) -> bool:
         return bool(self.leaked_rows)
+
+    @property
+    def tested_rows(self) -> list[int]:
+        return torch.nonzero(~torch.isnan(self.change)).flatten().tolist()
 
     @property
     def max_change(self) -> float:
@@ -138,10 +162,27 @@ class LeakTest:
 
     def describe(self) -> Message:
         """What was done and what it found, in Markdown with the numbers."""
+        if not self.cuts:
+            return msg("mask_verdict.leak_nothing_to_test")
         done = msg("mask_effects.done", cuts=", ".join(map(str, self.cuts)))
+        untested = ""  # the rows it could not test (NaN), and those it did not test at once (too many cuts)
+        if self.nan_rows:
+            untested = msg("mask_verdict.leak_nan_rows", n=len(self.nan_rows), rows=positions_text(self.nan_rows))
+        if self.missed:
+            missed = msg("mask_verdict.leak_missed", n=len(self.missed), rows=positions_text(self.missed))
+            untested = concat(untested, missed)
+        change = self.max_change
         if self.leaks:
-            return msg("mask_effects.leaks", done=done, n=len(self.leaked_rows), change=self.max_change)
-        return msg("mask_effects.no_leak", done=done, change=self.max_change)
+            n, rows = len(self.leaked_rows), positions_text(self.leaked_rows)
+            return msg("mask_effects.leaks", done=done, n=n, s=PluralS(n), rows=rows, change=change, nan=untested)
+        n = len(self.tested_rows)
+        return msg("mask_effects.no_leak", done=done, n=n, s=PluralS(n), change=change, nan=untested)
+
+
+def positions_text(positions: list[int], limit: int = 8) -> str:
+    """Query positions for a message: "3, 5, 8", or the first ``limit`` and how many in all: "0, 1, … 7, … (12)"."""
+    shown = ", ".join(map(str, positions[:limit]))
+    return shown if len(positions) <= limit else f"{shown}, … ({len(positions)})"
 
 
 def describe_bug_effect(effect: HeadEffect, leak: LeakTest) -> Message:
@@ -156,8 +197,61 @@ def mask_digest(mask: Tensor) -> str:
 
 
 def leak_cuts(n_tokens: int) -> list[int]:
-    """Where the test changes the future: at a quarter, half and three quarters of the text (every row before)."""
+    """The spread of cuts: at a quarter, half and three quarters of the text (every row before is tested)."""
     return sorted({c for c in (n_tokens // 4, n_tokens // 2, 3 * n_tokens // 4) if 0 < c < n_tokens})
+
+
+def reach(keep: Tensor) -> Tensor:
+    """bool (T, T) -> (T, T): the tokens a row's last state may depend on through any number of layers that
+    attend under ``keep`` (itself included), the transitive closure of keep."""
+    T = keep.shape[-1]
+    reached = keep | torch.eye(T, dtype=torch.bool)  # (T, T)
+    while True:
+        wider = reached | ((reached.float() @ reached.float()) > 0)  # (T, T): one more hop
+        if torch.equal(wider, reached):
+            return reached
+        reached = wider
+
+
+def meant_ends(meant: Tensor) -> Tensor:
+    """(T,) int64: the last position each row is meant to depend on under ``meant`` (bool (T, T)), through any
+    number of layers; at least the row itself. A cut after it may move the row only by a leak."""
+    T = meant.shape[-1]
+    return torch.where(reach(meant), torch.arange(T), -1).amax(dim=-1)  # (T,)
+
+
+def suspects(keep: Tensor, meant: Tensor, rows: Tensor | None = None) -> dict[int, tuple[int, int]]:
+    """The rows of ``keep`` (bool (T, T)) that keep a key after what ``meant`` lets them reach, each with the
+    cuts that catch it at once: row r, keeping keys up to k past its meant end e(r), moves (through the first
+    layer already) when the tokens from any cut c in [e(r) + 1, k] change. rows: bool (T,), the rows whose
+    output counts (None: all)."""
+    T = keep.shape[-1]
+    ends = meant_ends(meant)  # (T,)
+    beyond = keep & (torch.arange(T)[None, :] > ends[:, None])  # (T, T): kept keys past the meant end
+    if rows is not None:
+        beyond = beyond & rows[:, None]
+    found = torch.nonzero(beyond.any(dim=-1)).flatten().tolist()
+    return {r: (int(ends[r]) + 1, int(torch.nonzero(beyond[r]).max())) for r in found}
+
+
+def suspect_cuts(spans: Iterable[tuple[int, int]], most: int = MASK_CUTS) -> list[int]:
+    """Cuts that catch every row of :func:`suspects` (its ``spans``) at once: the fewest that fall in each row's
+    span (greedy, by the span's end), at most ``most`` of them, spread over the text when more would be needed
+    (the rows between are then caught through later layers, or not at all: :attr:`LeakTest.missed`)."""
+    cuts: list[int] = []
+    for first, last in sorted(spans, key=lambda span: span[1]):
+        if not cuts or cuts[-1] < first:  # the last cut does not fall in this row's span
+            cuts.append(last)
+    if len(cuts) > most:
+        cuts = [cuts[round(i * (len(cuts) - 1) / (most - 1))] for i in range(most)] if most > 1 else cuts[:1]
+    return cuts
+
+
+def tested_rows(cut: int, ends: Tensor, rows: Tensor | None = None) -> Tensor:
+    """bool (T,): the rows a cut tests: before it and not meant to depend on any token from it on."""
+    T = ends.shape[0]
+    tested = (torch.arange(T) < cut) & (ends < cut)
+    return tested if rows is None else tested & rows
 
 
 def leak_test(
@@ -165,29 +259,46 @@ def leak_test(
     text: str,
     max_tokens: int,
     mask: Tensor,
+    meant: Tensor | None = None,
+    rows: Tensor | None = None,
     seed: int = 0,
     tolerance: float = LEAK_TOLERANCE,
     progress: Progress | None = None,
 ) -> LeakTest:
-    """Run the model under ``mask`` (T, T), then again with the tokens after each cut replaced (``progress``: a
-    step a run).
+    """Run the model under ``mask`` (T, T) as it acts, then again with the tokens after each cut replaced
+    (``progress``: a step a run).
 
-    Under a mask that hides the future, a row's state depends only on the
-    tokens at or before it, so rows before a cut do not move at all. A row that
-    moves saw a changed token: the mask leaks (through any layer).
+    meant: bool (T, T), what the mask is meant to keep (None: causal, nothing after a query); rows: bool (T,),
+    the rows whose output counts (None: all; padding rows are don't-care). A row is tested at a cut when it
+    comes before it and ``meant`` lets it depend on nothing from the cut on (through any number of layers): it
+    must not move at all, so a row that moves saw a changed token the mask is meant to hide from it (through any
+    layer). The cuts are those of :func:`suspect_cuts` (a cut in the span of every row the mask lets see past
+    its meant end, within a few) and the spread of :func:`leak_cuts`, without those that would test no row.
     """
     progress = or_none(progress)
-    progress.plan([("progress.run", 1 + len(leak_cuts(mask.shape[-1])))])  # the mask is (T, T): the cuts are known
+    T = mask.shape[-1]
+    keep = ~blocked_by(mask)  # (T, T)
+    meant = causal_mask(T) if meant is None else meant
+    ends = meant_ends(meant)  # (T,)
+    spans = suspects(keep, meant, rows)
+    candidates = sorted(set(suspect_cuts(spans.values())) | set(leak_cuts(T)))
+    cuts = [c for c in candidates if bool(tested_rows(c, ends, rows).any())]
+    missed = [r for r, (first, last) in spans.items() if not any(first <= c <= last for c in cuts)]
+    change = torch.full((T,), math.nan)
+    if not cuts:
+        return LeakTest(cuts=[], change=change, leaked_rows=[], tolerance=tolerance, missed=missed)
+    progress.plan([("progress.run", 1 + len(cuts))])
     base = source.states_under_mask(text, max_tokens, mask)  # (T, d_model)
     progress.step()
-    T = base.shape[0]
     size = base.abs().amax(dim=-1).clamp_min(1e-12)  # (T,)
-    change = torch.full((T,), math.nan)
-    cuts = leak_cuts(T)
+    finite = torch.isfinite(base).all(dim=-1)  # (T,): a NaN row cannot be tested
     for cut in cuts:
         changed = source.states_under_mask(text, max_tokens, mask, perturb_from=cut, seed=seed)
         progress.step()
-        moved = ((changed[:cut] - base[:cut]).abs().amax(dim=-1) / size[:cut]).nan_to_num(nan=math.inf)  # (cut,)
-        change[:cut] = torch.fmax(change[:cut], moved)
+        moved = ((changed - base).abs().amax(dim=-1) / size).nan_to_num(nan=math.inf)  # (T,): NaN after: moved
+        tested = tested_rows(cut, ends, rows) & finite  # (T,)
+        change[tested] = torch.fmax(change[tested], moved[tested])
     leaked = torch.nonzero(change > tolerance).flatten().tolist()
-    return LeakTest(cuts=cuts, change=change, leaked_rows=leaked, tolerance=tolerance)
+    missed = [r for r in missed if r not in leaked]  # caught through a later layer after all
+    nan_rows = torch.nonzero(~finite).flatten().tolist()
+    return LeakTest(cuts=cuts, change=change, leaked_rows=leaked, tolerance=tolerance, nan_rows=nan_rows, missed=missed)

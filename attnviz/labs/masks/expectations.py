@@ -1,7 +1,7 @@
 """What a mask should be: the mask doctor's expectations, parsed from ``--expect`` and built as keep masks.
 
 An :class:`Expectation` names a rule (causal, padding, causal + padding, a
-sliding window, a prefix-LM, or packed documents: block-diagonal causal) and
+sliding window, a prefix-LM, or packed documents: block-diagonal, causal or, for an encoder, bidirectional) and
 :func:`expected_keep` builds it for a mask's geometry: ``q_len`` queries over
 ``k_len`` keys, the queries at absolute positions ``offset .. offset + q_len - 1``
 (a KV cache holding ``offset`` tokens: bottom-right aligned by default,
@@ -10,6 +10,7 @@ sliding window, a prefix-LM, or packed documents: block-diagonal causal) and
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import torch
@@ -19,18 +20,22 @@ from attnviz.core.masks import padding_mask
 from attnviz.i18n.message import Text, msg
 
 EXPECT_KINDS = ("causal", "padding", "causal+padding", "sliding", "prefix", "documents")
+BIDIRECTIONAL = "bidirectional-"  # before "documents:": packed documents that see each other's keys both ways
 SIDES = ("right", "left")
+ASCII_DIGITS = re.compile(r"[0-9]+")
 
 
 @dataclass(frozen=True)
 class Expectation:
     """What the mask should be: kind in :data:`EXPECT_KINDS`; ``window`` for sliding, ``prefix`` for prefix,
-    ``documents`` (the packed documents' lengths, in order) for documents."""
+    ``documents`` (the packed documents' lengths, in order) for documents, which are causal inside unless
+    ``bidirectional`` (an encoder's packed documents: "bidirectional-documents:L1,L2,…")."""
 
     kind: str
     window: int | None = None
     prefix: int | None = None
     documents: tuple[int, ...] | None = None
+    bidirectional: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in EXPECT_KINDS:
@@ -40,6 +45,8 @@ class Expectation:
         if (self.prefix is not None) != (self.kind == "prefix"):
             raise ValueError(msg("mask_doctor.prefix_with_prefix"))
         if (self.documents is not None) != (self.kind == "documents"):
+            raise ValueError(msg("mask_decode.documents_with_documents"))
+        if self.bidirectional and self.kind != "documents":
             raise ValueError(msg("mask_decode.documents_with_documents"))
         if self.window is not None and self.window < 1:
             raise ValueError(msg("mask_doctor.window_positive", window=self.window))
@@ -53,7 +60,7 @@ class Expectation:
     @property
     def causal(self) -> bool:
         """Whether keys after the query are blocked (outside a prefix-LM's prefix)."""
-        return self.kind != "padding"
+        return self.kind != "padding" and not self.bidirectional
 
     @property
     def needs_lengths(self) -> bool:
@@ -66,7 +73,8 @@ class Expectation:
         if self.kind == "prefix":
             return msg("mask_doctor.describe_prefix", prefix=self.prefix)
         if self.kind == "documents":
-            return msg("mask_decode.describe_documents", documents=", ".join(map(str, self.documents)))
+            key = "mask_decode.describe_bidirectional" if self.bidirectional else "mask_decode.describe_documents"
+            return msg(key, documents=", ".join(map(str, self.documents)))
         return msg(f"mask_doctor.describe_{self.kind.replace('+', '_')}")
 
     def __str__(self) -> str:
@@ -75,33 +83,44 @@ class Expectation:
         if self.kind == "prefix":
             return f"prefix:{self.prefix}"
         if self.kind == "documents":
-            return "documents:" + ",".join(map(str, self.documents))
+            return f"{BIDIRECTIONAL * self.bidirectional}documents:" + ",".join(map(str, self.documents))
         return self.kind
 
 
+def whole_number(text: str) -> int | None:
+    """``text`` as a whole number when it is ASCII digits (spaces around allowed), else None.
+
+    Not ``int()``: it reads "٥" (an Arabic-Indic five), "1_000" and "+5" as numbers, which no other count
+    of attnviz accepts.
+    """
+    digits = str(text).strip()
+    return int(digits) if ASCII_DIGITS.fullmatch(digits) else None
+
+
 def parse_lengths(text: str, what: str = "--lengths") -> list[int]:
-    """``"5,3"`` as [5, 3]: each sequence's (or document's) length, at least 1; ValueError naming ``what``."""
-    try:
-        lengths = [int(part) for part in str(text).split(",")]
-    except ValueError:
-        raise ValueError(msg("mask_doctor.lengths_numbers", what=what, text=repr(text))) from None
+    """``"5,3"`` as [5, 3]: each sequence's (or document's) length, at least 1, in ASCII digits; ValueError
+    naming ``what``."""
+    lengths = [whole_number(part) for part in str(text).split(",")]
+    if None in lengths:
+        raise ValueError(msg("mask_doctor.lengths_numbers", what=what, text=repr(text)))
     if any(n < 1 for n in lengths):
         raise ValueError(msg("mask_doctor.lengths_positive", what=what, text=repr(text)))
     return lengths
 
 
 def parse_expect(text: str) -> Expectation:
-    """``causal``, ``padding``, ``causal+padding``, ``sliding:W``, ``prefix:P`` or ``documents:L1,L2,…`` as an
-    Expectation; ValueError else."""
+    """``causal``, ``padding``, ``causal+padding``, ``sliding:W``, ``prefix:P``, ``documents:L1,L2,…`` or
+    ``bidirectional-documents:L1,L2,…`` as an Expectation; ValueError else."""
     kind, _, number = str(text).strip().lower().partition(":")
     kind = {"padding+causal": "causal+padding", "document": "documents"}.get(kind, kind)
-    if kind == "documents":
-        return Expectation(kind, documents=tuple(parse_lengths(number, "--expect documents:")))
+    bidirectional = kind in (f"{BIDIRECTIONAL}documents", f"{BIDIRECTIONAL}document")
+    if kind == "documents" or bidirectional:
+        what = f"--expect {BIDIRECTIONAL * bidirectional}documents:"
+        return Expectation("documents", documents=tuple(parse_lengths(number, what)), bidirectional=bidirectional)
     if kind in ("sliding", "prefix"):
-        try:
-            value = int(number)
-        except ValueError:
-            raise ValueError(msg("mask_doctor.expect_number", text=repr(text), kind=kind)) from None
+        value = whole_number(number)
+        if value is None:
+            raise ValueError(msg("mask_doctor.expect_number", text=repr(text), kind=kind))
         return Expectation(kind, window=value) if kind == "sliding" else Expectation(kind, prefix=value)
     if kind not in EXPECT_KINDS or number:
         raise ValueError(msg("mask_doctor.expect_unknown", text=repr(text), usage=msg("mask_decode.usage")))
@@ -156,7 +175,8 @@ def expected_keep(
     prefix and window start at its first real token) and no query keeps a pad
     key. A padding query row keeps what the rule gives it among the real keys,
     or only itself when that is nothing, so no row is ever fully masked.
-    Packed documents (``documents``) keep only the keys of the query's own document, causally.
+    Packed documents (``documents``) keep only the keys of the query's own document, causally (both ways when
+    ``bidirectional``).
     """
     if side not in SIDES:
         raise ValueError(msg("mask_doctor.side", side=repr(side)))
@@ -172,7 +192,7 @@ def expected_keep(
     first = torch.tensor([T - n for n in lengths] if lengths is not None and side == "left" else [0] * n_seq)  # (B,)
     pos = torch.arange(T)[None, :] - first[:, None]  # (B, T): position within the sequence
     q, k = pos[:, offset : offset + Q, None], pos[:, None, :]  # (B, Q, 1), (B, 1, T)
-    rule = torch.ones(n_seq, Q, T, dtype=torch.bool) if expect.kind == "padding" else k <= q  # (B, Q, T)
+    rule = torch.ones(n_seq, Q, T, dtype=torch.bool) if not expect.causal else k <= q  # (B, Q, T)
     if expect.kind == "sliding":
         rule = rule & (q - k < expect.window)
     if expect.kind == "prefix":

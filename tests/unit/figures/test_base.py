@@ -78,8 +78,9 @@ def test_a_256_token_window_is_square_with_labels_thinned_so_none_overlap():
 def test_a_few_tokens_get_large_cells_and_every_label():
     from attnviz.figures.base import heatmap_plot_size
 
-    assert heatmap_plot_size(5, 5) == (320, 320)  # the smallest side: 64 px a token
-    assert heatmap_plot_size(20, 20) == (480, 480)  # 24 px a token
+    assert heatmap_plot_size(1, 1) == (320, 320)  # the smallest side
+    assert heatmap_plot_size(5, 5) == (320, 320)  # 64 px a token, the largest cell
+    assert heatmap_plot_size(20, 20) == (640, 640)  # the largest side: 32 px a token
     assert heatmap_plot_size(10, 40) == (640, 160)  # 10 queries x 40 keys: wide, square cells
     labels = ["0 a", "1 b", "2 c", "3 d", "4 e"]
     layout = spec_of(make_head_heatmap_figure(random_attention(5, 5), labels, labels))["layout"]
@@ -100,3 +101,61 @@ def test_a_chinese_vertical_axis_title_is_written_across_and_an_english_one_is_l
     (note,) = upright.layout.annotations
     assert (note.text, note.textangle, note.x, note.y, note.yanchor) == ("权重", 0, 0.0, 1.0, "bottom")
     assert upright.layout.margin.t == 50  # room above the plot for it
+
+
+WORDS = ("The", "trophy", "did", "not", "fit", "in", "the", "suitcase", "because", "it", "was", "big", ".")
+THIRTEEN = [f"{i} {word}" for i, word in enumerate(WORDS)]  # the embedded model's 13 tokens of a 13-word sentence
+
+
+def test_a_13_token_map_labels_every_token_on_the_page_and_in_a_column():
+    """Issue 25: the key axis labelled every other token at 13 tokens."""
+    w = random_attention(13, 13)
+    layout = spec_of(make_head_heatmap_figure(w, THIRTEEN, THIRTEEN))["layout"]
+    assert layout["xaxis"]["tickvals"] == THIRTEEN and layout["xaxis"]["ticktext"] == THIRTEEN
+    assert layout["yaxis"]["tickvals"] == THIRTEEN
+
+    from attnviz.figures.base import column_width
+
+    layout = spec_of(make_head_heatmap_figure(w, THIRTEEN, THIRTEEN, max_width=column_width(2)))["layout"]
+    assert layout["xaxis"]["tickvals"] == THIRTEEN and layout["yaxis"]["tickvals"] == THIRTEEN
+
+
+def test_labels_are_thinned_by_nice_steps_only_where_they_would_overlap():
+    from attnviz.figures.base import LABEL_PX, SLANTED_LABEL_PX, thinned_ticks
+
+    assert 16 <= LABEL_PX <= 18 and SLANTED_LABEL_PX * 0.866 >= LABEL_PX  # slanted at -60°: LABEL_PX across lines
+    labels = [str(i) for i in range(1000)]
+    for n, plot_px, px, step in (
+        (13, 250, SLANTED_LABEL_PX, 1),  # 13 keys in a column: 19 px each, every one
+        (40, 640, SLANTED_LABEL_PX, 2),  # 16 px each: every other
+        (100, 640, SLANTED_LABEL_PX, 5),
+        (40, 640, LABEL_PX, 1),  # upright query labels need less
+        (512, 640, LABEL_PX, 20),
+        (1000, 300, LABEL_PX, 100),
+    ):
+        ticks = thinned_ticks(labels[:n], plot_px, px)["tickvals"]
+        assert ticks == labels[:n:step], (n, plot_px, px)
+        assert plot_px / -(-n // step) >= px  # none overlap
+        if step > 1:  # and the next smaller nice step would
+            smaller = {2: 1, 5: 2, 20: 10, 100: 50}[step]
+            assert plot_px / -(-n // smaller) < px
+
+
+def test_a_short_text_fills_the_width_its_page_or_column_gives_with_square_cells():
+    """Issue 25: a 13-token map took half the page (a 320-px plot beside 400 px of nothing)."""
+    from attnviz.figures.base import COLORBAR_PX, PAGE_WIDTH_PX, column_width
+
+    assert column_width() == PAGE_WIDTH_PX and column_width(2) == column_width((1, 1), 1) == 462
+    assert column_width((2, 3), 1, gap_px=32) == 544  # the Heads page's large view beside a tall grid (548 drawn)
+    for bad in ((0, 0), ((1, 0), 1), (2, 2)):
+        with pytest.raises(ValueError, match="no column"):
+            column_width(*bad)
+    w = random_attention(13, 13)
+    for max_width in (PAGE_WIDTH_PX, column_width(2), column_width(3)):
+        layout = spec_of(make_head_heatmap_figure(w, THIRTEEN, THIRTEEN, max_width=max_width))["layout"]
+        margin = layout["margin"]
+        plot_w, plot_h = layout["width"] - margin["l"] - margin["r"], layout["height"] - margin["t"] - margin["b"]
+        assert plot_w == plot_h and margin["r"] == COLORBAR_PX  # square cells, the colour bar beside them
+        assert 0.85 * max_width <= layout["width"] <= max_width, max_width
+    one = spec_of(make_head_heatmap_figure(random_attention(1, 1), ["0 a"], ["0 a"]))["layout"]
+    assert one["width"] - one["margin"]["l"] - one["margin"]["r"] == 320  # one token is not drawn 640 px wide

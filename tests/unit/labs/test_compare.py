@@ -1,4 +1,5 @@
-"""Side by side: the JSD on hand-computed cases, the token alignment, b − a, the mask variant, and the figures."""
+"""Side by side: the JSD on hand-computed cases, the token alignment, b − a, the mask variant, the figures, one
+head in A and B, the rounding, and the measured estimate."""
 
 import dataclasses
 import math
@@ -7,8 +8,15 @@ import numpy as np
 import pytest
 import torch
 
+from attnviz.core.progress import Progress
 from attnviz.core.tokenizer import Token
-from attnviz.figures.compare import make_compare_jsd_figure, make_compare_stat_figure
+from attnviz.figures.compare import (
+    jsd_scale,
+    make_compare_head_figure,
+    make_compare_jsd_figure,
+    make_compare_stat_figure,
+    selected_head,
+)
 from attnviz.labs import compare as cmp
 from attnviz.models.embedded.config import EmbeddedConfig
 from attnviz.models.embedded.model import EmbeddedModel
@@ -261,3 +269,146 @@ def test_the_jsd_is_bounded_by_cells_and_its_cost_predicted():
         2 * T * T * (2 * T + cmp.CELL_FLOPS) / cmp.FLOPS_PER_SECOND
     )
     assert cmp.comparison_need(one, one).nbytes == 8 * cmp.CHUNK_ELEMENTS * 4
+
+
+# --- issue 25: a readable Side by side
+
+
+def mixed(eps: float, n: int = T) -> torch.Tensor:
+    """A uniform head with ``eps`` of each row moved onto the query itself: a small, known change of pattern."""
+    return (1 - eps) * pattern("uniform", n) + eps * pattern("self", n)
+
+
+def test_the_jsd_reads_runs_of_consecutive_rows_spread_along_the_text():
+    rows = cmp.jsd_rows(2001, 248)  # SmolLM2 at 2,001 tokens
+    assert len(rows) <= 248 and rows[0] == 0 and rows[-1] == 2000
+    runs = sum(1 for i, r in enumerate(rows) if i == 0 or rows[i - 1] != r - 1)
+    assert cmp.QUERY_RUNS <= runs <= 16  # a few blocks read whole, not 248 single rows
+    assert cmp.jsd_rows(10, 256) == list(range(10))
+    assert cmp.jsd_rows(8, 3) == [0, 4, 7]  # too few queries for runs: single rows, spread
+
+
+def test_the_jsd_grid_is_scaled_to_its_values_and_says_so():
+    a = record_of([[pattern("uniform", T), pattern("uniform", T)]])
+    b = record_of([[mixed(0.05), mixed(0.02)]])
+    comparison = cmp.compare_records(a, b)
+    top = float(comparison.jsd["jsd"].max())
+    assert 0.001 < top < 0.1  # a typical small change
+    low, high = jsd_scale(comparison)
+    assert low == 0 and top <= high <= top * 1.1  # fitted: 0 to the largest, rounded up to 2 digits
+    trace = spec_of(make_compare_jsd_figure(comparison))["data"][0]
+    assert (trace["zmin"], trace["zmax"]) == (0, high)
+    assert trace["colorbar"]["ticktext"][-1] == f"{high:g}"  # the top of the scale is written on the bar
+    same = cmp.compare_records(a, a)
+    assert jsd_scale(same) == (0.0, cmp.FLOAT_FLOOR)  # every head unmoved: no scale stretched over rounding
+
+
+def test_a_click_on_the_jsd_grid_names_its_head_and_the_head_is_outlined():
+    a = record_of([[pattern("uniform", T), pattern("uniform", T)], [pattern("sink", T), pattern("self", T)]])
+    b = record_of([[mixed(0.05), mixed(0.02)], [pattern("sink", T), pattern("previous-token", T)]])
+    comparison = cmp.compare_records(a, b)
+    assert comparison.most_moved() == (1, 1)  # self -> previous token: the largest JSD
+    fig = make_compare_jsd_figure(comparison, selected=(1, 1))
+    trace = spec_of(fig)["data"][0]
+    custom = decode(trace["customdata"])
+    assert custom.shape == (2, 2, 3) and custom[1, 0].tolist()[:2] == [1, 0]
+    assert selected_head({"selection": {"points": [{"customdata": [1, 0, 7]}]}}) == (1, 0)
+    assert selected_head({"selection": {"points": []}}) is None
+    (shape,) = fig.layout.shapes
+    assert (shape.x0, shape.y0) == (0.5, 0.5)
+
+
+def test_figures_are_rounded_and_float_rounding_reads_0():
+    assert cmp.rounded(2e-15) == 0.0 and cmp.rounded(-3e-7) == 0.0
+    assert cmp.rounded(0.0123456) == 0.0123 and cmp.rounded(-1234.5678) == -1230.0
+    assert math.isnan(cmp.rounded(math.nan))
+    a = record_of([[pattern("uniform", T), pattern("sink", T)]])
+    noisy = record_of([[pattern("uniform", T) * (1 + 1e-7), mixed(0.3)]])  # head 0: only float rounding moved
+    largest = cmp.compare_records(a, noisy).largest("entropy", digits=3)
+    for column in ("jsd", "a", "b", "diff"):
+        for value in largest[column]:
+            assert value == 0 or abs(value) >= cmp.FLOAT_FLOOR, (column, value)
+            assert value == float(f"{value:.3g}"), (column, value)
+    unmoved = largest[largest["head"] == 0].iloc[0]
+    assert unmoved["jsd"] == 0 and unmoved["diff"] == 0
+
+
+def test_one_head_in_a_and_b_and_their_difference_at_full_resolution():
+    texts = [f"t{i}" for i in range(T)]
+    changed = [*texts[:3], "other", *texts[4:]]
+    a = record_of([[pattern("uniform", T), pattern("self", T)]])
+    b = retokened(record_of([[pattern("uniform", T), pattern("previous-token", T)]]), changed)
+    a = retokened(a, texts)
+    comparison = cmp.compare_records(a, b)
+    pair = cmp.head_pair(comparison, 0, 1)
+    full_a, full_b = a.weights(0, 1), b.weights(0, 1)
+    hidden = ~a.mask(0)
+    torch.testing.assert_close(pair.a.nan_to_num(0.0), full_a.masked_fill(hidden, 0.0), atol=1e-6, rtol=0)
+    assert pair.a[hidden].isnan().all() and not pair.a[~hidden].isnan().any()
+    keep = torch.tensor(comparison.alignment.a)  # every position but 3, the same in A and B
+    expected = (full_b - full_a)[keep][:, keep]
+    expected = expected.masked_fill(hidden[keep][:, keep], math.nan)
+    torch.testing.assert_close(pair.diff, expected, atol=1e-6, rtol=0, equal_nan=True)
+    assert pair.diff_spans == [(p, p + 1) for p in comparison.alignment.a]
+    fig = spec_of(make_compare_head_figure(comparison, pair))
+    grid_a, grid_b, grid_d = fig["data"]
+    assert (grid_a["zmin"], grid_a["zmax"]) == (grid_b["zmin"], grid_b["zmax"])  # one colour scale
+    assert grid_d["zmid"] == 0 and grid_d["zmin"] == -grid_d["zmax"]
+    assert grid_a["y"][0] == "0 t0" and grid_d["y"][3] == "4 t4"  # the tokens, A's positions on B − A
+    with pytest.raises(ValueError):
+        cmp.head_pair(comparison, 0, 2)
+
+
+def test_pooling_keeps_each_bins_largest_change_with_its_sign():
+    values = torch.tensor([[0.1, -0.5, 0.2], [0.3, math.nan, 0.0], [math.nan, math.nan, -0.1]])
+    pooled = cmp.pool_signed(values, 2)
+    assert pooled.shape == (2, 2)
+    assert pooled[0, 0] == -0.5 and pooled[0, 1] == pytest.approx(0.2) and pooled[1, 1] == pytest.approx(-0.1)
+    assert math.isnan(pooled[1, 0])  # NaN only
+    assert cmp.pool_signed(values, 1) is values  # size 1: nothing pooled
+
+
+def test_a_long_head_is_pooled_and_read_in_bounded_chunks():
+    model = EmbeddedModel(EmbeddedConfig(n_layer=1))
+    words = ("the cat sat on the mat and " * 80).split()
+    a = model.run(" ".join(words), 500)
+    b = model.run(" ".join([*words[:50], "dog", *words[51:]]), 500)
+    comparison = cmp.compare_records(a, b)
+    assert len(comparison.alignment) > cmp.FULL_VIEW_TOKENS and not a.full_view
+    whole = cmp.head_pair(comparison, 0, 0, max_side=100)
+    chunked = cmp.head_pair(comparison, 0, 0, max_side=100, chunk_elements=4096)  # a few rows at a time
+    assert whole.diff.shape[0] <= 100 and whole.a.shape == a.pooled(0, 0).shape
+    torch.testing.assert_close(whole.diff, chunked.diff, equal_nan=True)
+    size = whole.diff_spans[0][1] - whole.diff_spans[0][0]
+    assert size == math.ceil(len(comparison.alignment) / 100)
+    # the pooled difference is the full-resolution one, pooled
+    n = len(comparison.alignment)
+    keep_a, keep_b = torch.tensor(comparison.alignment.a), torch.tensor(comparison.alignment.b)
+    rows_a = torch.cat([a.weights(0, 0, (r, min(r + 256, a.q_len)), (0, a.k_len)) for r in range(0, a.q_len, 256)])
+    rows_b = torch.cat([b.weights(0, 0, (r, min(r + 256, b.q_len)), (0, b.k_len)) for r in range(0, b.q_len, 256)])
+    change = rows_b[keep_b][:, keep_b] - rows_a[keep_a][:, keep_a]
+    hidden = ~a.mask(0)[keep_a][:, keep_a] & ~b.mask(0)[keep_b][:, keep_b]
+    expected = cmp.pool_signed(change.masked_fill(hidden, math.nan), size)
+    assert expected.shape == (math.ceil(n / size),) * 2
+    torch.testing.assert_close(whole.diff, expected, atol=1e-6, rtol=0, equal_nan=True)
+    # past max_cells, every stride-th query of a bin is read: a bin's largest change can only be as large or smaller
+    sampled = cmp.head_pair(comparison, 0, 0, max_side=100, max_cells=n * n // 3, chunk_elements=4096)
+    assert sampled.stride == 4 and sampled.diff.shape == whole.diff.shape
+    both = whole.diff.isfinite() & sampled.diff.isfinite()
+    assert (sampled.diff[both].abs() <= whole.diff[both].abs() + 1e-6).all()
+    rows = [i for start in range(0, n, size) for i in range(start, min(start + size, n), 4)]
+    by_hand = cmp.pool_signed(change.masked_fill(hidden, math.nan)[rows], size, math.ceil(size / 4))
+    torch.testing.assert_close(sampled.diff, by_hand, atol=1e-6, rtol=0, equal_nan=True)
+
+
+def test_the_comparison_reports_each_layer_and_its_time_is_measured_here():
+    a = record_of([[pattern("uniform", T)], [pattern("sink", T)], [pattern("self", T)]])
+    b = record_of([[mixed(0.1)], [pattern("sink", T)], [pattern("previous-token", T)]])
+    states = []
+    cmp.compare_records(a, b, progress=Progress(on_update=states.append))
+    assert [(s.label, s.done, s.total) for s in states] == [("progress.layer", i, 3) for i in (1, 2, 3)]
+    ticks = iter(range(100))
+    alignment = cmp.align_records(a, b)
+    # a clock that moves one second a call: each layer timed takes 1 s; the mean layer is counted n_layer times
+    assert cmp.measured_seconds(a, b, alignment, clock=lambda: float(next(ticks))) == pytest.approx(3.0)
+    assert cmp.measured_seconds(a, record_of([[pattern("sink", T)]]), alignment) == 0.0  # shapes differ

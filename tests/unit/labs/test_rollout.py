@@ -99,10 +99,91 @@ def test_flow_equals_networkx_on_float_capacities():
     assert torch.allclose(rollout.attention_flow(a), want, atol=1e-6)
 
 
-def test_flow_reports_a_step_per_output_token():
+def test_flow_reports_equal_shares_of_its_work_up_to_the_whole():
     seen = []
-    rollout.attention_flow(random_attention(2, 4, True), progress=Progress(seen.append))
-    assert [s.done for s in seen] == [1, 2, 3, 4] and seen[-1].label == "progress.token"
+    rollout.attention_flow(random_attention(2, 9, True), progress=Progress(seen.append))
+    done = [s.done for s in seen]
+    assert done == sorted(done) and done[-1] == rollout.FLOW_PROGRESS_STEPS == seen[-1].total
+    assert seen[-1].label == "rollout_lib.flow_progress" and seen[-1].fraction == 1.0
+    # the output tokens go mixed: each half of the order holds early and late ones (small and large graphs)
+    order = rollout.flow_order(40)
+    assert sorted(order) == list(range(40))
+    for half in (order[:20], order[20:]):
+        assert min(half) < 10 and max(half) >= 30
+
+
+def full_text_flow(a: torch.Tensor) -> torch.Tensor:
+    """Flow on the whole text, independently: networkx's preflow-push on the float capacities Â (no cut, no
+    renormalisation past any bound), the layered graph built here. a: (n_layer, T, T)."""
+    n_layer, n = a.shape[0], a.shape[-1]
+    steps = 0.5 * (a / a.sum(-1, keepdim=True)).double() + 0.5 * torch.eye(n, dtype=torch.float64)
+    graph = nx.DiGraph()
+    for layer in range(n_layer):
+        for i in range(n):
+            for j in range(n):
+                if steps[layer, i, j] > 0:
+                    graph.add_edge((layer + 1, i), (layer, j), capacity=float(steps[layer, i, j]))
+    return torch.tensor(
+        [[nx.maximum_flow_value(graph, (n_layer, i), (0, j)) for j in range(n)] for i in range(n)], dtype=torch.float32
+    )
+
+
+def encoder_maps(a: torch.Tensor) -> rollout.RolloutMaps:
+    n_layer, n = a.shape[0], a.shape[-1]
+    return rollout.RolloutMaps(a, rollout.rollout(a), torch.ones(n_layer, n, n, dtype=torch.bool), n, n, False)
+
+
+def test_encoder_flow_reads_the_whole_text_up_to_its_bound():
+    """Defect 7: an encoder's flow was computed on the first 16 tokens, the rows renormalised, while the page and
+    the README said that happens only past the bound. 20 tokens of full attention lie within the bound: the map is
+    the flow of the whole text."""
+    a = random_attention(2, 20, causal=False, seed=7)
+    maps = encoder_maps(a)
+    assert rollout.flow_tokens(2, 20, causal=False) == 20
+    f = rollout.flow_map(maps, 1)
+    assert f.shape == (20, 20)
+    torch.testing.assert_close(f, full_text_flow(a), atol=1e-6, rtol=0)
+    # what the first 16 tokens alone give (the old map) differs: the cut weight matters
+    cut = full_text_flow(a[:, :16, :16])
+    assert (cut - full_text_flow(a)[:16, :16]).abs().max() > 0.01
+
+
+def test_past_its_bound_encoder_flow_reads_the_first_tokens_renormalised():
+    """Past :func:`flow_tokens` (a deep encoder's bound) the map is the flow of the first T_f tokens with the weight
+    on later keys dropped and rows renormalised, as the page says."""
+    n_layer = 12
+    bound = rollout.flow_tokens(n_layer, 8192, causal=False)
+    assert bound < rollout.FLOW_TOKENS and rollout.flow_work(n_layer, bound, False) <= rollout.FLOW_MAX_WORK
+    a = random_attention(n_layer, bound + 3, causal=False, seed=1)
+    weights = rollout.flow_input(encoder_maps(a), n_layer - 1)
+    assert torch.equal(weights, a[:, :bound, :bound])
+    assert rollout.flow_input(encoder_maps(a), 0).shape == (1, bound + 3, bound + 3)  # one layer: the whole text
+
+
+def test_flow_work_counts_the_pairs_and_the_edges_each_max_flow_walks():
+    caps = torch.round(rollout.with_residual(random_attention(3, 6, True).double()) * rollout.FLOW_SCALE).long()
+    work = rollout.flow_row_work(rollout.with_residual(random_attention(3, 6, True).double()))
+    for i in range(6):
+        net = rollout._source_network(caps.tolist(), i)
+        assert work[i] == len(net.sinks) * len(net.head) // 2  # every weight positive: nothing rounds to 0
+    for causal in (True, False):
+        a = torch.ones(4, 7, 7)
+        a = a.tril() if causal else a
+        assert rollout.flow_work_of(a) == rollout.flow_work(4, 7, causal)
+
+
+def test_the_measured_rate_extrapolates_the_timed_max_flows():
+    """flow_rate times the graph at the work's median: building it and its max-flow to the first input token whole,
+    then some of the others, scaled to all of them. With a clock that moves 1 s a reading, building and the first
+    take 1 s, one other max-flow 2 s, so all four others 8 s."""
+    a = random_attention(2, 5, causal=True)
+    ticks = iter(range(100))
+    rate = rollout.flow_rate(a, budget_s=0.5, clock=lambda: float(next(ticks)))
+    work = rollout.flow_row_work(rollout.with_residual(a.double()))
+    # under a causal mask token i's work grows about as i³: tokens 0 … 3 hold under half of it, the last crosses it
+    assert work[:4].sum() < work.sum() / 2
+    assert rate == pytest.approx((1 + 2 * 4) / float(work[4]))
+    assert rollout.measured_flow_seconds(a) > 0
 
 
 def test_layer_attention_is_the_mean_over_heads():
@@ -145,21 +226,23 @@ def test_rollout_matches_plain_numpy_on_the_reference_weights():
     assert torch.equal(maps.reach[-1], torch.ones_like(maps.reach[-1]).tril())
 
 
-def test_flow_map_reads_the_first_flow_tokens_up_to_a_layer():
+def test_flow_map_reads_the_whole_text_up_to_a_layer():
     a = random_attention(3, 20, True)
     maps = rollout.RolloutMaps(a, rollout.rollout(a), torch.ones(3, 20, 20, dtype=torch.bool), 20, 20, True)
     f = rollout.flow_map(maps, 1)
-    assert f.shape == (rollout.FLOW_TOKENS, rollout.FLOW_TOKENS)
-    assert torch.allclose(f, rollout.attention_flow(a[:2, : rollout.FLOW_TOKENS, : rollout.FLOW_TOKENS]))
+    assert f.shape == (20, 20)
+    assert torch.equal(f, rollout.attention_flow(a[:2]))
     with pytest.raises(ValueError):
         rollout.flow_map(maps, 3)
 
 
 def test_the_bounds_hold_and_are_predicted():
-    assert rollout.flow_tokens(30, 8192, causal=True) == rollout.FLOW_TOKENS
-    assert rollout.flow_seconds(30, rollout.FLOW_TOKENS, True) < 10  # SmolLM2's 30 layers: about 4 s
-    deep = rollout.flow_tokens(48, 8192, causal=False)  # a deep encoder reads fewer tokens to stay in time
-    assert deep < rollout.FLOW_TOKENS and rollout.flow_seconds(48, deep, False) <= rollout.FLOW_MAX_SECONDS
+    assert rollout.flow_tokens(6, 53, causal=False) == 53  # MiniLM at 53 tokens: the whole text
+    assert rollout.flow_tokens(30, 8192, causal=True) == 60  # SmolLM2's 30 layers
+    assert rollout.flow_tokens(2, 8192, causal=False) == rollout.FLOW_TOKENS  # the embedded model by default
+    deep = rollout.flow_tokens(12, 8192, causal=False)  # a deep encoder reads fewer tokens to stay in its work
+    assert deep < rollout.FLOW_TOKENS and rollout.flow_work(12, deep, False) <= rollout.FLOW_MAX_WORK
+    assert rollout.flow_work(12, deep + 1, False) > rollout.FLOW_MAX_WORK
     assert rollout.flow_tokens(2, 1, True) == 1
     assert rollout.flow_edges(2, 3, causal=True) == 12 and rollout.flow_edges(2, 3, causal=False) == 18
     assert rollout.rollout_seconds(30, 9, 64, 512) < 20

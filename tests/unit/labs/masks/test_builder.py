@@ -5,6 +5,7 @@ import torch
 
 from attnviz.i18n.message import Message
 from attnviz.labs.masks.builder import KINDS, built_mask, custom_mask, kind_label
+from attnviz.labs.masks.doctor import expected_keep, parse_expect
 
 T, F_ = True, False
 
@@ -28,7 +29,10 @@ def test_padding_keeps_no_pad_key_and_says_the_real_length():
 def test_packed_documents_see_only_their_own_tokens():
     lab = built_mask("document", 4, documents=[2, 2], causal=False)
     assert lab.keep.tolist() == [[T, T, F_, F_], [T, T, F_, F_], [F_, F_, T, T], [F_, F_, T, T]]
-    assert lab.expect is None  # no single expectation names a packed mask
+    assert lab.expect == "bidirectional-documents:2,2"  # an encoder's packed documents, which the doctor checks
+    expect = parse_expect(lab.expect)
+    assert not expect.causal and torch.equal(expected_keep(expect, 4), lab.keep)
+    assert str(expect) == lab.expect and "bidirectional" in str(expect.describe())
 
 
 @pytest.mark.parametrize(

@@ -30,7 +30,7 @@ def test_a_decode_step_is_read_as_one_query_when_q_len_says_so():
     diagnosis = diagnose(step, convention="keep", expect=CAUSAL, q_len=1)
     assert diagnosis.ok and diagnosis.keep.shape == (1, 8) and diagnosis.offset == 7
     assert diagnosis.to_json() == {"ok": True, "convention": "keep", "shape": [1, 8], "problems": [], "offset": 7}
-    assert "positions 7 to 7 of 8 keys" in notes(diagnosis)
+    assert "1 query row at position 7 of 8 keys" in notes(diagnosis)
     assert diagnose(step, convention="keep", expect=CAUSAL, offset=7).ok  # --offset says it too
     assert diagnose(torch.zeros(1, 8), expect=CAUSAL, q_len=1).ok  # additive, all kept
     # without q_len a (1, T) mask stays a key mask, as before: a causal key mask leaks, with a hint
@@ -56,7 +56,7 @@ def test_an_offset_one_too_large_is_a_future_leak_with_the_cells_named():
     diagnosis = diagnose(chunk, convention="keep", expect=CAUSAL)
     leak = problem(diagnosis, "future_leak")
     assert kinds(diagnosis) == ["future_leak"] and leak.count == 2 and leak.examples == [[0, 6], [1, 7]]
-    assert "query 0 → key 6" in str(leak.message)
+    assert "query 5 → key 6" in str(leak.message)  # named by position, as the figures name rows (not row 0)
     assert "causal with offset 6, not 5" in notes(diagnosis)
     assert diagnosis.to_json()["offset"] == 5
     too_small = diagnose(causal_mask(3, 8, offset=4), convention="keep", expect=CAUSAL)  # one too small
@@ -233,3 +233,53 @@ def test_the_leak_is_measured_against_packed_documents_when_they_fit_the_text():
     keep = causal_mask(4)
     assert torch.equal(meant_keep(keep, parse_expect("documents:2,2")), document_mask([2, 2]))
     assert torch.equal(meant_keep(keep, parse_expect("documents:2,3")), keep)  # a bad_shape: nothing to measure
+
+
+def test_a_steps_rows_are_named_by_their_position_in_the_text():
+    top_left = torch.ones(3, 8, dtype=torch.bool).tril()
+    missing = problem(diagnose(top_left, convention="keep", expect=CAUSAL), "missing_self")
+    assert "(positions 5, 6, 7)" in str(missing.message) and missing.examples == [[0, 5], [1, 6], [2, 7]]
+    fully = problem(diagnose(torch.zeros(2, 8, dtype=torch.bool), convention="keep"), "fully_masked_row")
+    assert "(positions 6, 7)" in str(fully.message)
+    square = problem(diagnose(causal_mask(4).tril(-1), convention="keep", expect=CAUSAL), "missing_self")
+    assert "(rows 0, 1, 2, 3)" in str(square.message)  # a whole sequence: its rows are its positions
+
+
+def test_a_key_mask_whose_documents_do_not_add_up_is_bad_shape_not_an_error():
+    for documents in ("5,3,4", "99999999999999999999"):
+        diagnosis = diagnose(
+            torch.ones(1, 8, dtype=torch.bool), convention="keep", expect=parse_expect(f"documents:{documents}")
+        )
+        (bad,) = diagnosis.problems
+        assert (
+            bad.kind == "bad_shape" and bad.extra["reason"] == "documents_total" and "has 8 keys" in bad.extra["detail"]
+        )
+    fits = diagnose(torch.ones(1, 8, dtype=torch.bool), convention="keep", expect=parse_expect("documents:5,3"))
+    assert kinds(fits) == ["future_leak", "cross_document"]  # a key mask over packed documents: every key
+
+
+def test_lengths_and_numbers_are_ascii_digits_only():
+    from attnviz.labs.masks.doctor import parse_lengths
+
+    assert parse_lengths(" 5, 3") == [5, 3] and parse_expect("sliding: 4").window == 4
+    for text in ("٥,3", "5,٣", "1_0", "+5", "５"):  # Arabic-Indic and full-width digits, int()'s underscores and signs
+        with pytest.raises(ValueError, match="whole numbers"):
+            parse_lengths(text)
+        with pytest.raises(ValueError, match="whole numbers"):
+            parse_expect(f"documents:{text}")
+    for text in ("sliding:٣", "prefix:٣", "sliding:1_0"):
+        with pytest.raises(ValueError, match="needs a whole number"):
+            parse_expect(text)
+
+
+def test_bidirectional_documents_see_their_own_document_both_ways():
+    expect = parse_expect("bidirectional-documents:2,3")
+    assert expect.kind == "documents" and expect.bidirectional and not expect.causal
+    assert torch.equal(expected_keep(expect, 5), document_mask([2, 3], causal=False))
+    assert str(expect) == "bidirectional-documents:2,3" and parse_expect(str(expect)) == expect
+    assert diagnose(document_mask([2, 3], causal=False), convention="keep", expect=expect).ok
+    late = diagnose(document_mask([3, 2], causal=False), convention="keep", expect=expect)
+    assert kinds(late) == ["cross_document", "over_masked"] and problem(late, "cross_document").examples[0] == [0, 2]
+    assert kinds(diagnose(document_mask([2, 3]), convention="keep", expect=expect)) == ["over_masked"]
+    with pytest.raises(ValueError, match="document lengths go with"):
+        Expectation("causal", bidirectional=True)

@@ -51,7 +51,9 @@ def test_the_off_by_one_offset_names_its_cells(tmp_path, capsys):
     assert report["offset"] == 5 and report["shape"] == [3, 8]
     code, out, _ = run(capsys, path, "--expect", "causal")
     assert code == 1
-    assert "PROBLEM future_leak (2 cells)" in out and "examples [q, k]: [0, 6] [1, 7]" in out
+    # the text names queries by position (row 0 of the step is position 5), as the message does; --json keeps rows
+    assert "PROBLEM future_leak (2 cells)" in out and "examples [q, k]: [5, 6] [6, 7]" in out
+    assert "(e.g. query 5 → key 6)" in out
     assert "note: Read as 3 query rows at positions 5 to 7 of 8 keys" in out and "causal with offset 6, not 5" in out
 
 
@@ -93,18 +95,31 @@ def test_packed_documents_pass_and_a_leak_is_cross_document(tmp_path, capsys):
 
 
 @pytest.mark.parametrize(
-    ("mask", "args", "said"),
+    ("mask", "args", "said", "reason"),
     [
-        (document_mask([5, 3, 4]), ["--expect", "documents:5,3"], "add up to 8 tokens"),
-        (torch.ones(8, 4, dtype=torch.bool), ["--expect", "causal"], "more queries (8) than keys (4)"),
-        (causal_mask(8), ["--q-len", "1"], "holds 8 query rows"),
-        (causal_mask(3, 8), ["--offset", "7"], "beyond its 8 keys"),
+        (document_mask([5, 3, 4]), ["--expect", "documents:5,3"], "add up to 8 tokens", "documents_total"),
+        (torch.ones(8, 4, dtype=torch.bool), ["--expect", "causal"], "more queries (8) than keys (4)", "more_queries"),
+        (causal_mask(8), ["--q-len", "1"], "holds 8 query rows", "q_len"),
+        (causal_mask(3, 8), ["--offset", "7"], "beyond its 8 keys", "offset"),
+        # a (1, T) key mask read without --q-len: its documents are checked too (issue 25: it was exit 2)
+        (torch.ones(1, 8, dtype=torch.bool), ["--expect", "documents:5,3,4"], "add up to 12 tokens", "documents_total"),
+        (
+            torch.ones(1, 8, dtype=torch.bool),
+            ["--expect", "documents:99999999999999999999"],
+            "8 keys",
+            "documents_total",
+        ),
+        (torch.ones(8, 1, dtype=torch.bool), [], "broadcast over the keys", "broadcast_axis"),
+        (torch.ones(2, 8, 8, dtype=torch.bool), ["--lengths", "5"], "holds 2 sequences", "sequences"),
+        (torch.ones(8, 8, dtype=torch.bool), ["--lengths", "9"], "shorter than the longest", "short"),
     ],
 )
-def test_a_readable_mask_of_no_fitting_shape_is_bad_shape_exit_1(tmp_path, capsys, mask, args, said):
+def test_a_readable_mask_of_no_fitting_shape_is_bad_shape_exit_1(tmp_path, capsys, mask, args, said, reason):
     path = saved(tmp_path, "mask.npy", mask)
     code, out, err = run(capsys, path, *args, "--json")
-    assert code == 1 and json.loads(out)["problems"] == [{"kind": "bad_shape", "count": 1, "examples": []}]
+    (problem,) = json.loads(out)["problems"]
+    assert code == 1 and problem["kind"] == "bad_shape" and problem["count"] == 1 and problem["examples"] == []
+    assert problem["reason"] == reason and said in problem["detail"]  # which mismatch, for a script too
     assert "bad_shape" in err
     code, out, _ = run(capsys, path, *args)
     assert code == 1 and said in out and "PROBLEM bad_shape:" in out
@@ -114,6 +129,11 @@ def test_a_readable_mask_of_no_fitting_shape_is_bad_shape_exit_1(tmp_path, capsy
     ("args", "reason"),
     [
         (["--q-len", "x"], "argument --q-len: invalid int value"),
+        (["--q-len", "٣"], "argument --q-len: invalid int value: '٣'"),  # ASCII digits only, as --heads
+        (["--offset", "1_0"], "argument --offset: invalid int value"),
+        (["--expect", "documents:٥,3"], "give whole numbers separated by commas"),
+        (["--expect", "sliding:٣"], "sliding needs a whole number"),
+        (["--lengths", "٨"], "--lengths '٨': give whole numbers"),
         (["--offset", "-1"], "offset must be a whole number >= 0"),
         (["--q-len", "0"], "q_len must be a whole number >= 1"),
         (["--expect", "documents:5,0"], "every length must be at least 1"),

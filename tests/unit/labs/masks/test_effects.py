@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from attnviz.labs.masks.effects import acting_weights, blocked_by, head_effect, leak_cuts, leak_test
+from attnviz.labs.masks.effects import MASK_CUTS, acting_weights, blocked_by, head_effect, leak_cuts, leak_test
 from attnviz.labs.masks.gallery import gallery
 from attnviz.models.embedded.config import EmbeddedConfig
 from attnviz.models.embedded.model import EmbeddedModel
@@ -79,11 +79,16 @@ def test_the_leak_test_catches_a_one_token_leak_on_the_embedded_model(causal_mod
     clean = leak_test(causal_model, TEXT, 64, causal)
     assert not clean.leaks and clean.max_change == 0.0
     leaky = leak_test(causal_model, TEXT, 64, torch.ones(T, T, dtype=torch.bool).tril(1))  # and the next token
+    # every row sees the next token: a cut just after a row catches it; 6 such cuts at most, spread, and the spread
+    assert set(leak_cuts(T)) < set(leaky.cuts) and 1 in leaky.cuts and T - 1 in leaky.cuts
+    assert len(leaky.cuts) <= MASK_CUTS + len(leak_cuts(T))
     # each of the 2 layers lets a row see one token further: the two rows before each change move, no other
-    assert leaky.leaked_rows == sorted({r for c in leak_cuts(T) for r in (c - 2, c - 1)})
-    assert torch.isnan(leaky.change[3 * T // 4 :]).all()  # rows after the last cut are never tested
+    assert leaky.leaked_rows == sorted({r for c in leaky.cuts for r in (c - 2, c - 1) if r >= 0})
+    # the rows no cut tests at once, and that did not move through the second layer either: said, not hidden
+    assert leaky.missed == [r for r in range(T - 1) if r + 1 not in leaky.cuts and r + 2 not in leaky.cuts]
+    assert math.isnan(leaky.change[T - 1])  # the last row: nothing after it to change
     bool_as_float = leak_test(causal_model, TEXT, 64, causal.float())
-    assert len(bool_as_float.leaked_rows) == 3 * T // 4  # nothing hidden: every tested row moves
+    assert bool_as_float.leaked_rows == list(range(T - 1))  # nothing hidden: one cut at the end moves every row
 
 
 def test_an_upper_triangle_meant_to_be_causal_reports_the_weight_it_puts_on_the_future(causal_model):
