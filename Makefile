@@ -60,6 +60,7 @@ bench: setup
 	$(BIN)/python -m benchmarks.token_search
 	$(BIN)/python -m benchmarks.estimates
 	$(BIN)/python -m benchmarks.pages
+	$(BIN)/python -m benchmarks.kv_cache
 
 # the Heads page measured in Chromium and through AppTest; a new visitor's first chart on a fresh server
 bench-browser: setup browser

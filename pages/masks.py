@@ -86,7 +86,9 @@ except ValueError as err:
     show_error(msg("masks.invalid_expectation", error=err))
     st.stop()
 if lab.q_len is not None:
-    st.caption(t("mask_decode_lab.decode_caption", q_len=lab.q_len, T=T, offset=T - lab.q_len))
+    st.caption(
+        t("mask_decode_lab.decode_caption", q_len=lab.q_len, T=T, offset=T - lab.q_len, s_offset=PluralS(T - lab.q_len))
+    )
 
 meant_mask = meant_keep(lab.keep, expect, lengths=lengths, side=lab.side)  # (T, T): what it is meant to keep
 rows = counted_rows(T, lengths, lab.side)  # padding rows are don't-care, for the doctor and the leak test alike

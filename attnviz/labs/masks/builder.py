@@ -149,7 +149,8 @@ def decode_note(lab: LabMask) -> Message | None:
         return None
     fields = {"offset": lab.offset, "right": right, "last": T - 1, "beyond": T - 1 + past, "q_len": lab.q_len}
     if lab.q_len == 1:
-        return msg("mask_verdict.decode_past_end_one", s_right=PluralS(right), **fields)
+        hint = msg("mask_verdict.raise_queries") if T > 2 else ""  # two tokens: one query is all a step can have
+        return msg("mask_verdict.decode_past_end_one", s_right=PluralS(right), hint=hint, **fields)
     return msg("mask_verdict.decode_past_end", leaking=lab.q_len - past, s=PluralS(lab.q_len - past), **fields)
 
 

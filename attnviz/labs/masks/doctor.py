@@ -431,6 +431,7 @@ def _reading_notes(reading: _Reading, k_len: int, given: bool) -> list[Text]:
     if last > first:
         where = msg("mask_decode.at_positions", first=first, last=last)
     fields = {"where": where, "k_len": k_len, "offset": reading.offset, "s": PluralS(reading.q_len)}
+    fields["s_offset"] = PluralS(reading.offset)
     return [msg(key, q_len=reading.q_len, **fields)]
 
 

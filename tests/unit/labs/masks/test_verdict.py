@@ -3,10 +3,11 @@
 import pytest
 import torch
 
+from attnviz.core.masks import causal_mask
 from attnviz.i18n.message import PluralS
 from attnviz.i18n.translate import t
 from attnviz.labs.masks.builder import built_mask, decode_note
-from attnviz.labs.masks.doctor import diagnose, parse_expect
+from attnviz.labs.masks.doctor import Expectation, diagnose, parse_expect
 from attnviz.labs.masks.effects import leak_test, meant_keep, suspect_cuts, suspects
 from attnviz.labs.masks.verdict import verdict
 from attnviz.models.embedded.config import EmbeddedConfig
@@ -103,3 +104,14 @@ def test_cuts_fall_just_after_each_row_that_sees_past_what_it_is_meant_to():
 def test_problems_are_counted_in_words():
     assert t("masks.problems", n=1, s=PluralS(1), convention="keep", shape=[3, 8]).startswith("1 problem in")
     assert t("masks.problems", n=2, s=PluralS(2), convention="keep", shape=[3, 8]).startswith("2 problems in")
+
+
+def test_at_two_tokens_the_note_asks_for_no_second_query_and_a_cache_of_one_token_is_singular():
+    two, five = (
+        str(decode_note(built_mask("decode", 2, q_len=1, align="plus_one"))),
+        str(decode_note(built_mask("decode", 5, q_len=1, align="plus_one"))),
+    )
+    assert "raise the queries" not in two and "1 token in the cache" in two  # two tokens allow one query only
+    assert "(raise the queries to 2)" in five and "4 tokens in the cache" in five
+    diagnosis = diagnose(causal_mask(1, 2, offset=1), convention="keep", expect=Expectation("causal"), q_len=1)
+    assert "a KV cache of 1 token;" in " ".join(map(str, diagnosis.notes))
