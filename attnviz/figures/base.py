@@ -71,6 +71,21 @@ def as_tensor(x: Tensor | np.ndarray) -> Tensor:
     return x if isinstance(x, Tensor) else torch.as_tensor(x)
 
 
+# Streamlit's Plotly theme reads colours "#000001" to "#000040" as placeholders for its own palette (magma's
+# black end, "#000004", turns pink on the page): a scale that holds one is written in rgb() instead
+_THEME_PLACEHOLDER = re.compile(r"^#0000([0-9a-fA-F]{2})$")
+
+
+def page_safe_colorscale(name: str) -> list[list]:
+    """A named Plotly colour scale as explicit stops, none of which Streamlit's theme replaces on the page."""
+    stops = go.Heatmap(colorscale=name).colorscale  # ((position, colour), ...)
+    safe = []
+    for position, color in stops:
+        found = _THEME_PLACEHOLDER.match(color)
+        safe.append([float(position), f"rgb(0,0,{int(found.group(1), 16)})" if found else color])
+    return safe
+
+
 def weight_colorscale(gamma: float = 1.0) -> list[list]:
     """Colour stops over raw weights in [0, 1] that give weight w the base colour at w**gamma."""
     if gamma <= 0:

@@ -17,14 +17,14 @@ from plotly.colors import sample_colorscale
 from plotly.subplots import make_subplots
 
 from attnviz.core.token_display import plain_text
-from attnviz.figures.base import MASKED_COLOR, head_label, thinned_ticks, weight_colorscale
+from attnviz.figures.base import MASKED_COLOR, head_label, page_safe_colorscale, thinned_ticks, weight_colorscale
 from attnviz.figures.heads import stat_name
 from attnviz.i18n.translate import t
 from attnviz.labs.compare import FLOAT_FLOOR, Comparison, HeadPair, Span, rounded
 from attnviz.models.record import AttentionRecord
 
 DIFF_SCALE = "RdBu_r"  # diverging: blue below 0, white at 0, red above
-JSD_SCALE = "Magma_r"
+JSD_SCALE = page_safe_colorscale("Magma_r")  # magma ends at "#000004": see page_safe_colorscale
 TEXT_CELLS = 150  # cells written into the grid up to this many heads
 
 

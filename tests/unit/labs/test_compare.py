@@ -3,6 +3,7 @@ head in A and B, the rounding, and the measured estimate."""
 
 import dataclasses
 import math
+import re
 
 import numpy as np
 import pytest
@@ -255,6 +256,9 @@ def test_the_statistic_figure_shares_a_scale_and_centres_the_difference():
     assert (jsd["zmin"], jsd["zmax"]) == (0, 1)
     assert decode(jsd["z"])[0, 0] == pytest.approx(1.0, abs=1e-5)
     assert decode(jsd["z"])[0, 1] == pytest.approx(0.0, abs=1e-5)
+    # the largest JSD is drawn black, not in the pink Streamlit's theme puts where a scale says "#000004"
+    assert jsd["colorscale"][-1] == [1.0, "rgb(0,0,4)"]
+    assert not [c for _, c in jsd["colorscale"] if re.fullmatch(r"#0000[0-9a-fA-F]{2}", c)]
 
 
 def test_the_jsd_is_bounded_by_cells_and_its_cost_predicted():
