@@ -19,6 +19,7 @@ from attnviz import __version__, settings
 from attnviz.core.budget import RequestCost, request_cost
 from attnviz.core.devices import DEVICE_CHOICES, resolve_device
 from attnviz.core.files import printable
+from attnviz.core.typed_numbers import ascii_digits
 from attnviz.errors import ModelUnavailableError, ParityUnsupportedError, first_line
 from attnviz.labs.ablation import (
     ABLATION_MODES,
@@ -498,7 +499,7 @@ def ascii_int(text: str) -> int:
     """--q-len and --offset: a whole number in ASCII digits, signed or not; ValueError else (``int()`` also
     reads "٣", an Arabic-Indic three, and "1_0")."""
     digits = text[1:] if text[:1] in ("+", "-") else text
-    if not (digits.isascii() and digits.isdigit()):
+    if not ascii_digits(digits):
         raise ValueError(text)
     return int(text)
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -36,6 +35,7 @@ from torch import Tensor
 from attnviz.core.progress import Progress, or_none
 from attnviz.core.token_display import visible_text
 from attnviz.core.tokenizer import Token
+from attnviz.core.typed_numbers import ascii_digits
 from attnviz.i18n.message import msg
 from attnviz.models.ablation import ABLATION_MODES, Head, check_mode
 from attnviz.models.source import AblatedOutputs, AttentionSource
@@ -62,7 +62,7 @@ def shown_spec(text: str, limit: int = SHOWN_SPEC_CHARS) -> str:
 def _head_number(text: str, item: str) -> int | None:
     """A layer or head number as typed, or None when it is not ASCII digits. ValueError for one with a leading zero
     ("0.01" is not head 1) or more than HEAD_SPEC_DIGITS digits (int() of 5,000 raises Python's own message)."""
-    if not re.fullmatch(r"[0-9]+", text):  # not str.isdigit: "²" is a digit to it, and int() refuses it
+    if not ascii_digits(text):
         return None
     if len(text) > HEAD_SPEC_DIGITS:
         raise ValueError(msg("ablation_lib.head_too_long", item=shown_spec(item), digits=HEAD_SPEC_DIGITS))

@@ -10,19 +10,18 @@ sliding window, a prefix-LM, or packed documents: block-diagonal, causal or, for
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
 from attnviz.core.masks import padding_mask
+from attnviz.core.typed_numbers import whole_number
 from attnviz.i18n.message import Text, msg
 
 EXPECT_KINDS = ("causal", "padding", "causal+padding", "sliding", "prefix", "documents")
 BIDIRECTIONAL = "bidirectional-"  # before "documents:": packed documents that see each other's keys both ways
 SIDES = ("right", "left")
-ASCII_DIGITS = re.compile(r"[0-9]+")
 
 
 @dataclass(frozen=True)
@@ -85,16 +84,6 @@ class Expectation:
         if self.kind == "documents":
             return f"{BIDIRECTIONAL * self.bidirectional}documents:" + ",".join(map(str, self.documents))
         return self.kind
-
-
-def whole_number(text: str) -> int | None:
-    """``text`` as a whole number when it is ASCII digits (spaces around allowed), else None.
-
-    Not ``int()``: it reads "٥" (an Arabic-Indic five), "1_000" and "+5" as numbers, which no other count
-    of attnviz accepts.
-    """
-    digits = str(text).strip()
-    return int(digits) if ASCII_DIGITS.fullmatch(digits) else None
 
 
 def parse_lengths(text: str, what: str = "--lengths") -> list[int]:
