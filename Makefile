@@ -39,12 +39,16 @@ lint: setup
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
 
+# every test on every core (pytest-xdist): an integration module's tests share a worker, and so its server, browser
+# and captures (--dist loadgroup, groups set in tests/conftest.py); each test has a time limit (pyproject.toml's
+# timeout, which names the test that hung); the 25 slowest are listed at the end, so a slowdown is seen when it lands
+TEST_WORKERS ?= auto
 test: setup browser lint
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=25
 
-# the inner loop: unit tests only (no model loads, no server, no browser), about a minute
+# the inner loop: unit tests only (no model loads, no server, no browser), on every core
 test-fast: setup
-	$(BIN)/python -m pytest tests/unit -q
+	$(BIN)/python -m pytest tests/unit -q -n $(TEST_WORKERS)
 
 # the generated-input suites alone (part of `make test`): 2,000+ cases, each with a time limit and a memory cap
 fuzz: setup

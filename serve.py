@@ -2,7 +2,10 @@
 
 The same app as ``streamlit run app.py``; the server first imports what the
 first page needs and loads the default model (:mod:`attnviz.app.warm`), before
-it accepts a connection, so its first visitor does not wait for that.
+it accepts a connection, so its first visitor does not wait for that. Meanwhile
+it gzips Streamlit's own scripts and styles once; it sends them gzipped, and its
+page asks for the Plotly chunk while it loads, not after the first chart arrives
+(:mod:`attnviz.app.static_serving`).
 """
 
 import asyncio
@@ -10,14 +13,24 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import streamlit as st
+from starlette.middleware import Middleware
 
+from attnviz.app.static_assets import StaticAssets, streamlit_static_dir
+from attnviz.app.static_serving import StaticCompression
 from attnviz.app.warm import warm_up
+
+ASSETS = StaticAssets(streamlit_static_dir())
 
 
 @asynccontextmanager
 async def _lifespan(_app):
-    await asyncio.to_thread(warm_up)
+    # one worker beside the warm-up's imports: on 2 cores both finish before the first visitor
+    await asyncio.gather(asyncio.to_thread(warm_up), asyncio.to_thread(ASSETS.prepare, None, 1))
     yield None
 
 
-app = st.App(str(Path(__file__).with_name("app.py")), lifespan=_lifespan)
+app = st.App(
+    str(Path(__file__).with_name("app.py")),
+    lifespan=_lifespan,
+    middleware=[Middleware(StaticCompression, assets=ASSETS)],
+)

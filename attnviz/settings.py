@@ -20,7 +20,6 @@ EXAMPLES = {
 }
 DEFAULT_EXAMPLE = "English: the cat"
 CHINESE_EXAMPLES = ("中文: 猫", "中文: 注意力")
-CHINESE_MODEL = "smollm2"  # byte-level BPE: it reads Chinese (MiniLM turns most of it into [UNK])
 UNKNOWN_SHARE_WARNING = 0.2  # warn when this share of a text's tokens or more are the tokenizer's unknown token
 DEFAULT_TEXT = EXAMPLES[DEFAULT_EXAMPLE]
 

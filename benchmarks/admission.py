@@ -20,7 +20,7 @@ submits a text of its own (none is a cache hit). Measured:
 - the admitted bytes in flight, from the log: never above the budget (a request over the whole budget would run
   alone; none is here).
 
-``tests/integration/test_admission.py`` runs the same scenario scaled down (2,048 tokens, a budget for two requests).
+``tests/integration/deploy/test_admission.py`` runs the same scenario scaled down (2,048 tokens, a budget for two requests).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ out). Two series: the embedded default model, and SmolLM2 (30 layers x 9 heads).
 There is no target: the figures say how the page degrades when a 2-core server is shared.
 
 The async session driver here (:class:`Session`) is also what
-``tests/integration/test_concurrency.py`` drives its sessions with: sync
+``tests/integration/deploy/test_concurrency.py`` drives its sessions with: sync
 Playwright objects must stay on the thread that made them, and eight browsers
 would not fit a small machine, so every session is a context of one browser.
 """

@@ -11,7 +11,6 @@ from attnviz.figures.base import column_width, make_head_heatmap_figure
 from attnviz.figures.parity import make_parity_figure
 from attnviz.i18n.message import msg
 from attnviz.i18n.translate import t, tr
-from attnviz.models.hf.parity import bug_title
 from attnviz.models.record import PARITY_TOLERANCE, token_labels
 
 st.title(t("parity.title"))
@@ -28,7 +27,7 @@ if not source.supports_parity:
 require_text(settings)
 n_tokens = min(settings.max_tokens, limits.PARITY_TOKENS)
 # option values stay the bug names (session state and links keep them); the labels are the session's language
-bugs = {None: t("parity.no_bug"), **{name: tr(bug_title(name)) for name in source.parity_bugs()}}
+bugs = {None: t("parity.no_bug"), **{name: tr(title) for name, title in source.parity_bugs().items()}}
 bug = st.radio(t("parity.break_it"), list(bugs), format_func=bugs.get, key="parity_bug")
 try:
     parity = cached(

@@ -4,23 +4,71 @@ Tests run offline (HF_HUB_OFFLINE=1: nothing may come from a hub) with a fresh
 XDG cache, so every run converts SmolLM2's GGUF exactly as a new user's first
 start does. The bundled models are installed by `make test`; a test that needs
 one fails, never skips, when it is missing.
+
+`make test` runs the suite on pytest-xdist workers (``--dist loadgroup``). The
+cache is one per run, shared by every worker: the first process to load this
+file makes it and the workers, started from that process, inherit its path
+(SmolLM2's conversion takes a file lock and renames into place, so two workers
+never write it twice). Tests of one integration module share module-scoped
+fixtures (a server, a browser, a capture), so each module is one xdist group
+and runs on one worker (the browser folder, whose modules share one server, is
+one group); the slow folders are handed out first (`_ORDER`).
 """
 
 import os
 import shutil
 import tempfile
+from pathlib import Path
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
-TEST_CACHE = tempfile.mkdtemp(prefix="attnviz-test-cache-")
+_RUN_CACHE = "ATTNVIZ_TEST_RUN_CACHE"  # set by the process that made the cache; workers inherit it
+if _RUN_CACHE not in os.environ:
+    os.environ[_RUN_CACHE] = tempfile.mkdtemp(prefix="attnviz-test-cache-")
+TEST_CACHE = os.environ[_RUN_CACHE]
 os.environ["XDG_CACHE_HOME"] = TEST_CACHE
 
 import pytest  # noqa: E402
 from streamlit.runtime.pages_manager import PagesManager  # noqa: E402
 
+TESTS = Path(__file__).resolve().parent
+# Folders in the order their groups are handed to workers: longest first, so the many short unit tests fill the
+# end of the run instead of one long module starting last.
+_ORDER = [
+    "integration/zoo",
+    "integration/deploy",
+    "integration/browser",
+    "integration/pages",
+    "integration/models",
+    "integration/cli",
+    "property",
+    "unit",
+]
+
+
+# Folders whose modules share session-scoped fixtures (one Chromium and one app server), so they run as one group
+_ONE_GROUP = {"integration/browser"}
+
+
+def _rank(item) -> int:
+    where = Path(str(item.fspath)).resolve().relative_to(TESTS).as_posix()
+    return next((i for i, folder in enumerate(_ORDER) if where.startswith(folder + "/")), len(_ORDER))
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups into the test ids
+def pytest_collection_modifyitems(session, config, items):
+    """Each integration module one xdist group (its module-scoped fixtures are built once); slow folders first."""
+    items.sort(key=_rank)  # stable: a module's own order is kept
+    for item in items:
+        where = Path(str(item.fspath)).resolve().relative_to(TESTS)
+        if where.parts[0] == "integration" and not item.get_closest_marker("xdist_group"):
+            shared = where.parent.as_posix() in _ONE_GROUP
+            item.add_marker(pytest.mark.xdist_group((where.parent if shared else where).as_posix()))
+
 
 def pytest_sessionfinish(session, exitstatus):
-    shutil.rmtree(TEST_CACHE, ignore_errors=True)
+    if not hasattr(session.config, "workerinput"):  # the process that made the cache removes it, after every worker
+        shutil.rmtree(TEST_CACHE, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

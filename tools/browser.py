@@ -30,10 +30,34 @@ CHROMIUM_FLAGS = [
 ]
 
 
+_PORTS_PER_WORKER = 400
+_FIRST_PORT = 20_000  # below Linux's ephemeral range (32768-60999), where bind(0) and outgoing connections draw
+_next_port = [0]
+
+
+def _worker_index() -> int:
+    """This pytest-xdist worker's number (gw3 -> 3); 0 outside xdist."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    return int(worker[2:]) if worker[2:].isdigit() else 0
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback port free now that no other test process of this run will also pick.
+
+    Asking the kernel for port 0 and closing the socket races: another worker may be handed the same port before
+    our server binds it, and a health check would then reach the wrong server. Each xdist worker instead draws in
+    turn from its own block of ports below the ephemeral range, skipping any that something else holds."""
+    base = _FIRST_PORT + (_worker_index() % 30) * _PORTS_PER_WORKER
+    for _ in range(_PORTS_PER_WORKER):
+        port = base + _next_port[0] % _PORTS_PER_WORKER
+        _next_port[0] += 1
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port in {base}-{base + _PORTS_PER_WORKER - 1}")
 
 
 @contextmanager

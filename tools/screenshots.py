@@ -1,4 +1,4 @@
-"""Take the README's screenshots in headless Chromium: ``python -m tools.screenshots [--lang zh] [NAME ...]``.
+"""Take the screenshots of the README and docs/pages.md in headless Chromium: ``python -m tools.screenshots [--lang zh] [NAME ...]``.
 
 Each shot opens the app as a new user would (a fresh browser context), sets
 the sidebar, waits for every chart to be drawn and saves a PNG under assets/

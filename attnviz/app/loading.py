@@ -44,7 +44,7 @@ from attnviz.errors import ModelUnavailableError
 from attnviz.i18n.message import msg
 from attnviz.i18n.translate import t, tr
 from attnviz.models.record import LABEL_CHARS, AttentionRecord, cut_tokens
-from attnviz.models.registry import SourceSpec, open_source, preparation_note, prepare_source
+from attnviz.models.registry import SourceSpec, largest_bundled_shape, open_source, preparation_note, prepare_source
 from attnviz.models.source import AttentionSource
 
 _LOAD_LOCK = threading.Lock()
@@ -94,9 +94,9 @@ def capture_need(source: AttentionSource, text: str, max_tokens: int) -> Need:
 
 
 def largest_need() -> Need:
-    """What the largest request any page allows may cost (SmolLM2 at the request budget): the need of a job whose
-    key says nothing about its size."""
-    return shape_need(30, 9, 3, 64, settings.MAX_TOKENS.high)  # SmolLM2's shape: its 8,192 tokens fill the budget
+    """What the largest request any page allows may cost (the largest bundled model at the request budget, SmolLM2's
+    8,192 tokens): the need of a job whose key says nothing about its size."""
+    return shape_need(*largest_bundled_shape(), settings.MAX_TOKENS.high)
 
 
 def job_need(kind: str, key: tuple) -> Need | None:

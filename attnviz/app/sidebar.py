@@ -17,7 +17,7 @@ from attnviz.core.devices import DEVICE_CHOICES, resolve_device
 from attnviz.i18n.catalogue import LANGUAGES
 from attnviz.i18n.message import msg
 from attnviz.i18n.translate import language_from_locale, set_language, t
-from attnviz.models.embedded.config import EmbeddedConfig
+from attnviz.models import registry
 from attnviz.models.registry import EMBEDDED, SourceSpec
 
 # Pickled checkpoints load only when the server was started with this flag:
@@ -44,12 +44,15 @@ def example_for(text: str, chosen: str) -> str:
 
 
 def _use_example() -> None:
-    """Put the example in the text box; a Chinese example switches MiniLM, which reads almost no Chinese, to SmolLM2."""
+    """Put the example in the text box; a Chinese example switches a bundled model that reads almost no Chinese
+    (MiniLM) to one that reads it (SmolLM2), as the registry says."""
     if st.session_state.example == CUSTOM_TEXT:  # nothing to put there: the text stays the reader's
         return
     st.session_state.text = settings.EXAMPLES[st.session_state.example]
-    if st.session_state.example in settings.CHINESE_EXAMPLES and st.session_state.get("model") == "minilm":
-        st.session_state.model = settings.CHINESE_MODEL
+    if st.session_state.example in settings.CHINESE_EXAMPLES and registry.misreads_chinese(
+        st.session_state.get("model")
+    ):
+        st.session_state.model = registry.chinese_reader()
         st.session_state.example_note = msg("sidebar.chinese_switch")
 
 
@@ -76,7 +79,8 @@ def choose_language() -> str:
 
 def embedded_spec(values: Mapping, device: str) -> SourceSpec:
     """The embedded model's spec from the sidebar's values (the session's, or :data:`DEFAULTS` for a new one)."""
-    config = EmbeddedConfig(
+    return registry.embedded_spec(
+        device,
         d_model=int(values["d_model"]),
         n_head=int(values["n_head"]),
         n_kv_head=int(values["n_kv_head"]) or None,
@@ -84,7 +88,6 @@ def embedded_spec(values: Mapping, device: str) -> SourceSpec:
         seed=int(values["seed"]),
         causal=bool(values["causal"]),
     )
-    return SourceSpec(EMBEDDED, device, config)
 
 
 def sidebar() -> Settings:

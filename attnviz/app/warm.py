@@ -26,7 +26,7 @@ MODULES = (
     "attnviz.app.widgets",
     "attnviz.app.exports",
     "attnviz.figures.heads",
-    "attnviz.models.embedded.model",
+    "attnviz.models.registry",
 )
 
 

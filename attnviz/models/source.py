@@ -3,7 +3,9 @@
 Pages and the CLI talk to an :class:`AttentionSource` and ask what it can do
 (``causal``, ``can_generate``, ``supports_parity``, ``random_weights``); they
 never look at concrete classes or model names. Adding a model family means
-adding one class that satisfies this protocol; no page changes.
+adding one class that satisfies this protocol; no page changes. A capability
+outside that shared part is a narrow protocol a source implements or not
+(:class:`Rotates`), asked with ``isinstance``.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, NamedTuple, Protocol, runtime_checkable
 
 import torch
 from torch import Tensor
@@ -44,6 +46,16 @@ def running(name: str) -> Iterator[None]:
         raise ModelUnavailableError(msg("model_errors.out_of_memory", name=name, error=first_line(err))) from err
     except (RuntimeError, IndexError, OSError) as err:
         raise ModelUnavailableError(msg("model_errors.failed_running", name=name, error=first_line(err))) from err
+
+
+class ModelShape(NamedTuple):
+    """A model's attention shape, what a capture's cost is predicted from before the model is loaded:
+    ``n_layer`` layers of ``n_head`` query heads of ``head_dim``, sharing ``n_kv_head`` key/value heads."""
+
+    n_layer: int
+    n_head: int
+    n_kv_head: int
+    head_dim: int
 
 
 @dataclass(frozen=True)
@@ -236,8 +248,9 @@ class AttentionSource(Protocol):
         unless ``supports_parity``. ``bug`` (a key of :meth:`parity_bugs`) breaks our layers on purpose."""
         ...
 
-    def parity_bugs(self) -> dict[str, str]:
-        """The known bugs :meth:`check_parity` can put into our layers for this model: {key: what it does}."""
+    def parity_bugs(self) -> dict[str, Text]:
+        """The known bugs :meth:`check_parity` can put into our layers for this model: {key: what it does}
+        (``str()`` is English, the app renders it in the reader's language)."""
         ...
 
     def states_under_mask(
@@ -297,4 +310,27 @@ class AttentionSource(Protocol):
 
     def greedy_decoder(self, prompt: str, use_cache: bool = True) -> GreedyDecoder:
         """A :class:`GreedyDecoder` on ``prompt``; ValueError when this source cannot decode (an encoder)."""
+        ...
+
+
+@dataclass(frozen=True, eq=False)
+class RotaryFrequencies:
+    """The RoPE frequencies a model rotates q and k by, and where they were read.
+
+    inv_freq: (head_dim / 2,) float32 on the CPU, radians per token of dimension pair i (dimensions i and
+    i + head_dim/2, Llama's convention); theta: None when read from the model's own rotary embedding (exact,
+    scaling included), else the base they were computed from by Llama's default rule ``1 / theta^(2i / head_dim)``.
+    """
+
+    inv_freq: Tensor
+    theta: float | None = None
+
+
+@runtime_checkable
+class Rotates(Protocol):
+    """A source that can say which rotary position embedding (RoPE) its attention applies (logit parts read it:
+    the record keeps q and k after RoPE, never whether the model used it)."""
+
+    def rope_frequencies(self, head_dim: int) -> RotaryFrequencies | None:
+        """The frequencies of its RoPE for heads of ``head_dim``; None when its attention has none of that width."""
         ...

@@ -3,8 +3,6 @@ run with its measured estimate and progress, and the head shown in A and B."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import streamlit as st
 
 from attnviz import settings as limits
@@ -19,9 +17,8 @@ from attnviz.errors import ModelUnavailableError
 from attnviz.figures.compare import selected_head
 from attnviz.i18n.translate import t
 from attnviz.labs import compare
-from attnviz.models.embedded.config import EmbeddedConfig
 from attnviz.models.record import AttentionRecord
-from attnviz.models.registry import EMBEDDED, SourceSpec
+from attnviz.models.registry import EMBEDDED, SourceSpec, embedded_spec
 from attnviz.models.source import AttentionSource
 
 TEXT_B = "The dog sat on the mat because it was hungry."  # short: the default B costs next to nothing
@@ -76,10 +73,7 @@ def choose_b(settings: Settings, record_a: AttentionRecord, source_a: AttentionS
 def _spec(choice: str, settings: Settings, seed: int | None = None) -> SourceSpec:
     """The spec of a sidebar model chosen as B: the embedded model at A's sizes (under ``seed``), or another."""
     if choice == EMBEDDED:
-        config = settings.spec.config or EmbeddedConfig()
-        return SourceSpec(
-            EMBEDDED, settings.spec.device, config if seed is None else dataclasses.replace(config, seed=seed)
-        )
+        return embedded_spec(settings.spec.device, settings.spec.config, seed)
     trusted = choice in hosted.operator_models()
     return SourceSpec(choice, settings.spec.device, allow_pickle=ALLOW_PICKLE and trusted)
 

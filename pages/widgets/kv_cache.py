@@ -22,7 +22,7 @@ from attnviz.labs.kv.gqa import gqa_whatif
 from attnviz.labs.kv.measure import decode_timing
 from attnviz.labs.kv.presets import PRESETS
 from attnviz.labs.kv.report import KV_MEASURE_LENGTHS, MEASURED_HEADERS, measured_vs_estimated, whatif_summary
-from attnviz.models.hf.bundled import BUNDLED
+from attnviz.models.registry import BUNDLED_CHOICES
 
 KV_DEFAULT_PRESET = "gemma-2-9b"  # sliding and full layers: the plateau, and engines that differ
 KV_SOURCES = ("preset", "bundled", "upload", "folder", "sidebar")  # titled by kv_ui.source_<how>
@@ -59,7 +59,7 @@ def kv_config_input(settings_: Settings) -> KVConfig:
             return config_from_dict(copy.deepcopy(preset.config), name=preset.shown_title)
         if how == "bundled":
             key = st.selectbox(
-                t("kv_ui.bundled"), list(BUNDLED), format_func=lambda k: BUNDLED[k].title, key="kv_bundled"
+                t("kv_ui.bundled"), list(BUNDLED_CHOICES), format_func=BUNDLED_CHOICES.get, key="kv_bundled"
             )
             return load_config(key)
         if how == "upload":

@@ -1,4 +1,6 @@
-"""Fixtures and checks shared by the real-browser tests: one Chromium per module, a fresh context per test."""
+"""Fixtures and checks shared by the real-browser tests: one Chromium per module (launching takes a second; its
+event loop ends with the module), one app server per test process (the browser folder runs as one xdist group, so
+on one worker), a fresh context, so a new user's session, per test."""
 
 import pytest
 
@@ -11,9 +13,10 @@ def browser():
         yield b
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def server(smollm2):
-    """One app server per module. SmolLM2 is converted first (same XDG cache), so the server starts on a ready model."""
+    """One app server for the run's browser tests (each test is a new session of it). SmolLM2 is converted first
+    (same XDG cache), so the server starts on a ready model."""
     with streamlit_server() as url:
         yield url
 

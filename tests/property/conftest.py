@@ -4,12 +4,14 @@ The "ci" profile (the default) is reproducible: ``derandomize=True`` draws the s
 example database, no deadline (a 2-core CI machine is slow now and then). ``HYPOTHESIS_PROFILE=explore`` draws
 new random inputs and ten times as many, to hunt for bugs locally. Every generated input runs under a time limit
 and a memory cap (``guard.py``; the CLI's in forked children, ``forked.py``). When the whole folder ran, the session prints
-how many inputs each test ran and fails if the total is under ``MIN_EXAMPLES``.
+how many inputs each test ran and fails if the total is under ``MIN_EXAMPLES``. Under pytest-xdist each worker
+runs part of the folder and sends its counts to the process that started it, which adds them up and checks them.
 """
 
 import os
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 from tests.property import EXAMPLES, MIN_EXAMPLES
@@ -25,7 +27,7 @@ settings.register_profile(
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 HERE = Path(__file__).resolve().parent
-_run = {"modules": set(), "deselected": False}
+_run = {"modules": set(), "deselected": False, "whole": False}  # "whole": a worker saw the whole folder collected
 
 
 def pytest_collection_modifyitems(session, config, items):
@@ -43,7 +45,16 @@ def pytest_deselected(items):
 
 def _whole_folder() -> bool:
     every = {p.name for p in HERE.glob("test_*.py")}
-    return bool(every) and _run["modules"] == every and not _run["deselected"]
+    return _run["whole"] or (bool(every) and _run["modules"] == every and not _run["deselected"])
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """An xdist worker finished: add its counts (the workers collect, run and count; this process only adds up)."""
+    sent = getattr(node, "workeroutput", {}).get("property_examples")
+    if sent:
+        EXAMPLES.update(sent["examples"])
+        _run["whole"] = _run["whole"] or sent["whole"]
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
@@ -57,6 +68,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
 
 
 def pytest_sessionfinish(session, exitstatus):
+    if hasattr(session.config, "workeroutput"):  # an xdist worker: its part goes to the process that adds up
+        session.config.workeroutput["property_examples"] = {"examples": dict(EXAMPLES), "whole": _whole_folder()}
+        return
     if _whole_folder() and EXAMPLES and sum(EXAMPLES.values()) < MIN_EXAMPLES and session.exitstatus == 0:
         session.exitstatus = 1
         print(f"\nproperty tests ran {sum(EXAMPLES.values())} generated inputs, under the floor of {MIN_EXAMPLES}")

@@ -53,7 +53,8 @@ def test_bad_input_is_exit_2_with_one_line_on_stderr(argv, capsys):
 
 
 def test_an_ablation_sweep_over_its_time_budget_is_exit_2_with_its_numbers(capsys, monkeypatch):
-    monkeypatch.setattr(cli, "SWEEP_BUDGET_S", 0.0)  # the prediction is timed on this machine: any sweep is over 0 s
+    # the prediction is timed on this machine: any sweep is over 0 s
+    monkeypatch.setattr(cli.ablate, "SWEEP_BUDGET_S", 0.0)
     argv = ["ablate", "the cat sat on the mat " * 60, "--heads", "all", "--n-layer", "3", "--n-head", "8"]
     assert cli.main([*argv, "--quiet"]) == 2
     out, err = capsys.readouterr()

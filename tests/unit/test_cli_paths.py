@@ -1,15 +1,28 @@
 """Hostile paths, configs and values on the command line (issue 19, A-D, L, M and the request budget): every one
 is exit 2 with exactly one line on stderr, starting "attnviz", naming the path and the reason; never a traceback,
 a hang or an unbounded read. The FIFO cases that could hang run as child processes in
-tests/integration/test_cli_paths.py; here only what cannot wait (stat and open with O_NONBLOCK never do)."""
+tests/integration/cli/test_cli_paths.py; here only what cannot wait (stat and open with O_NONBLOCK never do)."""
 
 import json
 import os
+import shutil
+import tempfile
+from pathlib import Path
 
 import pytest
 
 from attnviz import cli, settings
 from attnviz.models.hf.bundled import minilm_dir
+
+
+@pytest.fixture
+def tmp_path():
+    """A short folder in place of pytest's: these messages show a path whole up to 80 characters, and under
+    pytest-xdist pytest's own tmp_path (…/popen-gw0/test_name0/) can be longer than that."""
+    folder = Path(tempfile.mkdtemp(prefix="attnviz-"))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
 
 TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 LLAMA = {

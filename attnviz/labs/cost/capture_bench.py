@@ -3,7 +3,8 @@
 Each case runs in a fresh Python (``python -m attnviz.labs.cost.capture_bench --child CASE TOKENS``)
 so its peak resident memory (VmHWM, model load included) is its own:
 
-- ``sdpa``: SmolLM2 loaded with ``attn_implementation="sdpa"``, one forward pass
+- ``sdpa``: the largest bundled model (:func:`attnviz.models.registry.largest_bundled`:
+  SmolLM2) loaded with ``attn_implementation="sdpa"``, one forward pass
   (the yardstick: what the model costs without looking at its attention);
 - ``capture``: :meth:`HFSource.run` with every statistic and the pooled maps,
   q and k not kept (what ``python -m attnviz heads`` does);
@@ -51,9 +52,9 @@ def run_case_here(case: str, tokens: int, threads: int = 1) -> dict:
     if case == "sdpa" or case == "full-record":
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        from attnviz.models.hf.bundled import prepared_folder
+        from attnviz.models.registry import bundled_folder, largest_bundled
 
-        folder = prepared_folder("smollm2")
+        folder = bundled_folder(largest_bundled())
         ids = torch.tensor([AutoTokenizer.from_pretrained(folder)(text)["input_ids"][:tokens]])  # what run() reads
         implementation = "sdpa" if case == "sdpa" else "eager"
         model = AutoModelForCausalLM.from_pretrained(folder, attn_implementation=implementation, dtype=torch.float32)
@@ -66,13 +67,12 @@ def run_case_here(case: str, tokens: int, threads: int = 1) -> dict:
                 del out
         seconds = time.perf_counter() - start
     elif case in ("capture", "capture+qk", "embedded-max"):
-        from attnviz.models.embedded.config import EmbeddedConfig
-        from attnviz.models.registry import EMBEDDED, SourceSpec, open_source
+        from attnviz.models.registry import SourceSpec, embedded_spec, largest_bundled, open_source
 
         if case == "embedded-max":
-            source = open_source(SourceSpec(EMBEDDED, config=EmbeddedConfig(d_model=1024, n_head=64, n_layer=12)))
+            source = open_source(embedded_spec("cpu", d_model=1024, n_head=64, n_layer=12))
         else:
-            source = open_source(SourceSpec("smollm2"))
+            source = open_source(SourceSpec(largest_bundled()))
         start = time.perf_counter()
         record = source.run(text, tokens, keep_qk=case != "capture")
         _ = record.statistics

@@ -34,6 +34,7 @@ from attnviz.core.masks import KeyRanges
 from attnviz.core.progress import Progress, or_none
 from attnviz.i18n.message import Message, msg
 from attnviz.labs.cost.peak_memory import reset_peak_rss, status_bytes, stream_child
+from attnviz.models.registry import largest_bundled_shape
 
 PATHS = ("naive", "fused", "chunked")
 PATH_TITLES = {
@@ -55,8 +56,10 @@ def path_titles() -> dict[str, Message]:
 SIZES = (256, 512, 1024, 2048, 4096, 8192)
 NAIVE_MAX_TOKENS = 2048  # the naive path is run up to here (about 0.3 GB); beyond, it is predicted
 MAX_TOKENS = settings.MAX_TOKENS.high
-# one layer of SmolLM2-135M: 9 query heads sharing 3 key/value heads of 64 dims
-N_HEAD, N_KV_HEAD, HEAD_DIM = 9, 3, 64
+# the workload: one layer of the largest bundled model, shaped as the registry knows it before loading it
+# (SmolLM2-135M: 9 query heads sharing 3 key/value heads of 64 dims)
+WORKLOAD = largest_bundled_shape()
+N_HEAD, N_KV_HEAD, HEAD_DIM = WORKLOAD.n_head, WORKLOAD.n_kv_head, WORKLOAD.head_dim
 
 
 def naive_bytes(n: int, n_head: int = N_HEAD, dtype_bytes: int = 4) -> int:

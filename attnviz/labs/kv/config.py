@@ -16,9 +16,9 @@ from typing import Any
 
 from attnviz import settings
 from attnviz.core.files import kind_of, printable, read_bounded, shown_path
-from attnviz.errors import ConfigError, PathError
+from attnviz.errors import ConfigError, ModelUnavailableError, PathError
 from attnviz.i18n.message import Text, carried, msg
-from attnviz.models.hf.config_sizes import oversized
+from attnviz.models.registry import BUNDLED_CHOICES, bundled_config, oversized_config
 
 KV_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4")
 LAYER_KINDS = ("full", "sliding", "linear", "mla")
@@ -315,7 +315,8 @@ def config_from_dict(raw: dict, name: Text | str = "config") -> KVConfig:
     model_type = str(model_type) if model_type else None
     if section.get("sliding_window") == 0 and section.get("use_sliding_window") is False:  # Qwen2-MoE: off
         section = {**section, "sliding_window": None}
-    too_big = oversized(raw)  # before transformers reads it: its config classes act on their sizes as they are made
+    # before transformers reads it: its config classes act on their sizes as they are made
+    too_big = oversized_config(raw)
     if too_big is not None:
         raise ConfigError(msg("kv_memory.field_over", field=too_big.field, value=too_big.value, most=too_big.most))
     hf, why = _transformers_config(model_type, section)
@@ -453,33 +454,19 @@ def parse_config_json(data: bytes | str, name: str) -> dict:
 
 
 def _bundled_config(key: str) -> dict:
-    """A bundled model's config: MiniLM's config.json; SmolLM2's converted config.json, or its GGUF header when
-    it has not been converted yet (no 20 s conversion just to read a config)."""
-    from attnviz.errors import ModelUnavailableError
-    from attnviz.models.hf import bundled
-
+    """A bundled model's config, as the registry reads it without loading the model; ConfigError, one line, when
+    its package is not installed."""
     try:
-        if key == "minilm":
-            return read_config_file(bundled.minilm_dir() / "config.json")
-        gguf = bundled.smollm2_gguf()
-        folder = bundled.converted_dir(gguf)
-        if bundled.is_converted(folder):
-            return read_config_file(folder / "config.json")
-        from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
-
-        with contextlib.redirect_stdout(None):
-            return dict(load_gguf_checkpoint(str(gguf), return_tensors=False)["config"])
+        return bundled_config(key)
     except ModelUnavailableError as err:
         raise ConfigError(carried(err) or str(err)) from err
 
 
 def load_config(path_or_name: str) -> KVConfig:
-    """A config.json path, a model folder (its config.json), or a bundled model: "minilm" or "smollm2"."""
-    from attnviz.models.hf.bundled import BUNDLED
-
+    """A config.json path, a model folder (its config.json), or a bundled model's key ("minilm", "smollm2")."""
     try:  # what the path names, symlinks followed: stat never blocks (a FIFO is refused when it is opened)
         kind = kind_of(path_or_name)
-        if kind is None and path_or_name in BUNDLED:
+        if kind is None and path_or_name in BUNDLED_CHOICES:
             return config_from_dict(_bundled_config(path_or_name), name=path_or_name)
         path = Path(path_or_name)
         if kind == "directory":

@@ -11,6 +11,7 @@ from attnviz import settings
 from attnviz.i18n.message import Text, concat, msg
 from attnviz.labs.kv.config import KVConfig
 from attnviz.labs.kv.memory import bytes_per_element, check_count, check_dtype, layer_token_bytes
+from attnviz.models.registry import transformers_cache_elements
 
 
 @dataclass(frozen=True)
@@ -135,12 +136,10 @@ def _falcon_broadcast(cfg: KVConfig) -> bool:
 
 def measured_hf_bytes(cfg: KVConfig, batch: int, seq_len: int, dtype: str) -> int | None:
     """What transformers' own cache holds after a prefill of (batch, seq_len), measured from the architecture's
-    modeling code (:mod:`attnviz.models.hf.cache_layout`); None for an unknown model type or code that does not
-    run on the meta device."""
+    modeling code (:func:`attnviz.models.registry.transformers_cache_elements`); None for an unknown model type or
+    code that does not run on the meta device."""
     if cfg.raw_json is None:
         return None
-    from attnviz.models.hf.cache_layout import transformers_cache_elements
-
     sliding = tuple(cfg.window - 1 if kind == "sliding" else None for kind in cfg.layer_kinds)
     elements = transformers_cache_elements(json.loads(cfg.raw_json), batch, seq_len, sliding)
     return None if elements is None else int(elements * bytes_per_element(dtype))

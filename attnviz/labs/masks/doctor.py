@@ -44,12 +44,11 @@ most one of the cell kinds; ``fully_masked_row`` counts rows and may overlap.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
-from attnviz import settings
 from attnviz.core.masks import causal_mask, sliding_window_mask
 from attnviz.i18n.message import PluralS, Text, concat, msg
 from attnviz.labs.masks.expectations import (
@@ -64,19 +63,8 @@ from attnviz.labs.masks.expectations import (
     real_tokens,
     self_cells,
 )
+from attnviz.labs.masks.findings import PROBLEM_KINDS, Diagnosis, Finder, Problem, first_cells
 from attnviz.labs.masks.reading import additive_bias, infer_convention, to_keep
-
-PROBLEM_KINDS = (
-    "future_leak",
-    "cross_document",
-    "fully_masked_row",
-    "attends_padding",
-    "inverted",
-    "bad_shape",
-    "missing_self",
-    "over_masked",
-    "under_masked",
-)
 
 __all__ = [
     "EXPECT_KINDS",
@@ -90,156 +78,6 @@ __all__ = [
     "parse_expect",
     "parse_lengths",
 ]
-
-
-@dataclass(frozen=True, eq=False)
-class Problem:
-    """One kind of problem in a mask.
-
-    count: offending cells (rows for fully_masked_row and missing_self, 1 for bad_shape, inverted: cells read wrong).
-    examples: up to ten [q, k] (k = -1 for a row with no key); batch_examples: the sequence of each example.
-    cells: bool, the shape of ``Diagnosis.keep`` (after a bad shape: the mask's, all False), True on the offending
-    cells (for drawing).
-    message: one sentence with the numbers and a fix.
-    extra: more JSON for this kind (cross_document: ``documents``, the [query's, key's] document of each example;
-    bad_shape: ``reason``, one of :data:`SHAPE_REASONS`, and ``detail``, the message in English).
-    """
-
-    kind: str
-    count: int
-    examples: list[list[int]]
-    cells: Tensor
-    message: Text
-    batch_examples: list[int] = field(default_factory=list)
-    extra: dict = field(default_factory=dict)
-
-
-# why a mask's shape fits no reading (bad_shape's JSON "reason"; "detail" says it in a sentence)
-SHAPE_REASONS = ("broadcast_axis", "sequences", "short", "more_queries", "q_len", "offset", "documents_total")
-
-
-@dataclass(frozen=True, eq=False)
-class Diagnosis:
-    """What :func:`diagnose` found.
-
-    shape: the mask's shape as given. keep: the mask as read, True = may attend, (q_len, k_len) or
-    (B, q_len, k_len) (a (..., 1, T) key mask expanded to (..., T, T)); None after a bad shape. expected: the keep
-    mask of the expectation. offset: where the query rows sit (query i at key position offset + i) when the mask
-    was read as rows of queries at an offset (rectangular, or q_len / offset given); None for a square mask read
-    as a whole sequence. documents: the packed documents' lengths of a ``documents`` expectation.
-    """
-
-    convention: str
-    convention_reason: Text
-    shape: tuple[int, ...]
-    problems: list[Problem]
-    notes: list[Text]
-    keep: Tensor | None = None
-    expected: Tensor | None = None
-    offset: int | None = None
-    documents: list[int] | None = None
-
-    @property
-    def ok(self) -> bool:
-        return not self.problems
-
-    def to_json(self) -> dict:
-        """The ``mask-doctor --json`` object: ok, convention, shape, problems (kind, count, examples, and
-        ``documents`` for cross_document); ``offset`` for a decode step or chunk, ``documents`` when expected."""
-        out = {
-            "ok": self.ok,
-            "convention": self.convention,
-            "shape": list(self.shape),
-            "problems": [{"kind": p.kind, "count": p.count, "examples": p.examples, **p.extra} for p in self.problems],
-        }
-        if self.offset is not None:
-            out["offset"] = self.offset
-        if self.documents is not None:
-            out["documents"] = list(self.documents)
-        return out
-
-
-def _examples(cells: Tensor, limit: int) -> list[tuple[int, int, int]]:
-    """The first ``limit`` (b, q, k) of bool cells (B, Q, K), without listing every True cell."""
-    found: list[tuple[int, int, int]] = []
-    for b, q in cells.any(dim=-1).nonzero().tolist():  # (rows, 2): at most B × Q
-        for k in cells[b, q].nonzero()[: limit - len(found), 0].tolist():
-            found.append((b, q, k))
-        if len(found) >= limit:
-            break
-    return found
-
-
-def _at(b: int, q: int, k: int | None, batched: bool) -> Text:
-    where = msg("mask_doctor.at_sequence", b=b) if batched else ""
-    return concat(
-        msg("mask_doctor.at_query", where=where, q=q), msg("mask_doctor.at_key", k=k) if k is not None else ""
-    )
-
-
-def _rows_text(rows: Tensor, batched: bool, offset: int = 0, positions: bool = False, limit: int = 6) -> Text:
-    """The True rows of a bool (B, Q), named by the query's position (row q sits at offset + q): "row 0",
-    "rows 0, 3", "sequence:row 0:4, 1:3"; "positions 5, 6" for a step's rows (``positions``)."""
-    found = rows.nonzero().tolist()
-    parts = [f"{b}:{q + offset}" if batched else str(q + offset) for b, q in found[:limit]]
-    more = msg("mask_doctor.and_more", n=len(found) - limit) if len(found) > limit else ""
-    plural = "s" * (len(found) > 1)
-    if batched:
-        label = msg("mask_doctor.label_sequence_row")
-    elif positions:
-        label = msg(f"mask_decode.label_position{plural}")
-    else:
-        label = msg(f"mask_doctor.label_row{plural}")
-    return concat(label, ", ".join(parts), more)
-
-
-class _Finder:
-    """Collects the problems of one mask; cells are (B, Q, K), rows (B, Q).
-
-    A problem's message is its catalogue key, filled in with ``{n}`` (the count),
-    ``{s}`` (a plural s), ``{ex}`` (the first example cell), ``{rows}`` (the rows,
-    for row problems) and any ``fields`` given. ``offset``: row i is the query at position offset + i, its own
-    key column offset + i; the messages name queries by their position (the examples stay the mask's [row,
-    column]); ``positions``: the rows are a step's, named "positions" rather than "rows".
-    """
-
-    def __init__(self, batched: bool, offset: int = 0, positions: bool = False) -> None:
-        self.batched = batched
-        self.offset = offset
-        self.positions = positions
-        self.problems: dict[str, Problem] = {}
-
-    def shaped(self, cells: Tensor) -> Tensor:
-        """(B, ...) back to the mask's own rank: a (Q, K) mask gets (Q, K) cells."""
-        return cells if self.batched else cells[0]
-
-    def add_cells(self, kind: str, cells: Tensor, key: str, extra=None, **fields) -> None:
-        """A problem counted in cells; ``extra(found)`` gives more fields and JSON from the (b, q, k) examples."""
-        n = int(cells.sum())
-        if n == 0:
-            return
-        found = _examples(cells, settings.MASK_MAX_EXAMPLES)
-        more_fields, more_json = extra(found) if extra is not None else ({}, {})
-        b, q, k = found[0]
-        ex = _at(b, q + self.offset, k, self.batched)
-        text = msg(key, n=f"{n:,}", s=PluralS(n), ex=ex, **fields, **more_fields)
-        examples = [[q, k] for _, q, k in found]
-        batch = [b for b, _, _ in found]
-        self.problems[kind] = Problem(kind, n, examples, self.shaped(cells), text, batch, more_json)
-
-    def add_rows(self, kind: str, rows: Tensor, cells: Tensor, key: str, self_key: bool, **fields) -> None:
-        """A problem counted in rows; its examples are [q, own key] (self_key) or [q, -1] (no key)."""
-        n = int(rows.sum())
-        if n == 0:
-            return
-        found = rows.nonzero()[: settings.MASK_MAX_EXAMPLES].tolist()
-        shown = _rows_text(rows, self.batched, self.offset, self.positions)
-        text = msg(key, n=f"{n:,}", s=PluralS(n), rows=shown, **fields)
-        examples = [[q, q + self.offset if self_key else -1] for _, q in found]
-        self.problems[kind] = Problem(kind, n, examples, self.shaped(cells), text, [b for b, _ in found])
-
-    def ordered(self) -> list[Problem]:
-        return [self.problems[kind] for kind in PROBLEM_KINDS if kind in self.problems]
 
 
 def _convention(mask: Tensor, convention: str | None, offset: int = 0) -> tuple[str, Text]:
@@ -281,8 +119,8 @@ def _dims(shape: tuple[int, ...]) -> str:
 
 
 def _shape_problem(shape: tuple[int, ...], lengths: list[int] | None) -> tuple[str, Text] | None:
-    """Why the shape cannot be the mask the lengths describe (a :data:`SHAPE_REASONS` code and a sentence), or
-    None."""
+    """Why the shape cannot be the mask the lengths describe (a
+    :data:`~attnviz.labs.masks.findings.SHAPE_REASONS` code and a sentence), or None."""
     q_len, k_len = shape[-2:]
     n_seq = shape[0] if len(shape) == 3 else 1
     if k_len == 1 and q_len > 1:
@@ -309,7 +147,8 @@ def _shape_problem(shape: tuple[int, ...], lengths: list[int] | None) -> tuple[s
 class _Reading:
     """How the rows of a mask are read: ``key_mask`` (a (..., 1, T) mask broadcast over T queries), the number
     of query rows, their offset (row i is position offset + i), whether that offset is stated (``as_rows``:
-    reported), and why no reading fits (``bad``: a :data:`SHAPE_REASONS` code and a sentence)."""
+    reported), and why no reading fits (``bad``: a :data:`~attnviz.labs.masks.findings.SHAPE_REASONS` code and a
+    sentence)."""
 
     key_mask: bool
     q_len: int
@@ -399,7 +238,7 @@ def _float_notes(mask: Tensor, fully: Tensor, reference: Tensor | None, what: Te
     else:
         bias = additive_bias(mask)
         if bool(bias.any()):
-            _, q, k = _examples(bias, 1)[0]
+            _, q, k = first_cells(bias, 1)[0]
             n, low, high = int(bias.sum()), float(mask[bias].min()), float(mask[bias].max())
             values = f"{low:g}" if low == high else msg("mask_doctor.value_range", low=low, high=high)
             verb_s = PluralS(n, singular=True)
@@ -510,7 +349,7 @@ def diagnose(
     fully = ~keep.any(dim=-1)  # (B, Q)
     if convention == "additive":
         notes += _float_notes(m, fully, reference, what)
-    finder = _Finder(batched, off, positions=reading.as_rows)
+    finder = Finder(batched, off, positions=reading.as_rows)
 
     def result() -> Diagnosis:
         shown_expected = None if expected is None else finder.shaped(expected)

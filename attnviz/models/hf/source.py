@@ -21,39 +21,45 @@ Two routes, chosen at load time from the model's class (see
   (:func:`attnviz.core.capture.capture_weights`). That is O(T²) per head, so a
   run is bounded before it starts (:meth:`HFSource.eager_bytes`), and what needs
   q and k (logit parts, Scaling, the Mask lab's tests, parity) is not offered.
+  The route's own code lives in :mod:`attnviz.models.hf.eager`.
+
+The forward hooks that read a pass of the shared model for one thread (its last
+hidden states, what entered a layer) are :mod:`attnviz.models.hf.hooks`.
 """
 
 from __future__ import annotations
 
 import functools
 import math
-import threading
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
 from attnviz import settings
-from attnviz.core.capture import CaptureSession, capture_weights
-from attnviz.core.masks import KeyRanges, pad_row, padding_mask, positions_from_mask
+from attnviz.core.capture import CaptureSession
+from attnviz.core.masks import pad_row, padding_mask, positions_from_mask
 from attnviz.core.progress import Progress, or_none
 from attnviz.core.token_display import display_tokens, generated_tokens
 from attnviz.core.tokenizer import Token
 from attnviz.core.value_norms import projection_factors
 from attnviz.errors import GenerationUnsupportedError, ModelUnavailableError, ParityUnsupportedError
 from attnviz.i18n.message import Text, msg
-from attnviz.models.ablation import ABLATION_MODES, HeadAblation, ablate_output
+from attnviz.models.ablation import ABLATION_MODES, HeadAblation
+from attnviz.models.hf import eager
 from attnviz.models.hf.attention import IMPLEMENTATION, ablating, capturing, overriding_mask, reference
+from attnviz.models.hf.hooks import last_hidden, layer_inputs
 from attnviz.models.hf.kv import HFDecoder, prefill_kv
-from attnviz.models.hf.parity import available_bugs, our_layers, reproduce, supports
+from attnviz.models.hf.parity import available_bugs, bug_title, our_layers, reproduce, supports
 from attnviz.models.hf.projections import Projections, eager_output_projections, find_output_projections
+from attnviz.models.hf.rope import rope_frequencies
 from attnviz.models.record import AttentionRecord, BatchRecord, GenerationRecord, ModelOutputs, Parity
 from attnviz.models.source import (
     AblatedOutputs,
     Encoding,
     LayerInput,
+    RotaryFrequencies,
     check_layer,
     check_square_mask,
     perturbed_ids,
@@ -65,23 +71,6 @@ ROUTES = ("interface", "eager")
 
 def attention_modules(model: torch.nn.Module) -> list[torch.nn.Module]:
     return [m for m in model.modules() if type(m).__name__.endswith("Attention") and hasattr(m, "is_causal")]
-
-
-def eager_keys(weights: Tensor, causal: bool, start: int, end: int) -> KeyRanges:
-    """The mask a layer of the eager route applied to one sequence, from its weights (n_head, T, T).
-
-    Keys ``start .. end - 1`` are real (the rest pads); the layer is causal or
-    not. Where the weights fall outside that reading (a layer that is not what
-    the model says), the widest mask that holds them all.
-    """
-    T = weights.shape[-1]
-    support = weights.detach().amax(dim=0) != 0  # (T, T): keys some head weighs
-    candidates = [KeyRanges.causal(T, start=start, end=end)] if causal else []
-    candidates += [KeyRanges.span(T, start, end), KeyRanges.full(T)]
-    for keys in candidates:
-        if not bool((support & ~keys.dense().to(support.device)).any()):
-            return keys
-    return candidates[-1]
 
 
 @dataclass(eq=False)
@@ -190,32 +179,6 @@ class HFSource:
             return ("zero",)
         return ("zero", "mean") if self.output_projections.found else ()
 
-    @contextmanager
-    def _ablating_eager(self, ablation: HeadAblation) -> Iterator[None]:
-        """The eager route's ablation: a forward pre-hook on each layer's output projection rewrites its input
-        (R, T, n_head * head_dim) for this thread's passes only (the model is shared)."""
-        owner = threading.get_ident()
-        layers = self.output_projections.layers
-
-        def rewrite(index: int):
-            def hook(module, args):
-                if threading.get_ident() != owner or not args:
-                    return None
-                x = args[0]  # (R, T, n_head * head_dim)
-                heads = ablation.heads_of(index, x.shape[0], x.device)
-                z = x.view(*x.shape[:-1], self.n_head, -1)  # (R, T, n_head, head_dim)
-                return (ablate_output(z, z, heads, ablation.mode).reshape(x.shape), *args[1:])
-
-            return hook
-
-        hooks = [p.module.register_forward_pre_hook(rewrite(i)) for i, p in enumerate(layers)]
-        ablation.layers_seen = len(layers)
-        try:
-            yield
-        finally:
-            for hook in hooks:
-                hook.remove()
-
     @property
     def route_note(self) -> Text:
         """Which route ran, and what it cannot do, in one line for the pages."""
@@ -233,26 +196,11 @@ class HFSource:
 
     def eager_bytes(self, n_tokens: int, batch: int = 1) -> int:
         """What the eager route holds for ``batch`` sequences of ``n_tokens``: every weight, n_layer·n_head·T²·4 B."""
-        return batch * self.n_layer * self.n_head * n_tokens * n_tokens * 4
+        return eager.eager_bytes(self.n_layer, self.n_head, n_tokens, batch)
 
     def eager_max_tokens(self, batch: int = 1) -> int:
         """The longest input the eager route may read within the bound (:func:`attnviz.settings.cache_bytes`)."""
-        return max(1, math.isqrt(settings.cache_bytes() // max(1, batch * self.n_layer * self.n_head * 4)))
-
-    def _check_eager(self, n_tokens: int, batch: int = 1) -> None:
-        need = self.eager_bytes(n_tokens, batch)
-        if need > settings.cache_bytes():
-            raise ModelUnavailableError(
-                msg(
-                    "model_errors.eager_too_long",
-                    name=self.name,
-                    tokens=n_tokens,
-                    batch=batch,
-                    need_mb=need / 2**20,
-                    bound_mb=settings.cache_bytes() / 2**20,
-                    fit=self.eager_max_tokens(batch),
-                )
-            )
+        return eager.eager_max_tokens(self.n_layer, self.n_head, batch)
 
     def encode(self, text: str, max_tokens: int, keep: str = "start") -> Encoding:
         """Token ids cut to max_tokens (special tokens kept), display tokens, the uncut count.
@@ -303,41 +251,6 @@ class HFSource:
         with running(self.name):
             return self.model(input_ids=input_ids, **kwargs)
 
-    @contextmanager
-    def _last_hidden(self) -> Iterator[list[Tensor]]:
-        """Collect the last hidden states of this thread's passes (the model is shared): one per pass.
-
-        Read from the base model, or, where a head model calls a part of it
-        directly (OPT's ``self.model.decoder``), from the outermost direct child
-        of it that returned a ``last_hidden_state``.
-        """
-        grabbed: list[Tensor] = []
-        inner: list[Tensor] = []
-        owner = threading.get_ident()
-        base = self.model.base_model
-
-        def grab(module, args, output):
-            hidden = output[0] if isinstance(output, tuple) else getattr(output, "last_hidden_state", None)
-            if threading.get_ident() == owner and isinstance(hidden, Tensor):  # not when the base is the LM itself
-                grabbed.append(hidden)
-
-        def grab_inner(module, args, output):
-            hidden = getattr(output, "last_hidden_state", None)
-            if threading.get_ident() == owner and isinstance(hidden, Tensor):
-                inner.append(hidden)
-
-        hooks = [base.register_forward_hook(grab)]
-        hooks += [child.register_forward_hook(grab_inner) for child in base.children()]
-        try:
-            yield grabbed
-        finally:
-            for hook in hooks:
-                hook.remove()
-        if not grabbed and inner:
-            grabbed.append(inner[-1])
-        if not grabbed:
-            raise ModelUnavailableError(msg("model_errors.no_hidden", name=self.name))
-
     def _capture(
         self,
         input_ids: Tensor,
@@ -358,7 +271,7 @@ class HFSource:
         session = CaptureSession(
             batch, T, self.n_layer * self.n_head, keep_qk, on_layer=progress.step, out_factors=self._out_factors
         )
-        with capturing(session), self._last_hidden() as hidden:
+        with capturing(session), last_hidden(self.model, self.name) as hidden:
             out = self.forward(input_ids, attention_mask, position_ids)
         if not session.layers[0] and T:
             raise ModelUnavailableError(msg("model_errors.not_captured", name=self.name))
@@ -374,25 +287,17 @@ class HFSource:
     ) -> tuple[CaptureSession, Tensor, Tensor | None]:
         """The eager route: the model's own attention returns every weight; each layer is captured from them."""
         batch, T = input_ids.shape
-        self._check_eager(T, batch)
-        with self._last_hidden() as hidden:
+        eager.check_bound(self.name, self.n_layer, self.n_head, T, batch)
+        with last_hidden(self.model, self.name) as hidden:
             out = self.forward(input_ids, attention_mask, position_ids, output_attentions=True)
         attentions = [a for a in (getattr(out, "attentions", None) or ()) if a is not None]
         if not attentions:
             raise ModelUnavailableError(
                 msg("model_errors.no_attentions", name=self.name, cls=type(self.model).__name__)
             )
-        session = CaptureSession(batch, T, len(attentions) * attentions[0].shape[1], keep_qk=False)  # its bin, lists
-        real = (attention_mask.bool() if attention_mask is not None else torch.ones(batch, T, dtype=torch.bool)).cpu()
-        scale = 1.0 / math.sqrt(self.head_dim)
-        for weights in attentions:  # (B, n_head, T, T) each
-            for b, sequence in enumerate(session.layers):
-                at = real[b].nonzero()[:, 0]
-                start, end = (int(at[0]), int(at[-1]) + 1) if len(at) else (0, 0)
-                w = weights[b].float()
-                keys = eager_keys(w, self.causal, start, end)
-                sequence.append(capture_weights(w.cpu(), keys, bin_size=session.bin_size, scale=scale))
-            progress.step()
+        session = eager.session_from_weights(
+            input_ids, attentions, attention_mask, self.causal, self.head_dim, progress
+        )
         logits = out.logits[:, -1].float().cpu() if self.can_generate and T else None
         return session, hidden[-1].float().cpu(), logits
 
@@ -520,12 +425,12 @@ class HFSource:
         if perturb_from is not None:
             ids = perturbed_ids(ids, perturb_from, self.model.config.vocab_size, seed)
         input_ids = torch.tensor([ids], dtype=torch.long, device=self.device)  # (1, T)
-        with overriding_mask(mask), self._last_hidden() as hidden:
+        with overriding_mask(mask), last_hidden(self.model, self.name) as hidden:
             self.forward(input_ids)
         return hidden[-1][0].float().cpu()  # (T, d_model)
 
-    def parity_bugs(self) -> dict[str, str]:
-        return available_bugs(self) if self.supports_parity else {}
+    def parity_bugs(self) -> dict[str, Text]:
+        return {name: bug_title(name) for name in available_bugs(self)} if self.supports_parity else {}
 
     def check_parity(self, text: str, max_tokens: int, bug: str | None = None) -> Parity:
         encoding = self.encode(text, min(max_tokens, settings.PARITY_TOKENS))
@@ -552,23 +457,8 @@ class HFSource:
             check_layer(layer, self.n_layer)
         encoding = self.encode(text, min(max_tokens, settings.PARITY_TOKENS))
         theirs, ours, rotate = our_layers(self)
-        captured: dict[int, Tensor] = {}
-        owner = threading.get_ident()
-
-        def grabber(layer: int):
-            def grab(module, args, kwargs):
-                # the model is shared between sessions: keep only this thread's input
-                if threading.get_ident() == owner:
-                    captured.setdefault(layer, args[0] if args else kwargs["hidden_states"])
-
-            return grab
-
-        hooks = [theirs[layer].register_forward_pre_hook(grabber(layer), with_kwargs=True) for layer in set(layers)]
-        try:
+        with layer_inputs({layer: theirs[layer] for layer in set(layers)}) as captured:
             _, keys = self.reference_pass(encoding.ids)
-        finally:
-            for hook in hooks:
-                hook.remove()
         missing = sorted(set(layers) - set(captured))
         if missing:
             raise ModelUnavailableError(msg("model_errors.layer_did_not_run", name=self.name, layer=missing[0]))
@@ -601,14 +491,21 @@ class HFSource:
         rows = [list(heads) for heads in head_sets] or [[]]
         input_ids = torch.tensor([encoding.ids] * len(rows), dtype=torch.long, device=self.device)  # (R, T)
         ablation = HeadAblation(rows, mode, self.n_head)
-        route = ablating(ablation) if self.route == "interface" else self._ablating_eager(ablation)
-        with route, self._last_hidden() as hidden, running(self.name):
+        if self.route == "interface":
+            route = ablating(ablation)
+        else:
+            route = eager.ablating(self.output_projections.layers, self.n_head, ablation)
+        with route, last_hidden(self.model, self.name) as hidden, running(self.name):
             out = self.model(input_ids=input_ids, return_dict=True)
         ablation.check_ran(self.name)
         values = out.logits if self.can_generate else hidden[-1]  # (R, T, vocab) or (R, T, d_model)
         return AblatedOutputs(
             encoding=encoding, values=values.float().cpu(), logits=self.can_generate, layers_run=ablation.layers_seen
         )
+
+    def rope_frequencies(self, head_dim: int) -> RotaryFrequencies | None:
+        """The RoPE frequencies the model applies to heads of ``head_dim`` (attnviz.models.hf.rope); None: none."""
+        return rope_frequencies(self.model, self.config, head_dim)
 
     def token_texts(self, ids: Sequence[int]) -> list[str]:
         """Each id's text; a byte piece of a character (which decodes alone to U+FFFD) as its raw token in ⟨⟩."""

@@ -1,5 +1,6 @@
 """The shared sidebar: an example fills the text (a Chinese one moves MiniLM to SmolLM2), a path must be typed."""
 
+import pytest
 from streamlit.testing.v1 import AppTest
 
 
@@ -29,6 +30,16 @@ def test_a_chinese_example_moves_minilm_to_smollm2_and_says_so():
     at.sidebar.selectbox(key="example").set_value("中文: 猫").run()
     assert not at.exception and at.text[0].value == repr(("猫坐在垫子上，因为它累了。", "smollm2", 256))
     assert "SmolLM2" in at.text[1].value
+
+
+@pytest.mark.parametrize("model", ["default", "smollm2"])
+def test_a_chinese_example_leaves_a_model_that_reads_it_where_it_is(model):
+    at = AppTest.from_function(script)
+    at.session_state["model"] = model
+    at.run()
+    at.sidebar.selectbox(key="example").set_value("中文: 注意力").run()
+    assert not at.exception and at.text[0].value == repr(("注意力机制让每个词都能看到句子里的其他词。", model, 256))
+    assert len(at.text) == 1  # no note: nothing was switched
 
 
 def test_a_path_must_be_typed_before_anything_opens():

@@ -6,9 +6,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attnviz.core import capture as capture_module
 from attnviz.core.attention import scaled_dot_product_attention
 from attnviz.core.capture import CaptureSession, capture_attention, pool_bin, pooled_counts, weights_window
+from attnviz.core.capture import kernel as capture_kernel
+from attnviz.core.capture import layer as capture_layer
 from attnviz.core.head_stats import row_statistics
 from attnviz.core.masks import KeyRanges
 
@@ -55,7 +56,7 @@ def pool(w, b, op):
 @pytest.fixture(params=[None, 1], ids=["one chunk", "many chunks"])
 def chunking(request, monkeypatch):
     if request.param:  # chunks of a single pooled bin of rows: every boundary case at once
-        monkeypatch.setattr(capture_module, "CHUNK_ELEMENTS", 1)
+        monkeypatch.setattr(capture_kernel, "CHUNK_ELEMENTS", 1)
 
 
 @pytest.mark.parametrize("bin_size", [1, 3, 8])
@@ -138,7 +139,7 @@ def test_pooled_maps_stay_within_their_budget():
     assert pool_bin(8192, 270) == 32
     # 12 layers x 64 heads: cells shrink so every head of every layer stays within the budget
     b = pool_bin(8192, 12 * 64)
-    assert 12 * 64 * math.ceil(8192 / b) ** 2 <= capture_module.POOL_CELL_BUDGET
+    assert 12 * 64 * math.ceil(8192 / b) ** 2 <= capture_layer.POOL_CELL_BUDGET
 
 
 def test_session_captures_each_sequence_of_a_batch_apart():
@@ -191,7 +192,7 @@ def test_values_may_be_narrower_than_queries_and_keys():
 
 
 def test_chunks_smaller_than_a_pooled_bin_merge_into_it(monkeypatch):
-    monkeypatch.setattr(capture_module, "CHUNK_ELEMENTS", 6 * 41 * 2)  # two query rows a chunk, bins of 5
+    monkeypatch.setattr(capture_kernel, "CHUNK_ELEMENTS", 6 * 41 * 2)  # two query rows a chunk, bins of 5
     q, k, v = inputs()
     keys = KeyRanges.causal(41)
     _, ref_w = reference(q, k, v, keys)
@@ -206,7 +207,7 @@ def test_dead_rows_read_the_same_in_any_chunk(monkeypatch):
     q, k, v = inputs(length=12)
     keys = KeyRanges.causal(12, start=5)
     _, whole = capture_attention(q, k, v, keys, scale=0.25, bin_size=1)
-    monkeypatch.setattr(capture_module, "CHUNK_ELEMENTS", 6 * 12)  # one row a chunk: rows 0..4 alone
+    monkeypatch.setattr(capture_kernel, "CHUNK_ELEMENTS", 6 * 12)  # one row a chunk: rows 0..4 alone
     _, split = capture_attention(q, k, v, keys, scale=0.25, bin_size=1)
     for name in whole.rows:
         torch.testing.assert_close(split.rows[name][:, :5], whole.rows[name][:, :5], rtol=0, atol=0, equal_nan=True)
@@ -296,10 +297,10 @@ def test_pooled_maps_and_distances_are_the_same_whichever_way_a_chunk_is_pooled(
     monkeypatch, rows_first, chunk_rows, mask
 ):
     """Narrow bins pool rows first, wide ones keys first; chunks of 3 rows straddle bins of 4."""
-    monkeypatch.setattr(capture_module, "ROWS_FIRST_BIN", 100 if rows_first else 0)
-    monkeypatch.setattr(capture_module, "CHUNK_ELEMENTS", 6 * 41 * chunk_rows)
+    monkeypatch.setattr(capture_kernel, "ROWS_FIRST_BIN", 100 if rows_first else 0)
+    monkeypatch.setattr(capture_kernel, "CHUNK_ELEMENTS", 6 * 41 * chunk_rows)
     expected = 3 if chunk_rows == 3 else 44  # 44 rows: the whole text in one chunk
-    assert capture_module._chunk_rows(MASKS["full"](41), 6, 4, torch.device("cpu")) == expected
+    assert capture_kernel._chunk_rows(MASKS["full"](41), 6, 4, torch.device("cpu")) == expected
     q, k, v = inputs()
     keys = MASKS[mask](41)
     ref_out, ref_w = reference(q, k, v, keys)
@@ -320,9 +321,9 @@ def test_pooled_maps_and_distances_are_the_same_whichever_way_a_chunk_is_pooled(
 def test_a_cpu_chunk_holds_at_most_its_rows_and_cells():
     keys = KeyRanges.causal(8192)
     cpu = torch.device("cpu")
-    assert capture_module._chunk_rows(keys, 9, 32, cpu) == 96  # 2**23 cells / (9 heads x 8,192 keys), whole bins
-    assert capture_module._chunk_rows(KeyRanges.causal(512), 9, 8, cpu) == capture_module.CPU_CHUNK_ROWS  # 128
-    assert capture_module._chunk_rows(keys, 64, 32, cpu) == 16  # 64 heads: half a bin a chunk, merged into it
+    assert capture_kernel._chunk_rows(keys, 9, 32, cpu) == 96  # 2**23 cells / (9 heads x 8,192 keys), whole bins
+    assert capture_kernel._chunk_rows(KeyRanges.causal(512), 9, 8, cpu) == capture_kernel.CPU_CHUNK_ROWS  # 128
+    assert capture_kernel._chunk_rows(keys, 64, 32, cpu) == 16  # 64 heads: half a bin a chunk, merged into it
 
 
 def test_a_capture_of_tensors_that_require_grad_runs_and_carries_none():

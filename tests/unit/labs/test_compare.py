@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from attnviz.core.capture import FULL_VIEW_TOKENS
 from attnviz.core.progress import Progress
 from attnviz.core.tokenizer import Token
 from attnviz.figures.compare import (
@@ -378,7 +379,7 @@ def test_a_long_head_is_pooled_and_read_in_bounded_chunks():
     a = model.run(" ".join(words), 500)
     b = model.run(" ".join([*words[:50], "dog", *words[51:]]), 500)
     comparison = cmp.compare_records(a, b)
-    assert len(comparison.alignment) > cmp.FULL_VIEW_TOKENS and not a.full_view
+    assert len(comparison.alignment) > FULL_VIEW_TOKENS and not a.full_view
     whole = cmp.head_pair(comparison, 0, 0, max_side=100)
     chunked = cmp.head_pair(comparison, 0, 0, max_side=100, chunk_elements=4096)  # a few rows at a time
     assert whole.diff.shape[0] <= 100 and whole.a.shape == a.pooled(0, 0).shape

@@ -7,13 +7,14 @@ import pandas as pd
 import pytest
 import torch
 
-from attnviz.core.attention import MultiHeadAttention
+from attnviz.core.attention import MultiHeadAttention, scaled_dot_product_attention
 from attnviz.core.tokenizer import Token
 from attnviz.errors import ParityUnsupportedError
 from attnviz.figures.head_roles import (
     make_head_roles_figure,
 )
 from attnviz.labs import head_roles as hr
+from attnviz.labs.head_roles.rules import OUTPUT_AUTO_MACS
 from attnviz.models.embedded.config import EmbeddedConfig
 from attnviz.models.embedded.model import EmbeddedModel
 from attnviz.models.source import LayerInput
@@ -159,7 +160,7 @@ def test_the_heads_outputs_sum_to_the_layers_output():
     mask = torch.tril(torch.ones(7, 7, dtype=torch.bool))
     expected, _ = mha(x, x, x, mask=mask, scale=0.3)  # (1, T, d_model)
     q, k, v = mha.project_qkv(x, x, x)
-    out, _ = hr.scaled_dot_product_attention(q, k, v, mask, 0.3)  # (1, n_head, T, head_dim)
+    out, _ = scaled_dot_product_attention(q, k, v, mask, 0.3)  # (1, n_head, T, head_dim)
     parts = hr.per_head_output(out, mha.w_o.weight)  # (1, n_head, T, d_model)
     assert parts.shape == (1, 4, 7, 16)
     torch.testing.assert_close(parts.sum(dim=1) + mha.w_o.bias, expected, atol=1e-5, rtol=0)
@@ -284,7 +285,7 @@ def test_finding_dead_heads_is_automatic_only_where_it_is_cheap():
     smollm2_like = type("S", (), {"n_layer": 30, "d_model": 576})()
     llama_7b_like = type("L", (), {"n_layer": 32, "d_model": 4096})()  # a local folder: the user is asked first
     assert hr.output_cost_macs(embedded, 8192) == 2 * 2 * hr.OUTPUT_TOKENS * 12 * 64 * 64  # tokens capped at 128
-    assert hr.output_cost_macs(largest_embedded, 8192) <= hr.OUTPUT_AUTO_MACS
-    assert hr.output_cost_macs(smollm2_like, 8192) <= hr.OUTPUT_AUTO_MACS < hr.output_cost_macs(llama_7b_like, 8192)
+    assert hr.output_cost_macs(largest_embedded, 8192) <= OUTPUT_AUTO_MACS
+    assert hr.output_cost_macs(smollm2_like, 8192) <= OUTPUT_AUTO_MACS < hr.output_cost_macs(llama_7b_like, 8192)
     assert hr.output_seconds(smollm2_like, 128) == pytest.approx(0.45)
     assert hr.output_seconds(smollm2_like, 16) == pytest.approx(0.45 / 8)

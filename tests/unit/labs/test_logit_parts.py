@@ -18,6 +18,7 @@ from attnviz.labs.logit_parts import (
 )
 from attnviz.models.embedded.config import EmbeddedConfig
 from attnviz.models.embedded.model import EmbeddedModel
+from attnviz.models.source import RotaryFrequencies, Rotates
 from tests.unit.labs.rope_records import rope_record
 
 TEXT = "the cat sat on the mat because it was tired"
@@ -82,18 +83,28 @@ def test_bands_run_from_high_to_low_frequency_and_sum_to_the_logit():
     assert str(plain["band"][0]) == "pairs 0" and plain["freq_range"][0] == ""
 
 
-def test_rope_frequencies_come_from_the_model_or_its_config():
+class Rotating:
+    """A source that can tell its RoPE (attnviz.models.source.Rotates), whatever its family."""
+
+    def __init__(self, found):
+        self.found, self.asked = found, []
+
+    def rope_frequencies(self, head_dim):
+        self.asked.append(head_dim)
+        return self.found
+
+
+def test_rope_frequencies_come_from_the_source_and_say_where_from():
     inv = torch.tensor([1.0, 0.1])
-    model = torch.nn.Module()
-    model.rotary_emb = torch.nn.Module()
-    model.rotary_emb.register_buffer("inv_freq", inv, persistent=False)
-    found = rope_frequencies(SimpleNamespace(model=model), 4)
-    assert found.rope and torch.equal(found.inv_freq, inv) and "own rotary" in str(found.source)
-    by_theta = rope_frequencies(SimpleNamespace(config=SimpleNamespace(rope_theta=500.0)), 8)
+    own = Rotating(RotaryFrequencies(inv))
+    found = rope_frequencies(own, 4)
+    assert own.asked == [4] and found.rope and torch.equal(found.inv_freq, inv) and "own rotary" in str(found.source)
+    by_theta = rope_frequencies(Rotating(RotaryFrequencies(rope_inverse_frequencies(8, 500.0), theta=500.0)), 8)
     assert torch.allclose(by_theta.inv_freq, rope_inverse_frequencies(8, 500.0)) and "500" in str(by_theta.source)
-    nested = rope_frequencies(SimpleNamespace(config=SimpleNamespace(rope_scaling={"rope_theta": 50.0})), 8)
-    assert torch.allclose(nested.inv_freq, rope_inverse_frequencies(8, 50.0))
-    assert not rope_frequencies(SimpleNamespace(), 8).rope
+    assert not rope_frequencies(Rotating(None), 8).rope  # a source that can tell, and has none
+    assert not rope_frequencies(SimpleNamespace(), 8).rope  # one that cannot tell: no RoPE, never a guess
+    embedded = EmbeddedModel(EmbeddedConfig(d_model=32, n_head=4, n_layer=1))
+    assert not isinstance(embedded, Rotates) and "no rotary" in str(rope_frequencies(embedded, 8).source)
 
 
 def test_position_vs_content_is_one_for_a_head_made_of_fast_pairs_only():

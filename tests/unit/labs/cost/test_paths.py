@@ -30,6 +30,15 @@ def test_tiling_example_matches_and_rejects_a_zero_block():
         cost.online_softmax_attention(torch.zeros(1, 4), torch.zeros(2, 4), torch.zeros(2, 4), 0)
 
 
+def test_the_workload_is_one_layer_of_the_largest_bundled_model_as_the_registry_knows_it():
+    from attnviz.models.registry import largest_bundled_shape
+
+    assert largest_bundled_shape() == cost.WORKLOAD
+    assert (cost.N_HEAD, cost.N_KV_HEAD, cost.HEAD_DIM) == (9, 3, 64)  # SmolLM2-135M's, unloaded
+    q, k, v = cost._inputs(4, "cpu")
+    assert q.shape == (1, 9, 4, 64) and k.shape == v.shape == (1, 3, 4, 64)
+
+
 def test_naive_memory_and_where_it_stops_fitting():
     assert cost.naive_bytes(8192) == 2 * 9 * 8192 * 8192 * 4  # 4.8 GB for one SmolLM2 layer
     assert cost.naive_limit(cost.naive_bytes(4096)) == 4096

@@ -1,7 +1,7 @@
 """The KV cache lab asks a source for its cache and its decoder, and counts and times what it gets: any source.
 
 A stand-in source (no model) proves the lab knows no family: the embedded model and a Hugging Face decoder are
-measured the same way (tests/integration/test_kv_measured.py runs both against real caches).
+measured the same way (tests/integration/models/test_kv_measured.py runs both against real caches).
 """
 
 import pytest

@@ -1,11 +1,17 @@
-"""The KV-cache presets: well-formed, sourced, and parsed by attnviz.labs.kv.config into the geometry each model really has."""
+"""The KV-cache presets: one sourced data file each, well-formed, and parsed by attnviz.labs.kv.config into the
+geometry each model really has, with caches of the size worked out by hand."""
 
+import json
+from importlib import resources
 from urllib.parse import urlparse
 
 import pytest
 
 from attnviz.labs.kv.config import config_from_dict
-from attnviz.labs.kv.presets import PRESETS, Preset
+from attnviz.labs.kv.memory import estimate
+from attnviz.labs.kv.presets import FIELDS, ORDER, PRESETS, Preset, parse_preset
+
+FILES = resources.files("attnviz.labs.kv.presets")
 
 # What config_from_dict must make of each preset. "kinds" maps a layer kind to how many layers
 # have it; "first_kinds" pins the start of the layer pattern where its order matters.
@@ -101,6 +107,53 @@ def test_every_preset_is_sourced_and_typed(key):
     assert url.scheme == "https" and url.netloc, preset.source
     assert preset.config.get("model_type"), key
     assert preset.note, key
+
+
+def test_every_data_file_is_a_preset_in_the_menu_order():
+    names = sorted(entry.name for entry in FILES.iterdir() if entry.name.endswith(".json"))
+    assert names == sorted(f"{key}.json" for key in ORDER) and list(PRESETS) == list(ORDER)
+
+
+@pytest.mark.parametrize("key", ORDER)
+def test_each_data_file_loads_with_its_source_and_nothing_else(key):
+    data = json.loads((FILES / f"{key}.json").read_text(encoding="utf-8"))
+    assert set(data) == FIELDS and data["source"].startswith("https://"), key
+    assert parse_preset(key, json.dumps(data)) == PRESETS[key]  # the file is the preset: nothing added on load
+
+
+def test_a_malformed_data_file_is_refused_with_its_name():
+    good = {"title": "x", "source": "https://huggingface.co/x/config.json", "config": {"model_type": "llama"}}
+    assert parse_preset("x", json.dumps(good)).config == {"model_type": "llama"}
+    for bad, match in [
+        ({k: v for k, v in good.items() if k != "source"}, "exactly"),  # no source: refused, never defaulted
+        ({**good, "extra": 1}, "exactly"),
+        ({**good, "source": "huggingface.co/x"}, "https"),
+        ({**good, "config": ["model_type"]}, "model_type"),
+    ]:
+        with pytest.raises(ValueError, match=match) as err:
+            parse_preset("x", json.dumps(bad))
+        assert "'x'" in str(err.value)
+    with pytest.raises(ValueError, match="exactly"):
+        parse_preset("x", "[]")
+
+
+def test_caches_of_the_size_worked_out_by_hand():
+    """Bytes per token = layers x K and V x KV heads x head_dim x bytes per value (bf16: 2), each layer kind alone."""
+    llama = estimate(config_from_dict(PRESETS["llama-3-8b"].config, "llama"), seq_len=8192)
+    assert llama.bytes_per_token == 32 * 2 * 8 * 128 * 2 == 131_072  # 128 KiB a token
+    assert llama.total_bytes == 8192 * 131_072 == 2**30  # 1 GiB at its 8,192 positions
+    # Gemma-2-9B at 8,192 tokens: 21 full layers hold all of them, 21 sliding layers their window of 4,096
+    gemma = estimate(config_from_dict(PRESETS["gemma-2-9b"].config, "gemma"), batch=2, seq_len=8192)
+    per_layer_token = 2 * 8 * 256 * 2  # 8,192 bytes
+    assert gemma.per_kind == {"full": 2 * 21 * 8192 * per_layer_token, "sliding": 2 * 21 * 4096 * per_layer_token}
+    assert gemma.total_bytes == 2 * 63 * 4096 * per_layer_token == 4_227_858_432
+    # DeepSeek-V3 caches one latent of 512 and a RoPE key of 64 per layer, not its 128 heads' K and V
+    deepseek = estimate(config_from_dict(PRESETS["deepseek-v3"].config, "deepseek"), seq_len=1000)
+    assert deepseek.bytes_per_token == 61 * (512 + 64) * 2 == 70_272
+    assert deepseek.total_bytes == 1000 * 70_272
+    # Falcon-7B: multi-query, one K/V head of 64 for its 71 query heads
+    falcon = estimate(config_from_dict(PRESETS["falcon-7b"].config, "falcon"), seq_len=10)
+    assert falcon.bytes_per_token == 32 * 2 * 1 * 64 * 2 == 8192
 
 
 def test_nested_configs_keep_their_text_config():

@@ -12,7 +12,7 @@ from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
 from attnviz.models.hf.attention import IMPLEMENTATION, register
 from attnviz.models.hf.source import HFSource
-from attnviz.models.source import KV_CACHES
+from attnviz.models.source import KV_CACHES, Rotates
 
 WORDS = [
     "<s>",
@@ -44,6 +44,17 @@ def test_the_shape_and_what_it_can_do_come_from_the_loaded_model(source):
     assert (source.n_layer, source.n_head, source.n_kv_head, source.head_dim, source.d_model) == (2, 4, 2, 8, 32)
     assert source.causal and source.can_generate and source.supports_parity and not source.random_weights
     assert "LlamaAttention" in source.implementation and source.max_positions == 64
+
+
+def test_it_tells_its_rope_and_its_parity_bugs_through_the_interface(source):
+    assert isinstance(source, Rotates)
+    found = source.rope_frequencies(source.head_dim)  # the model's own rotary embedding, as its layers apply it
+    assert found.theta is None and torch.equal(found.inv_freq, source.model.model.rotary_emb.inv_freq.float())
+    other = source.rope_frequencies(6)  # no buffer of that width: Llama's rule on the config's theta
+    assert other.theta == 10000.0 and other.inv_freq.shape == (3,)
+    bugs = source.parity_bugs()  # GQA Llama: every bug; each a message in English for the CLI, in any language
+    assert list(bugs) == ["sqrt_dmodel", "no_scale", "no_rope", "kv_tiled"]
+    assert str(bugs["no_scale"]) == "no scale at all" and bugs["no_scale"].render("zh") == "完全不缩放"
 
 
 def test_the_capture_equals_the_models_own_eager_attention_in_every_head(source):

@@ -1,0 +1,79 @@
+"""The command line: ``python -m attnviz <subcommand>``.
+
+One module per subcommand (``heads``, ``compare``, ``scaling``, ``ablate``, ``train_scale``, ``mask_doctor``,
+``kv_cache``, ``bench``) holds its arguments (``add_command``) and the function that runs it. Beside them is what
+they share: ``output`` (every line a command prints), ``checks`` (bad input, bounds and budgets) and ``loading``
+(the model a per-text command reads). Here are the parser and :func:`main`. Bad input exits non-zero with a
+one-line reason on stderr, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import NoReturn
+
+from attnviz import __version__
+from attnviz.cli import ablate, bench, compare, heads, kv_cache, mask_doctor, scaling, train_scale
+from attnviz.cli.checks import CheckFailedError, CommandError
+from attnviz.cli.output import out, stdout_is_unicode
+from attnviz.core.files import printable
+from attnviz.errors import first_line
+
+COMMANDS = (heads, compare, scaling, ablate, train_scale, mask_doctor, kv_cache, bench)  # in --help's order
+
+
+def one_line_errors(parser: argparse.ArgumentParser, command: str) -> None:
+    """Bad arguments to ``command`` as one line on stderr and exit 2, like every other error it reports."""
+
+    def error(message: str) -> NoReturn:
+        prefix = f"attnviz {command}" if command else "attnviz"
+        parser.exit(2, printable(f"{prefix}: error: {message}") + "\n")  # the message may quote what was typed
+
+    parser.error = error
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m attnviz", description="See what multi-head attention does to text."
+    )
+    parser.add_argument("--version", action="version", version=f"attnviz {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for module in COMMANDS:
+        module.add_command(sub)
+    one_line_errors(parser, "")
+    for name, command in sub.choices.items():
+        one_line_errors(command, name)  # every error one line on stderr, as other programs read it
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    out.escaped = False
+    if not stdout_is_unicode() and hasattr(sys.stdout, "reconfigure"):
+        sys.stdout.reconfigure(errors="backslashreplace")  # --help's √ and anything else printed outside Output
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # as parse_args does, but from the subcommand's parser when it has its own error format
+        getattr(args, "parser", parser).error(f"unrecognized arguments: {' '.join(unknown)}")
+    if args.command is None:
+        commands = ",".join(next(a for a in parser._actions if a.dest == "command").choices)
+        print(f"attnviz: error: no command given; usage: {parser.prog} {{{commands}}} ... (or --help)", file=sys.stderr)
+        return 2
+    try:
+        code = args.func(args)
+        out.notice(args.command)
+        return code
+    except BrokenPipeError:  # `... | head` closed the pipe: not an error
+        sys.stderr.close()
+        return 0
+    except CommandError as err:  # its text names the user's paths and values: printable keeps it one line
+        print(printable(f"attnviz {args.command}: error: {err}"), file=sys.stderr)
+        return 2
+    except OSError as err:  # a path no library check caught: still one line, naming the reason
+        print(printable(f"attnviz {args.command}: error: {first_line(err)}"), file=sys.stderr)
+        return 2
+    except CheckFailedError as err:
+        out.notice(args.command)
+        print(printable(f"attnviz {args.command}: {err}"), file=sys.stderr)
+        return 1

@@ -1,0 +1,309 @@
+"""The zoo: a tiny random model of every text architecture transformers has, enumerated from its auto mappings.
+
+Each model is built once (2 layers, 4 heads, hidden 32, MiniLM's 30,522-token
+tokenizer) into attnviz's cache folder, keyed by the transformers version, by
+a child process (``python -m tests.integration.zoo.build TYPE ...``): a default
+config of some architectures allocates gigabytes or loops in C code, which a
+child can be stopped for. A type that cannot be built gets a one-line reason
+instead of a folder, and the reason says whose limit it is (see :data:`REASONS`).
+
+The sizes come from one generic rule (:func:`tiny_kwargs`), not a list per
+architecture: every size field of the default config is matched by name.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import re
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+KINDS = ("causal", "masked", "seq2seq")
+VERSION = 3
+BUILD_TIMEOUT_S = 120  # per child, for every type it still has to build; a busy machine, several times quiet
+MEMORY_LIMIT = 3 * 2**30  # address space of a building child: a config that needs more is not tiny
+
+# Why a type has no zoo model, by the first words of its reason: what transformers itself cannot run from text
+REASONS = {
+    "encoder-decoder": "an encoder-decoder: attnviz refuses it in one line (shows encoders and decoders)",
+    "multimodal": "a multimodal model: attnviz refuses it in one line, naming its text model's type",
+    "no text input": "its forward takes no input_ids (audio, vision or other modalities)",
+    "does not build": "the zoo's generic tiny sizes do not give a config of it that runs (it needs sizes by hand)",
+    "too slow": "building it took over the child's time limit",
+}
+
+# what attnviz itself refuses of a model transformers builds, by message key: each is a model with no
+# token-to-token attention to show
+ATTNVIZ_REFUSALS = {
+    "model_errors.no_attention": "no attention heads: a state-space, recurrent or Fourier-mixing model",
+    "model_errors.no_attentions": "its eager attention returns no weights (sparse or hashed attention)",
+    "model_errors.not_square": "its weights are not (T, T) per head: local windows or pooled lengths",
+    "model_errors.not_weights": "its eager attention returns scores, not weights (a transformers quirk)",
+}
+STANDARD = {  # the config's standard names (through its attribute_map) and their tiny sizes
+    "hidden_size": 32,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "intermediate_size": 64,
+    "vocab_size": 30528,  # MiniLM's 30,522 tokens, and room for a pad token a tokenizer class adds
+    "max_position_embeddings": 512,
+}
+RULES = [  # a size field by its name, and the tiny size it gets when larger
+    (r"kv_heads|key_value_heads|n_head_kv|num_kv", 2),
+    (r"(^|_)(num_)?(hidden_)?layers$|^n_layers?$|num_.*layers|_layers$", 2),
+    (r"heads$|^n_head$", 4),
+    (r"experts_per_tok|top_k|topk|moe_k$", 2),
+    (r"n_routed_experts|num_experts|num_local_experts|n_experts|moe_num_experts", 4),
+    (r"intermediate|ffn|d_ff|^n_inner$|mlp_dim", 64),
+    (r"lora_rank", 16),
+    (r"vocab_size", 30528),
+    (r"max_position_embeddings|n_positions|max_seq", 512),
+    (r"rotary_dim|rope_dim|rope_head_dim", 4),
+    (r"head_dim|nope_head_dim|v_head_dim", 8),
+    (r"hidden_size|^d_model$|^n_embd$|embed_dim|^dim$|hidden_dim|embedding_size|model_dim|^width$", 32),
+    (r"_token_id$", 3),
+]
+
+
+def zoo_dir() -> Path:
+    import transformers
+
+    from attnviz.models.hf.bundled import cache_dir
+
+    return cache_dir() / f"zoo-transformers-{transformers.__version__}-v{VERSION}"
+
+
+def architectures() -> dict[str, str]:
+    """Every model type of transformers' causal-LM, masked-LM and seq2seq mappings, with its kind (first wins)."""
+    from transformers.models.auto import modeling_auto as auto
+
+    kinds: dict[str, str] = {}
+    for kind, mapping in zip(
+        KINDS,
+        (
+            auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+            auto.MODEL_FOR_MASKED_LM_MAPPING_NAMES,
+            auto.MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES,
+        ),
+        strict=True,
+    ):
+        for model_type in mapping:
+            kinds.setdefault(model_type, kind)
+    return kinds
+
+
+def tiny_kwargs(
+    model_type: str,
+    n_kv_head: int | None = 2,
+    every_field: bool = True,
+    n_layer: int = 2,
+    derived_head_dim: bool = False,
+) -> dict:
+    """Config keyword arguments that make ``model_type`` tiny, read off its default config's field names."""
+    from transformers import AutoConfig
+
+    base = AutoConfig.for_model(model_type)
+    alias = dict(getattr(base, "attribute_map", {}) or {})
+    fields = base.to_dict()
+    kwargs: dict = {}
+    if every_field:
+        for name, value in fields.items():
+            if isinstance(value, bool) or not isinstance(value, int):
+                continue
+            for pattern, small in RULES:
+                if re.search(pattern, name):
+                    if value > small:
+                        kwargs[name] = small if not name.endswith("_token_id") else min(value, 3)
+                    break
+    for name, small in STANDARD.items():
+        real = alias.get(name, name)
+        if real in fields:
+            kwargs[real] = small
+    if n_layer != 2:  # a hybrid whose first attention layer comes later than the second
+        kwargs[alias.get("num_hidden_layers", "num_hidden_layers")] = n_layer
+        kwargs = {k: n_layer if v == 2 and re.search(RULES[1][0], k) else v for k, v in kwargs.items()}
+    for name in ("num_key_value_heads", "head_dim"):
+        real = alias.get(name, name)
+        if real in fields and fields[real] is not None:
+            kwargs[real] = {"num_key_value_heads": n_kv_head or 4, "head_dim": 8}[name]
+    if derived_head_dim:  # MLA: head_dim follows the rope and latent sizes; one expert group for few experts
+        kwargs.pop(alias.get("head_dim", "head_dim"), None)
+        kwargs.update({name: 1 for name in ("n_group", "topk_group") if name in fields})
+    for name, value in fields.items():  # special token ids must fall inside the tiny vocabulary
+        if name.endswith("_token_id") and isinstance(value, int) and not isinstance(value, bool) and value >= 30522:
+            kwargs[name] = 3
+    return kwargs
+
+
+def _check_runs(model, kind: str) -> None:
+    import torch
+
+    ids = torch.arange(10, 17)[None]  # (1, 7)
+    with torch.no_grad():
+        model(input_ids=ids, output_attentions=True)
+
+
+def build_one(model_type: str, kind: str, folder: Path) -> dict:
+    """Build and save one tiny model, trying the generic sizes with GQA, then MHA, then the standard fields only."""
+    import torch
+    from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM
+
+    from attnviz.errors import first_line
+    from attnviz.models.hf.bundled import minilm_dir
+
+    default = AutoConfig.for_model(model_type)
+    if any(getattr(default, part, None) is not None for part in ("vision_config", "audio_config", "speech_config")):
+        default.save_pretrained(folder)  # the config alone: attnviz's loader refuses it before any weight
+        return {"status": "refused", "reason": "multimodal"}
+    if getattr(default, "is_encoder_decoder", False):
+        default.save_pretrained(folder)
+        return {"status": "refused", "reason": "encoder-decoder"}
+    if kind == "seq2seq":  # a seq2seq model whose config does not say so: nothing for attnviz's loader to read
+        return {"status": "refused", "reason": "encoder-decoder"}
+    cls = {"causal": AutoModelForCausalLM, "masked": AutoModelForMaskedLM}.get(kind, AutoModel)
+    errors = []
+    variants = ((2, True, 2, False), (None, True, 2, False), (2, False, 2, False), (None, False, 2, False))
+    variants += ((2, True, 8, False), (None, True, 2, True))
+    for n_kv_head, every_field, n_layer, derived in variants:
+        try:
+            kwargs = tiny_kwargs(model_type, n_kv_head, every_field, n_layer, derived)
+            config = AutoConfig.for_model(model_type, **kwargs)
+            torch.manual_seed(0)
+            model = cls.from_config(config, attn_implementation="eager").eval()
+            if sum(p.numel() for p in model.parameters()) > 20_000_000:
+                raise ValueError("still over 20 M parameters")
+            _check_runs(model, kind)
+        except Exception as err:
+            errors.append(f"{type(err).__name__}: {first_line(err)}"[:200])
+            continue
+        model.save_pretrained(folder)
+        for file in minilm_dir().iterdir():
+            if file.name.startswith(("tokenizer", "vocab", "special_tokens")):
+                shutil.copy(file, folder / file.name)
+        return {"status": "built", "class": type(model).__name__}
+    for file in folder.iterdir():  # nothing half-built for a loader to find
+        if file.name != ".building":
+            shutil.rmtree(file) if file.is_dir() else file.unlink()
+    text_input = "input_ids" in str(errors) or "pixel_values" in str(errors) or "input_features" in str(errors)
+    return {"status": "refused", "reason": "no text input" if text_input else "does not build", "errors": errors}
+
+
+def _child(types: list[str]) -> None:
+    """Build each type not built yet, writing ``status.json`` in its folder (``.building`` while it builds)."""
+    import warnings
+
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
+    warnings.filterwarnings("ignore")
+    import torch
+    from transformers.utils import logging as hf_logging
+
+    torch.set_num_threads(1)
+    hf_logging.set_verbosity_error()
+    kinds, root = architectures(), zoo_dir()
+    for model_type in types:
+        folder = root / model_type
+        if (folder / "status.json").is_file():
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+        (folder / ".building").touch()
+        start = time.perf_counter()
+        status = build_one(model_type, kinds[model_type], folder)
+        status["build_s"] = round(time.perf_counter() - start, 2)
+        (folder / "status.json").write_text(json.dumps(status))
+        (folder / ".building").unlink()
+
+
+def build_zoo(types: list[str] | None = None) -> dict[str, dict]:
+    """Every zoo model built (once: kept in :func:`zoo_dir`), and each type's status."""
+    kinds = architectures()
+    types = list(kinds) if types is None else types
+    root = zoo_dir()
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / ".lock", "w") as lock:  # pytest-xdist workers share the cache: one builds, the others wait
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        _build_missing(types, root)
+    return {t: json.loads((root / t / "status.json").read_text()) for t in types}
+
+
+def _build_missing(types: list[str], root: Path) -> None:
+    """Build, in child processes, every type of ``types`` without a ``status.json`` under ``root``."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])}
+    while True:
+        todo = [t for t in types if not (root / t / "status.json").is_file()]
+        if not todo:
+            break
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            subprocess.run(
+                [sys.executable, "-m", "tests.integration.zoo.build", *todo],
+                env=env,
+                timeout=BUILD_TIMEOUT_S,
+                capture_output=True,
+                check=False,
+            )
+        for model_type in todo:  # the type it was on when it died or ran out of time
+            folder = root / model_type
+            if (folder / ".building").exists():
+                (folder / "status.json").write_text(json.dumps({"status": "refused", "reason": "too slow"}))
+                (folder / ".building").unlink()
+                break
+        else:
+            if any(not (root / t / "status.json").is_file() for t in todo):
+                raise RuntimeError(f"the zoo builder stopped before {todo[0]} without a reason")
+
+
+def report() -> str:
+    """docs/models.md's table: every architecture, the route attnviz takes and what it cannot do (or why not)."""
+    import warnings
+
+    from transformers.utils import logging as hf_logging
+
+    from attnviz.errors import ModelUnavailableError
+    from attnviz.models.hf.loading import load_hf_source
+
+    warnings.filterwarnings("ignore")
+    hf_logging.set_verbosity_error()
+    statuses, rows = build_zoo(), []
+    for model_type, status in sorted(statuses.items()):
+        if status["status"] != "built":
+            rows.append((model_type, "refused", REASONS[status["reason"]]))
+            continue
+        try:
+            source = load_hf_source(str(zoo_dir() / model_type))
+            record = source.run("the cat sat on the mat because it was warm", 12)
+        except ModelUnavailableError as err:
+            rows.append((model_type, "refused by attnviz", ATTNVIZ_REFUSALS.get(err.args[0].key, str(err))))
+            continue
+        limits = []
+        if source.route == "eager":
+            fit = source.eager_max_tokens()
+            limits.append(f"full weights: at most ~{fit:,} tokens; no q/k (no logit parts, Scaling, Mask lab, parity)")
+        elif not source.supports_parity:
+            limits.append("no step-by-step parity")
+        if record.has_sinks:
+            limits.append("learned sinks")
+        if record.n_layer != source.n_layer:
+            limits.append(f"hybrid: {record.n_layer} of {source.n_layer} layers attend")
+        if not source.causal:
+            limits.append("encoder")
+        rows.append((model_type, source.route, "; ".join(limits) or "—"))
+    lines = ["| architecture | route | limits |", "|---|---|---|"]
+    lines += [f"| `{t}` | {route} | {limits} |" for t, route, limits in rows]
+    counts: dict[str, int] = {}
+    for _, route, _ in rows:
+        counts[route] = counts.get(route, 0) + 1
+    return "\n".join([*lines, "", ", ".join(f"{route}: {n}" for route, n in sorted(counts.items()))])
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--report"]:
+        print(report())
+    else:
+        _child(sys.argv[1:])
