@@ -3,9 +3,10 @@
 The same app as ``streamlit run app.py``; the server first imports what the
 first page needs and loads the default model (:mod:`attnviz.app.warm`), before
 it accepts a connection, so its first visitor does not wait for that. Meanwhile
-it gzips Streamlit's own scripts and styles once; it sends them gzipped, and its
-page asks for the Plotly chunk while it loads, not after the first chart arrives
-(:mod:`attnviz.app.static_serving`).
+it gzips Streamlit's own scripts and styles, once; it sends them gzipped, and its
+page asks for the first screen's chunks (Plotly's among them) while it loads and
+evaluates Plotly while the server runs the page, not after the first chart
+arrives (:mod:`attnviz.app.static_serving`, :mod:`attnviz.app.static_assets`).
 """
 
 import asyncio
@@ -29,8 +30,5 @@ async def _lifespan(_app):
     yield None
 
 
-app = st.App(
-    str(Path(__file__).with_name("app.py")),
-    lifespan=_lifespan,
-    middleware=[Middleware(StaticCompression, assets=ASSETS)],
-)
+MIDDLEWARE = [Middleware(StaticCompression, assets=ASSETS)]  # Streamlit's own files gzipped, its page asking early
+app = st.App(str(Path(__file__).with_name("app.py")), lifespan=_lifespan, middleware=MIDDLEWARE)

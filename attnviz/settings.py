@@ -1,7 +1,7 @@
 """Every default and limit in one place: the sidebar, the CLI and ``EmbeddedConfig`` read these.
 
 A limit here is a promise: at every value a user can set, the capture stays
-within the memory bound that ``benchmarks/`` measures (see the README).
+within the memory bound that ``benchmarks/`` measures (see docs/long-inputs.md).
 """
 
 from __future__ import annotations
@@ -107,6 +107,14 @@ def memory_mb_override() -> int | None:
         raise ValueError(msg("admission.bad_memory_env", env=MEMORY_MB_ENV, value=raw[:40]))
     return int(raw)
 
+
+# head ablation (attnviz.models.ablation, attnviz.labs.ablation) and the kv-cache estimate's cache dtypes
+# (attnviz.labs.kv.config): here, in a module without torch, so that the CLI's parser offers them as choices and
+# names them in --help without importing torch
+ABLATION_MODES = ("zero", "mean", "first")
+ABLATION_TOKENS = 1024  # the most tokens one ablation reads: two passes, the logits at every position kept
+SWEEP_TOKENS = 256  # the most tokens the single-head sweep reads: n_layer x n_head ablations
+KV_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4")
 
 # the Scaling page recomputes every head under three scales: it reads at most this many tokens
 SCALING_TOKENS = 2048

@@ -27,6 +27,7 @@ import argparse
 import base64
 import json
 import os
+import socket
 import statistics
 import subprocess
 import sys
@@ -89,7 +90,8 @@ def serve(tree: Path, port: int, timeout: float = 300.0) -> Iterator[tuple[str, 
             while True:
                 try:
                     with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as resp:
-                        if resp.status == 200:
+                        log.seek(0)  # this server's own answer: it has printed its URL (it binds after warming up)
+                        if resp.status == 200 and f":{port}" in log.read().decode(errors="replace"):
                             break
                 except OSError:
                     pass
@@ -165,9 +167,17 @@ def visit(browser, url: str, network: dict | None) -> dict:
     }
 
 
+def free_port() -> int:
+    """A port from the kernel's ephemeral range: not one of the block that tests' servers draw from in turn
+    (tools.browser.free_port), which a test run beside this one could take while a server here warms up."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def measure(trees: dict[str, Path], networks: list[str], runs: int) -> dict:
     """Every visit, by network and tree: ``{network: {tree: [visit, ...]}}``, and each server's start time."""
-    from tools.browser import chromium_browser, free_port
+    from tools.browser import chromium_browser
 
     visits: dict[str, dict[str, list[dict]]] = {net: {name: [] for name in trees} for net in networks}
     starts: dict[str, list[float]] = {name: [] for name in trees}

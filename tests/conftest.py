@@ -27,6 +27,10 @@ if _RUN_CACHE not in os.environ:
     os.environ[_RUN_CACHE] = tempfile.mkdtemp(prefix="attnviz-test-cache-")
 TEST_CACHE = os.environ[_RUN_CACHE]
 os.environ["XDG_CACHE_HOME"] = TEST_CACHE
+if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
+    # Workers share the cores: torch's pool of one thread per core in each would oversubscribe them, and its idle
+    # threads spin. One thread a worker (and in the servers and commands it starts), set before torch is imported.
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import pytest  # noqa: E402
 from streamlit.runtime.pages_manager import PagesManager  # noqa: E402

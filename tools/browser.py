@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -32,7 +33,7 @@ CHROMIUM_FLAGS = [
 
 _PORTS_PER_WORKER = 400
 _FIRST_PORT = 20_000  # below Linux's ephemeral range (32768-60999), where bind(0) and outgoing connections draw
-_next_port = [0]
+_next_port = [random.randrange(_PORTS_PER_WORKER)]  # a random start: two runs side by side rarely meet
 
 
 def _worker_index() -> int:
@@ -46,7 +47,8 @@ def free_port() -> int:
 
     Asking the kernel for port 0 and closing the socket races: another worker may be handed the same port before
     our server binds it, and a health check would then reach the wrong server. Each xdist worker instead draws in
-    turn from its own block of ports below the ephemeral range, skipping any that something else holds."""
+    turn from its own block of ports below the ephemeral range, from a random start (another test run or a
+    benchmark beside this one draws elsewhere in the block), skipping any that something else holds."""
     base = _FIRST_PORT + (_worker_index() % 30) * _PORTS_PER_WORKER
     for _ in range(_PORTS_PER_WORKER):
         port = base + _next_port[0] % _PORTS_PER_WORKER

@@ -5,6 +5,11 @@ One module per subcommand (``heads``, ``compare``, ``scaling``, ``ablate``, ``tr
 they share: ``output`` (every line a command prints), ``checks`` (bad input, bounds and budgets) and ``loading``
 (the model a per-text command reads). Here are the parser and :func:`main`. Bad input exits non-zero with a
 one-line reason on stderr, never a traceback.
+
+The parser is built from light modules only: a subcommand imports torch, transformers and pandas (several seconds)
+inside the function that runs it, after the checks that need no model, so that ``--help``, ``--version``, a
+mistyped flag and bad input answer at once. ``arguments`` holds the per-text flags for that reason, apart from
+``loading``, which only a running command imports.
 """
 
 from __future__ import annotations

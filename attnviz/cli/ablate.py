@@ -1,29 +1,24 @@
-"""``attnviz ablate``: knock heads out, or sweep every head alone, and measure what changes."""
+"""``attnviz ablate``: knock heads out, or sweep every head alone, and measure what changes.
+
+Its torch-backed imports are inside the functions that run the command, after the checks (why: :mod:`attnviz.cli`).
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
-from attnviz.cli.checks import TEXT_BOUNDS, CommandError, check_bounds, check_text
-from attnviz.cli.loading import add_text_and_model_arguments, load_cli_source
+from attnviz.cli.arguments import add_text_and_model_arguments
+from attnviz.cli.checks import CommandError, check_text_arguments
 from attnviz.cli.output import out
 from attnviz.core.files import printable
 from attnviz.errors import ModelUnavailableError
-from attnviz.labs.ablation import (
-    ABLATION_MODES,
-    ABLATION_TOKENS,
-    SWEEP_TOKENS,
-    AblationResult,
-    SweepBaseline,
-    ablation_effect,
-    parse_heads,
-    read_heads,
-    run_pieces,
-    sweep_baseline,
-    sweep_result,
-)
-from attnviz.models.source import AttentionSource
+from attnviz.settings import ABLATION_MODES, ABLATION_TOKENS, SWEEP_TOKENS
+
+if TYPE_CHECKING:
+    from attnviz.labs.ablation import AblationResult, SweepBaseline
+    from attnviz.models.source import AttentionSource
 
 
 def ablation_report(result: AblationResult) -> list[str]:
@@ -56,6 +51,8 @@ SWEEP_BUDGET_S = 900.0  # a sweep predicted longer exits 2 unless --over-budget 
 def check_sweep_budget(source: AttentionSource, args: argparse.Namespace) -> SweepBaseline:
     """The sweep's baseline, its pass timed here at the text's length; its predicted time on stderr (unless
     --quiet); CommandError (exit 2) when it is over SWEEP_BUDGET_S and --over-budget was not given."""
+    from attnviz.labs.ablation import sweep_baseline
+
     baseline = sweep_baseline(source, args.text, args.max_tokens, args.mode)
     heads, n_tokens, seconds = len(baseline.heads), baseline.n_tokens, baseline.seconds(baseline.first)
     if seconds > SWEEP_BUDGET_S and not args.over_budget:
@@ -71,10 +68,10 @@ def check_sweep_budget(source: AttentionSource, args: argparse.Namespace) -> Swe
 
 def ablate_command(args: argparse.Namespace) -> int:
     """Ablate heads on a text: the next-token loss and KL before and after (an encoder: the hidden change)."""
-    check_text(args.text)
-    if not args.text.strip():
-        raise CommandError("the text is empty; give some words to analyse")
-    check_bounds(args, TEXT_BOUNDS)
+    check_text_arguments(args)
+    from attnviz.cli.loading import load_cli_source
+    from attnviz.labs.ablation import ablation_effect, parse_heads, read_heads, run_pieces, sweep_result
+
     sweep_all = args.heads.strip().lower() == "all"
     try:
         if not sweep_all:

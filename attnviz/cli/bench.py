@@ -1,4 +1,6 @@
-"""``attnviz bench``: the benchmarks that need no browser (attention paths, the capture against a plain forward)."""
+"""``attnviz bench``: the benchmarks that need no browser (attention paths, the capture against a plain forward).
+
+Its torch-backed imports are inside :func:`bench_command`, after the checks (why: :mod:`attnviz.cli`)."""
 
 from __future__ import annotations
 
@@ -18,10 +20,10 @@ BENCH_BOUNDS = {
 
 def bench_command(args: argparse.Namespace) -> int:
     """The benchmarks that need no browser: attention paths, and the capture against a plain forward."""
+    check_bounds(args, BENCH_BOUNDS)
     from attnviz.labs.cost.capture_bench import capture_benchmark
     from attnviz.labs.cost.sdpa_bench import describe_setup, run_benchmark
 
-    check_bounds(args, BENCH_BOUNDS)
     rows = []
     if "sdpa" in args.suite:
         rows += [{"suite": "sdpa", **row} for row in run_benchmark(tokens=args.sdpa_tokens, memory=not args.no_memory)]

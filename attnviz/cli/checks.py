@@ -1,14 +1,18 @@
 """What a command checks before it runs (the text, every number's range, the request budget), and the two
-ways it fails: bad input (exit 2) and a check the user asked for that failed (exit 1)."""
+ways it fails: bad input (exit 2) and a check the user asked for that failed (exit 1). Every command imports it, so
+it imports no torch: the request budget's arithmetic is imported when a budget is checked."""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+from typing import TYPE_CHECKING
 
 from attnviz import settings
-from attnviz.core.budget import RequestCost, request_cost
-from attnviz.models.source import AttentionSource
+
+if TYPE_CHECKING:
+    from attnviz.core.budget import RequestCost
+    from attnviz.models.source import AttentionSource
 
 
 class CommandError(Exception):
@@ -57,6 +61,15 @@ def check_bounds(args: argparse.Namespace, bounds: dict[str, settings.Bound]) ->
                 raise CommandError(f"{bound.name} ({item}) must be from {bound.low} to {bound.high}")
 
 
+def check_text_arguments(args: argparse.Namespace) -> None:
+    """A per-text command's text and numbers, checked before any model is loaded: CommandError for the first
+    problem (bytes that are not UTF-8, an empty text, a number out of its range)."""
+    check_text(args.text)
+    if not args.text.strip():
+        raise CommandError("the text is empty; give some words to analyse")
+    check_bounds(args, TEXT_BOUNDS)
+
+
 def over_budget_line(cost: RequestCost) -> str:
     """The one line a capture over the request budget exits with: its numbers, what fits, and the flag."""
     return (
@@ -72,6 +85,8 @@ def check_budget(source: AttentionSource, args: argparse.Namespace) -> None:
 
     The same question the local app asks (``attnviz.app.loading.within_budget``), priced from the text's token
     count after encoding, before any capture runs."""
+    from attnviz.core.budget import request_cost
+
     n_tokens = len(source.encode(args.text, args.max_tokens).tokens)
     cost = request_cost(source.n_layer, source.n_head, source.n_kv_head, source.head_dim, n_tokens)
     if cost.over and not args.over_budget:

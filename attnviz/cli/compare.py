@@ -1,18 +1,23 @@
-"""``attnviz compare``: two texts, two models with one tokenizer, or one model under two masks, side by side."""
+"""``attnviz compare``: two texts, two models with one tokenizer, or one model under two masks, side by side.
+
+Its torch-backed imports are inside the functions that run the command, after the checks (why: :mod:`attnviz.cli`).
+"""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+from typing import TYPE_CHECKING
 
 from attnviz import settings
+from attnviz.cli.arguments import add_text_and_model_arguments
 from attnviz.cli.checks import TEXT_BOUNDS, CommandError, check_bounds, check_budget, check_text
 from attnviz.cli.heads import heads_json
-from attnviz.cli.loading import add_text_and_model_arguments, load_cli_source
 from attnviz.cli.output import json_number, out
 from attnviz.errors import ModelUnavailableError
-from attnviz.models.registry import EMBEDDED
-from attnviz.models.source import AttentionSource
+
+if TYPE_CHECKING:
+    from attnviz.models.source import AttentionSource
 
 COMPARE_BOUNDS = {"seed_b": dataclasses.replace(settings.SEED, name="--seed-b")}
 
@@ -20,7 +25,9 @@ COMPARE_BOUNDS = {"seed_b": dataclasses.replace(settings.SEED, name="--seed-b")}
 def compare_sources(args: argparse.Namespace) -> tuple[AttentionSource, AttentionSource, argparse.Namespace]:
     """Source A (--model) and source B (--model-b, --seed-b or --mask-b; A itself when none is given), and B's
     arguments; CommandError when B cannot be compared with A (another tokenizer, a mask that is not a setting)."""
+    from attnviz.cli.loading import load_cli_source
     from attnviz.labs.compare import same_tokens, tokens_differ
+    from attnviz.models.registry import EMBEDDED
 
     if args.mask_b is not None and (args.model_b is not None or args.seed_b is not None):
         raise CommandError("--mask-b compares one model under two masks; leave out --model-b and --seed-b")
@@ -51,13 +58,13 @@ def compare_sources(args: argparse.Namespace) -> tuple[AttentionSource, Attentio
 
 def compare_command(args: argparse.Namespace) -> int:
     """Two captures side by side: each as ``heads --json`` prints it, each statistic's b - a per head, the JSD."""
-    from attnviz.labs.compare import compare_records
-
     for what, text in (("TEXT_A", args.text), ("TEXT_B", args.text_b)):
         check_text(text, what)
         if not text.strip():
             raise CommandError(f"{what} is empty; give some words to compare")
     check_bounds(args, {**TEXT_BOUNDS, **COMPARE_BOUNDS})
+    from attnviz.labs.compare import compare_records
+
     try:
         source_a, source_b, args_b = compare_sources(args)
         check_budget(source_a, args)

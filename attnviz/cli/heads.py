@@ -1,14 +1,19 @@
-"""``attnviz heads``: per-head attention statistics for a text; with --parity, our attention against the model's."""
+"""``attnviz heads``: per-head attention statistics for a text; with --parity, our attention against the model's.
+
+Its torch-backed imports are inside :func:`heads_command`, after the checks (why: :mod:`attnviz.cli`)."""
 
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
-from attnviz.cli.checks import CheckFailedError, CommandError
-from attnviz.cli.loading import add_text_and_model_arguments, capture_for
+from attnviz.cli.arguments import add_text_and_model_arguments
+from attnviz.cli.checks import CheckFailedError, CommandError, check_text_arguments
 from attnviz.cli.output import json_number, out
 from attnviz.errors import ModelUnavailableError, ParityUnsupportedError
-from attnviz.models.record import PARITY_TOLERANCE, AttentionRecord
+
+if TYPE_CHECKING:
+    from attnviz.models.record import AttentionRecord
 
 
 def heads_json(record: AttentionRecord) -> dict:
@@ -36,6 +41,10 @@ def heads_json(record: AttentionRecord) -> dict:
 
 
 def heads_command(args: argparse.Namespace) -> int:
+    check_text_arguments(args)
+    from attnviz.cli.loading import capture_for
+    from attnviz.models.record import PARITY_TOLERANCE
+
     source, record = capture_for(args, keep_qk=False)  # statistics only: no q, k kept
     stats = record.statistics
     result = heads_json(record)

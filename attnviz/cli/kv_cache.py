@@ -1,4 +1,6 @@
-"""``attnviz kv-cache``: the KV cache a model config needs, exactly, and what engines allocate."""
+"""``attnviz kv-cache``: the KV cache a model config needs, exactly, and what engines allocate.
+
+Its torch-backed imports are inside :func:`kv_cache_command` (why: :mod:`attnviz.cli`)."""
 
 from __future__ import annotations
 
@@ -8,7 +10,6 @@ import sys
 from attnviz import settings
 from attnviz.cli.checks import CommandError
 from attnviz.cli.output import out
-from attnviz.labs.kv.config import KV_DTYPES
 
 
 def _size(n: int | None) -> str:
@@ -98,7 +99,7 @@ def add_command(sub: argparse._SubParsersAction) -> None:
         help=f"tokens per sequence (default {settings.KV_DEFAULT_SEQ_LEN}, capped at the model's max positions)",
     )
     kv.add_argument("--batch", type=int, default=1, help="sequences (default 1)")
-    kv.add_argument("--dtype", choices=KV_DTYPES, default="bf16", help="cache dtype (default bf16)")
+    kv.add_argument("--dtype", choices=settings.KV_DTYPES, default="bf16", help="cache dtype (default bf16)")
     kv.add_argument("--block-size", type=int, default=None, help="round each sequence up to blocks of K tokens")
     kv.add_argument("--json", action="store_true", help="print one JSON object")
     kv.set_defaults(func=kv_cache_command, parser=kv)

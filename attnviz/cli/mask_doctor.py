@@ -1,14 +1,19 @@
-"""``attnviz mask-doctor``: read an attention mask file safely and say what is wrong with it."""
+"""``attnviz mask-doctor``: read an attention mask file safely and say what is wrong with it.
+
+Its torch-backed imports are inside :func:`mask_doctor_command` (why: :mod:`attnviz.cli`)."""
 
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from attnviz.cli.checks import CheckFailedError, CommandError
 from attnviz.cli.output import out
 from attnviz.core.typed_numbers import ascii_digits
-from attnviz.labs.masks.doctor import Diagnosis, diagnose, parse_expect, parse_lengths
-from attnviz.labs.masks.reading import LoadedMask, read_mask_file
+
+if TYPE_CHECKING:
+    from attnviz.labs.masks.doctor import Diagnosis
+    from attnviz.labs.masks.reading import LoadedMask
 
 ROW_PROBLEMS = ("fully_masked_row", "missing_self")  # counted in query rows, not cells
 
@@ -56,6 +61,9 @@ def mask_report(loaded: LoadedMask, diagnosis: Diagnosis, convention_line: str, 
 
 def mask_doctor_command(args: argparse.Namespace) -> int:
     """Read a mask file safely and say what is wrong with it: exit 0 clean, 1 problems, 2 unreadable or bad input."""
+    from attnviz.labs.masks.doctor import diagnose, parse_expect, parse_lengths
+    from attnviz.labs.masks.reading import read_mask_file
+
     try:
         expect = parse_expect(args.expect) if args.expect is not None else None
         lengths = parse_lengths(args.lengths) if args.lengths is not None else None

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import torch
-
 from attnviz.i18n.message import msg
 
 DEVICE_CHOICES = ("auto", "cpu", "cuda", "mps")
@@ -11,6 +9,8 @@ DEVICE_CHOICES = ("auto", "cpu", "cuda", "mps")
 
 def available_devices() -> list[str]:
     """The devices this machine can run on, best first."""
+    import torch  # here, not above: the CLI's parser reads DEVICE_CHOICES without importing torch
+
     found = []
     if torch.cuda.is_available():
         found.append("cuda")

@@ -39,9 +39,8 @@ from attnviz.core.typed_numbers import ascii_digits
 from attnviz.i18n.message import msg
 from attnviz.models.ablation import ABLATION_MODES, Head, check_mode
 from attnviz.models.source import AblatedOutputs, AttentionSource
+from attnviz.settings import ABLATION_TOKENS, SWEEP_TOKENS
 
-ABLATION_TOKENS = 1024  # the most tokens one ablation reads: two passes, the logits at every position kept
-SWEEP_TOKENS = 256  # the most tokens the single-head sweep reads: n_layer x n_head ablations
 PASS_BYTES = 256 * 2**20  # the outputs one batched pass of the sweep may hold: R x T x vocab x 4 B
 PASS_ROWS = 16  # and at most this many ablations a pass (an encoder's narrow outputs would allow hundreds)
 TOP_K = 5  # the top next tokens shown before and after

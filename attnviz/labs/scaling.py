@@ -317,7 +317,7 @@ def gradient_curve(
 
 
 def scaling_json(rows: ScalingRows, threshold: float = SATURATED) -> dict:
-    """The ``python -m attnviz scaling --json`` object (an exact contract; see the README)."""
+    """The ``python -m attnviz scaling --json`` object (an exact contract; see docs/cli.md)."""
     table = rows.table(threshold)
 
     def finite(value: float) -> float | None:

@@ -22,8 +22,7 @@ import torch
 from torch import Tensor
 
 from attnviz.i18n.message import msg
-
-ABLATION_MODES = ("zero", "mean", "first")
+from attnviz.settings import ABLATION_MODES
 
 Head = tuple[int, int]  # (layer, head)
 

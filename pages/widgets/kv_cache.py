@@ -128,7 +128,7 @@ def kv_engine_knobs() -> dict:
     }
 
 
-KV_DECODE_TOKENS = (32, 64, 128)  # what one visitor may time on the page; the README has 512 and 1,024
+KV_DECODE_TOKENS = (32, 64, 128)  # what one visitor may time on the page; docs/kv-cache.md has 512 and 1,024
 
 
 def kv_checks(settings_: Settings) -> None:

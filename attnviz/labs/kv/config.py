@@ -20,7 +20,7 @@ from attnviz.errors import ConfigError, ModelUnavailableError, PathError
 from attnviz.i18n.message import Text, carried, msg
 from attnviz.models.registry import BUNDLED_CHOICES, bundled_config, oversized_config
 
-KV_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4")
+KV_DTYPES = settings.KV_DTYPES
 LAYER_KINDS = ("full", "sliding", "linear", "mla")
 
 # transformers' layer_types names, and the other spellings hybrid models use

@@ -131,7 +131,7 @@ def test_hybrid_local_and_global_layers_report_each_layers_mask(smollm2, tmp_pat
 def test_cli_parity_that_fails_exits_1_with_one_line(monkeypatch, capsys, minilm):
     bad = Parity(ours=torch.zeros(1, 1, 2, 2), theirs=torch.ones(1, 1, 2, 2), max_abs_diff=torch.ones(1, 1), keys=[])
     monkeypatch.setattr(type(minilm), "check_parity", lambda self, text, max_tokens: bad)
-    monkeypatch.setattr(cli.loading, "open_source", lambda spec, progress=None: minilm)
+    monkeypatch.setattr("attnviz.cli.loading.open_source", lambda spec, progress=None: minilm)  # imported on use
     code = cli.main(["heads", "The cat sat.", "--model", "minilm", "--parity", "--json", "--quiet"])
     out, err = capsys.readouterr()
     assert code == 1 and json.loads(out)["parity_max_abs_diff"] == 1.0
