@@ -59,15 +59,34 @@ def _rank(item) -> int:
     return next((i for i, folder in enumerate(_ORDER) if where.startswith(folder + "/")), len(_ORDER))
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups into the test ids
+def _group_of(nodeid: str) -> str:
+    """The unit of work a worker takes whole: an integration module (its module-scoped fixtures are built once),
+    a folder of _ONE_GROUP, or a single test elsewhere."""
+    where = nodeid.split("::", 1)[0].removeprefix("tests/")
+    folder = where.rsplit("/", 1)[0]
+    if not where.startswith("integration/"):
+        return nodeid
+    return folder if folder in _ONE_GROUP else where
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """xdist's own groups (``xdist_group`` marks read into the test ids) do nothing under pytest 9, whose test ids
+    no longer come from the attribute xdist rewrites: every module was split across the workers. The scheduler
+    below groups by :func:`_group_of` instead, from the ids themselves."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Groups(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _group_of(nodeid)
+
+    return Groups(config, log)
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(session, config, items):
-    """Each integration module one xdist group (its module-scoped fixtures are built once); slow folders first."""
+    """Slow folders first."""
     items.sort(key=_rank)  # stable: a module's own order is kept
-    for item in items:
-        where = Path(str(item.fspath)).resolve().relative_to(TESTS)
-        if where.parts[0] == "integration" and not item.get_closest_marker("xdist_group"):
-            shared = where.parent.as_posix() in _ONE_GROUP
-            item.add_marker(pytest.mark.xdist_group((where.parent if shared else where).as_posix()))
 
 
 def pytest_sessionfinish(session, exitstatus):
