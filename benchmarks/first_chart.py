@@ -29,14 +29,12 @@ import json
 import os
 import socket
 import statistics
-import subprocess
-import sys
-import tempfile
 import time
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from tools.browser import streamlit_server
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET_MS = 3000.0
@@ -78,35 +76,9 @@ CHUNK = "/static/js/PlotlyChart."
 @contextmanager
 def serve(tree: Path, port: int, timeout: float = 300.0) -> Iterator[tuple[str, float]]:
     """``streamlit run serve.py`` of ``tree`` (its own code first on ``PYTHONPATH``); yields (URL, seconds to start)."""
-    cmd = [sys.executable, "-m", "streamlit", "run", str(tree / "serve.py"), "--server.port", str(port),
-           "--server.address", "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false",
-           "--server.fileWatcherType", "none"]  # fmt: skip
-    env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONUNBUFFERED": "1"}
-    url = f"http://127.0.0.1:{port}"
-    with tempfile.TemporaryFile() as log:
-        started = time.monotonic()
-        proc = subprocess.Popen(cmd, cwd=tree, env=env, stdout=log, stderr=subprocess.STDOUT)
-        try:
-            while True:
-                try:
-                    with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as resp:
-                        log.seek(0)  # this server's own answer: it has printed its URL (it binds after warming up)
-                        if resp.status == 200 and f":{port}" in log.read().decode(errors="replace"):
-                            break
-                except OSError:
-                    pass
-                if proc.poll() is not None or time.monotonic() - started > timeout:
-                    log.seek(0)
-                    raise RuntimeError(f"{tree}/serve.py did not start:\n{log.read().decode(errors='replace')[-2000:]}")
-                time.sleep(0.2)
-            yield url, time.monotonic() - started
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+    started = time.monotonic()
+    with streamlit_server(timeout=timeout, script="serve.py", root=tree, port=port) as url:
+        yield url, time.monotonic() - started
 
 
 def _carries_a_figure(frame: dict) -> bool:

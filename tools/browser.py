@@ -64,19 +64,28 @@ def free_port() -> int:
 
 @contextmanager
 def streamlit_server(
-    timeout: float = 90.0, script: str = "app.py", env: dict[str, str] | None = None, on_start=None
+    timeout: float = 90.0,
+    script: str = "app.py",
+    env: dict[str, str] | None = None,
+    on_start=None,
+    root: Path = ROOT,
+    port: int | None = None,
 ) -> Iterator[str]:
     """Run ``streamlit run app.py`` (or ``script``, e.g. ``serve.py``) on a free port; yield its base URL.
 
     ``env``: variables added to the server's environment (e.g. ATTNVIZ_MEMORY_MB); ``on_start(proc)`` hears the
-    server's ``subprocess.Popen`` once it answers (to sample its memory)."""
-    port = free_port()
+    server's ``subprocess.Popen`` once it answers (to sample its memory); ``root``: the checkout to serve (its own
+    code first on ``PYTHONPATH``, as a benchmark serves an older tree). The health check counts only once this
+    server has printed its own URL: Streamlit binds its port after the warm-up, so another process may answer
+    on it meanwhile."""
+    port = port or free_port()
+    tree_env = {} if root == ROOT else {"PYTHONPATH": str(root)}
     cmd = [
         sys.executable,
         "-m",
         "streamlit",
         "run",
-        str(ROOT / script),
+        str(root / script),
         "--server.port",
         str(port),
         "--server.address",
@@ -90,9 +99,14 @@ def streamlit_server(
     ]
     log_dir = ROOT / ".pytest_cache"
     log_dir.mkdir(exist_ok=True)
-    log = open(log_dir / f"streamlit-{port}.log", "w")  # noqa: SIM115 (closed in the finally below)
+    log_path = log_dir / f"streamlit-{port}.log"
+    log = open(log_path, "w")  # noqa: SIM115 (closed in the finally below)
     proc = subprocess.Popen(
-        cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+        cmd,
+        cwd=root,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "PYTHONUNBUFFERED": "1", **tree_env, **(env or {})},
     )
     url = f"http://127.0.0.1:{port}"
     try:
@@ -100,7 +114,7 @@ def streamlit_server(
         while True:
             try:
                 with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as resp:
-                    if resp.status == 200:
+                    if resp.status == 200 and f":{port}" in log_path.read_text(errors="replace"):
                         break
             except OSError:
                 pass
