@@ -94,6 +94,16 @@ def pytest_sessionfinish(session, exitstatus):
         shutil.rmtree(TEST_CACHE, ignore_errors=True)
 
 
+@pytest.fixture
+def tmp_path():
+    """A short folder in place of pytest's, for every test: error messages show a path whole up to 80
+    characters, and under pytest-xdist pytest's own (/tmp/pytest-of-root/pytest-61/popen-gw0/test_name0/)
+    takes half of that before a test names its first file."""
+    folder = Path(tempfile.mkdtemp(prefix="attnviz-"))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
 @pytest.fixture(scope="session")
 def smollm2():
     from attnviz.models.hf.loading import load_hf_source

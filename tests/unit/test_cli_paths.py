@@ -5,24 +5,11 @@ tests/integration/cli/test_cli_paths.py; here only what cannot wait (stat and op
 
 import json
 import os
-import shutil
-import tempfile
-from pathlib import Path
 
 import pytest
 
 from attnviz import cli, settings
 from attnviz.models.hf.bundled import minilm_dir
-
-
-@pytest.fixture
-def tmp_path():
-    """A short folder in place of pytest's: these messages show a path whole up to 80 characters, and under
-    pytest-xdist pytest's own tmp_path (…/popen-gw0/test_name0/) can be longer than that."""
-    folder = Path(tempfile.mkdtemp(prefix="attnviz-"))
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
-
 
 TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 LLAMA = {

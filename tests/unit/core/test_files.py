@@ -5,12 +5,9 @@ instead of hanging the suite.
 """
 
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import textwrap
-from pathlib import Path
 
 import pytest
 
@@ -24,16 +21,6 @@ from attnviz.core.files import (
     shown_path,
 )
 from attnviz.errors import PathError
-
-
-@pytest.fixture
-def tmp_path():
-    """A short folder in place of pytest's: these messages show a path whole up to 80 characters, and under
-    pytest-xdist pytest's own tmp_path (…/popen-gw0/test_name0/) can be longer than that."""
-    folder = Path(tempfile.mkdtemp(prefix="attnviz-"))
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
-
 
 HANG_LIMIT_S = 60  # a quiet machine answers in well under a second; a hang is what this limit catches
 
