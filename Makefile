@@ -40,11 +40,12 @@ lint: setup
 	$(BIN)/lint-imports
 
 # every test on every core (pytest-xdist): an integration module's tests share a worker, and so its server, browser
-# and captures (--dist loadgroup, groups set in tests/conftest.py); each test has a time limit (pyproject.toml's
-# timeout, which names the test that hung); the 25 slowest are listed at the end, so a slowdown is seen when it lands
+# and captures (--dist loadgroup, groups and their order in tests/schedule.py: longest first, by the last full run's
+# times in tests/durations.json, which `python -m tests.schedule .pytest_cache/junit.xml` refreshes); each test has
+# a time limit (pyproject.toml's timeout, which names the test that hung); the 25 slowest are listed at the end
 TEST_WORKERS ?= auto
 test: setup browser lint
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=25
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=25 --junitxml=.pytest_cache/junit.xml
 
 # the inner loop: unit tests only (no model loads, no server, no browser), on every core
 test-fast: setup

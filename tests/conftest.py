@@ -11,8 +11,8 @@ file makes it and the workers, started from that process, inherit its path
 (SmolLM2's conversion takes a file lock and renames into place, so two workers
 never write it twice). Tests of one integration module share module-scoped
 fixtures (a server, a browser, a capture), so each module is one xdist group
-and runs on one worker (the browser folder, whose modules share one server, is
-one group); the slow folders are handed out first (`_ORDER`).
+and runs on one worker (the browser and zoo folders are one group each); the
+longest groups are handed out first (tests/schedule.py).
 """
 
 import os
@@ -35,58 +35,29 @@ if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
 import pytest  # noqa: E402
 from streamlit.runtime.pages_manager import PagesManager  # noqa: E402
 
-TESTS = Path(__file__).resolve().parent
-# Folders in the order their groups are handed to workers: longest first, so the many short unit tests fill the
-# end of the run instead of one long module starting last.
-_ORDER = [
-    "integration/zoo",
-    "integration/deploy",
-    "integration/browser",
-    "integration/pages",
-    "integration/models",
-    "integration/cli",
-    "property",
-    "unit",
-]
-
-
-# Folders whose modules share session-scoped fixtures (one Chromium and one app server), so they run as one group
-_ONE_GROUP = {"integration/browser"}
-
-
-def _rank(item) -> int:
-    where = Path(str(item.fspath)).resolve().relative_to(TESTS).as_posix()
-    return next((i for i, folder in enumerate(_ORDER) if where.startswith(folder + "/")), len(_ORDER))
-
-
-def _group_of(nodeid: str) -> str:
-    """The unit of work a worker takes whole: an integration module (its module-scoped fixtures are built once),
-    a folder of _ONE_GROUP, or a single test elsewhere."""
-    where = nodeid.split("::", 1)[0].removeprefix("tests/")
-    folder = where.rsplit("/", 1)[0]
-    if not where.startswith("integration/"):
-        return nodeid
-    return folder if folder in _ONE_GROUP else where
+from tests import schedule  # noqa: E402
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
-    """xdist's own groups (``xdist_group`` marks read into the test ids) do nothing under pytest 9, whose test ids
-    no longer come from the attribute xdist rewrites: every module was split across the workers. The scheduler
-    below groups by :func:`_group_of` instead, from the ids themselves."""
+    """Groups from tests/schedule.py, handed out in the collection's order (longest first, see below). xdist's own
+    groups (``xdist_group`` marks read into the test ids) do nothing under pytest 9, whose test ids no longer come
+    from the attribute xdist rewrites: every module was split across the workers."""
     from xdist.scheduler import LoadScopeScheduling
 
     class Groups(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return _group_of(nodeid)
+            return schedule.group_of(nodeid)
 
+    config.option.loadscopereorder = False  # xdist's own order (most tests first) would start a 7-minute test last
     return Groups(config, log)
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(session, config, items):
-    """Slow folders first."""
-    items.sort(key=_rank)  # stable: a module's own order is kept
+    """The longest groups first (their time in the last full run), each group's tests in their own order."""
+    positions = schedule.order([item.nodeid for item in items], schedule.load_durations())
+    items[:] = [items[i] for i in positions]
 
 
 def pytest_sessionfinish(session, exitstatus):
@@ -102,6 +73,15 @@ def tmp_path():
     folder = Path(tempfile.mkdtemp(prefix="attnviz-"))
     yield folder
     shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def default_training() -> dict:
+    """``attnviz train-scale --json`` with its defaults (three runs of 300 steps: 100 s), once a test run: the CLI's
+    contract and the Training page's default run are checked on the same output."""
+    from tests.cli import once_per_run
+
+    return once_per_run("train-scale-default", "train-scale", "--json")
 
 
 @pytest.fixture(scope="session")

@@ -105,10 +105,9 @@ def test_unknown_model_path_is_a_clear_error():
     assert "Traceback" not in proc.stderr
 
 
-def test_train_scale_json_keeps_its_contract_and_shows_the_stuck_loss():
-    proc = run("train-scale", "--json")
-    assert proc.returncode == 0, proc.stderr
-    out = json.loads(proc.stdout)
+def test_train_scale_json_keeps_its_contract_and_shows_the_stuck_loss(default_training):
+    assert default_training["returncode"] == 0, default_training["stderr"]
+    out = json.loads(default_training["stdout"])
     assert set(out) == {"runs"}
     runs = {r["scale"]: r for r in out["runs"]}
     assert list(runs) == ["sqrt_dk", "none", "sqrt_dmodel"]
