@@ -47,9 +47,11 @@ TEST_WORKERS ?= auto
 test: setup browser lint
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=25 --junitxml=.pytest_cache/junit.xml
 
-# the inner loop: unit tests only (no model loads, no server, no browser), on every core
+# the inner loop: unit tests only (no model loads, no server, no browser), on every core, but those marked slow
+# (a second or more each: a real training, a subprocess that imports torch, a long text; `make test` runs them),
+# and without hypothesis's plugin (only tests/property generates inputs)
 test-fast: setup
-	$(BIN)/python -m pytest tests/unit -q -n $(TEST_WORKERS)
+	$(BIN)/python -m pytest tests/unit -q -n $(TEST_WORKERS) -m "not slow" -p no:hypothesispytest
 
 # the generated-input suites alone (part of `make test`): 2,000+ cases, each with a time limit and a memory cap
 fuzz: setup

@@ -52,6 +52,7 @@ def test_bad_input_is_exit_2_with_one_line_on_stderr(argv, capsys):
     assert not out and err.count("\n") == 1 and err.startswith(f"attnviz {argv[0]}")
 
 
+@pytest.mark.slow
 def test_an_ablation_sweep_over_its_time_budget_is_exit_2_with_its_numbers(capsys, monkeypatch):
     # the prediction is timed on this machine: any sweep is over 0 s
     monkeypatch.setattr(cli.ablate, "SWEEP_BUDGET_S", 0.0)

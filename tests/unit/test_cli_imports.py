@@ -4,6 +4,8 @@ in a fraction of a second instead of the several seconds those imports take (iss
 import subprocess
 import sys
 
+import pytest
+
 HEAVY = ("torch", "transformers", "pandas")
 
 
@@ -17,6 +19,7 @@ def imported_after(code: str) -> list[str]:
     ]  # the last line: what ``code`` printed is above
 
 
+@pytest.mark.slow
 def test_help_bad_flags_and_bad_input_import_no_torch():
     code = """
 import contextlib, io
@@ -40,6 +43,7 @@ for argv in (["heads", "", "--quiet"], ["heads", "x", "--n-layer", "0"], ["heads
     assert imported_after(code) == []
 
 
+@pytest.mark.slow
 def test_running_a_command_still_imports_what_it_needs():
     """The check above means something: the same interpreter does import torch once a command runs."""
     assert "torch" in imported_after("from attnviz.cli import main\nassert main(['heads', 'the cat', '--quiet']) == 0")

@@ -196,6 +196,7 @@ def resolves(dotted: str) -> bool:
     return False
 
 
+@pytest.mark.slow
 def test_every_module_function_and_class_the_docs_name_exists():
     """``attnviz.core.capture.capture_weights``-style names, and the library's import lines, resolve in the tree
     as it is (modules move: the text follows them)."""

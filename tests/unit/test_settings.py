@@ -23,6 +23,7 @@ def test_a_value_out_of_range_names_the_setting_and_the_range(value):
     assert str(caught.value) == f"max_tokens ({value}) must be from 1 to 8192"
 
 
+@pytest.mark.slow
 def test_the_request_budget_is_smollm2s_largest_request():
     assert settings.MAX_TOKENS.high * 30 * 9 == settings.REQUEST_HEAD_TOKENS
     assert settings.EXAMPLES[settings.DEFAULT_EXAMPLE] == settings.DEFAULT_TEXT

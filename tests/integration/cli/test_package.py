@@ -18,6 +18,9 @@ TIMEOUT = 600  # a wheel build and a venv take ~20 s on an idle 2-core machine; 
 
 
 def run(args, **kwargs):
+    # without the caller's PYTHONPATH: a checkout on it (with the .egg-info the wheel's build leaves there) would
+    # look to the fresh environment's pip like attnviz installed already, and it would install no command
+    kwargs.setdefault("env", {k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
     return subprocess.run(args, capture_output=True, text=True, timeout=TIMEOUT, check=False, **kwargs)
 
 

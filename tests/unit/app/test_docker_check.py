@@ -4,6 +4,8 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[3]
 
 # answers like the docker CLI: `info` by $ENGINE, the health status from the lines of $STATUSES in turn (the last
@@ -47,6 +49,7 @@ def test_without_an_engine_it_says_so_in_one_line_and_exits_0(tmp_path):
     assert calls == ["info"]  # nothing built, nothing run
 
 
+@pytest.mark.slow
 def test_it_builds_runs_waits_for_healthy_and_removes_the_container(tmp_path):
     done, calls = run_check(tmp_path, engine=True, statuses=["starting", "starting", "healthy"])
     assert done.returncode == 0, done.stderr
@@ -64,6 +67,7 @@ def test_an_unhealthy_container_fails_with_its_log_and_is_removed(tmp_path):
     assert calls[-1] == "rm -f attnviz-check"
 
 
+@pytest.mark.slow
 def test_a_container_never_healthy_fails_at_the_timeout(tmp_path):
     done, calls = run_check(tmp_path, engine=True, statuses=["starting"])
     assert done.returncode == 1

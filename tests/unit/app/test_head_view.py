@@ -1,5 +1,6 @@
 """One head drawn large returns what it drew: the whole head when it fits, else the window under the pooled map."""
 
+import pytest
 from streamlit.testing.v1 import AppTest
 
 
@@ -21,6 +22,7 @@ def test_a_short_text_is_drawn_whole():
     assert not at.exception and at.text[0].value == "(0, 8) (0, 8) None None"
 
 
+@pytest.mark.slow
 def test_a_long_text_is_pooled_and_the_window_it_draws_is_returned():
     at = AppTest.from_function(script, default_timeout=60)
     at.session_state["n"] = 1000

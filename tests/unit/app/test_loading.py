@@ -90,6 +90,7 @@ def test_a_cached_record_needs_no_admission(runs, gate):
     gate.release(blocker)
 
 
+@pytest.mark.slow
 def test_a_record_waits_while_the_budget_is_taken_and_runs_once_it_frees(runs, gate):
     import threading
 
@@ -133,6 +134,7 @@ def stopped_script():
     cached("stopped", ("k",), compute, "working", need=Need(512 * 2**20, 1))
 
 
+@pytest.mark.slow
 def test_the_budget_is_released_when_streamlit_stops_the_running_job(gate):
     at = AppTest.from_function(stopped_script, default_timeout=60).run()
     assert not at.exception
@@ -162,6 +164,7 @@ def waiting_stopped_script():
         queue_view.waiting_text = real
 
 
+@pytest.mark.slow
 def test_a_waiting_request_stopped_by_streamlit_leaves_the_queue(gate):
     from attnviz.app import queue_view
     from attnviz.core.admission import Need
@@ -178,6 +181,7 @@ def test_a_waiting_request_stopped_by_streamlit_leaves_the_queue(gate):
     gate.release(blocker)
 
 
+@pytest.mark.slow
 def test_a_request_over_the_whole_budget_is_told_it_will_run_alone(gate):
     from attnviz.app import queue_view
     from attnviz.core.admission import Need
@@ -239,6 +243,7 @@ def test_jobs_are_priced_from_their_keys(fake_source):
     assert largest_need().nbytes // MB == 1366  # SmolLM2 at 8,192 tokens (1,317 MB measured before value norms)
 
 
+@pytest.mark.slow
 def test_a_second_session_asking_for_a_result_being_computed_waits_for_it_and_never_queues(gate):
     import threading
     import time

@@ -48,6 +48,7 @@ def test_no_chinese_text_is_left_empty_or_in_english_where_english_has_words():
     assert same == ["sidebar.language"], same
 
 
+@pytest.mark.slow
 def test_every_key_the_code_asks_for_exists():
     asked = keys_asked_for()
     assert len(asked) > 800  # the scan reads the library's messages and the app's words, in every subpackage

@@ -1,6 +1,7 @@
 """Every long job reports its steps: a recording reporter sees counts 1..n of n, stage by stage, and the results
 are the same as without one."""
 
+import pytest
 import torch
 
 from attnviz.core.masks import KeyRanges
@@ -92,6 +93,7 @@ def test_the_walkthrough_steps_through_the_pass_and_the_walk():
     assert counts(states) == [(1, 2), (2, 2)]
 
 
+@pytest.mark.slow
 def test_the_cost_measurement_in_a_child_reports_each_measurement():
     progress, states = recorder()
     rows = cost.measure_in_child((32, 64), progress=progress)

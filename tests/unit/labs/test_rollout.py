@@ -133,6 +133,7 @@ def encoder_maps(a: torch.Tensor) -> rollout.RolloutMaps:
     return rollout.RolloutMaps(a, rollout.rollout(a), torch.ones(n_layer, n, n, dtype=torch.bool), n, n, False)
 
 
+@pytest.mark.slow
 def test_encoder_flow_reads_the_whole_text_up_to_its_bound():
     """Defect 7: an encoder's flow was computed on the first 16 tokens, the rows renormalised, while the page and
     the README said that happens only past the bound. 20 tokens of full attention lie within the bound: the map is

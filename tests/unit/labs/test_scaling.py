@@ -32,6 +32,7 @@ def test_the_three_scales():
     assert scaling.scale_factors(64, 576) == {"sqrt_dk": 0.125, "none": 1.0, "sqrt_dmodel": pytest.approx(1 / 24)}
 
 
+@pytest.mark.slow
 def test_random_variance_follows_d_k_and_the_scale_holds_it_at_one():
     table = scaling.random_variance(dims=(4, 64, 1024), samples=20_000)
     for row in table.to_dict("records"):

@@ -113,6 +113,7 @@ def test_work_is_bounded_and_the_message_says_how_many_steps_fit():
         TrainingConfig(**biggest, steps=allowed + 1)
 
 
+@pytest.mark.slow
 def test_same_seed_same_run_and_the_callers_random_state_is_untouched():
     torch.manual_seed(123)
     expected = torch.rand(3)
@@ -152,6 +153,7 @@ def test_should_stop_ends_every_run_at_the_same_step():
     assert one.stopped and one.losses == () and math.isfinite(one.final_loss)
 
 
+@pytest.mark.slow
 def test_without_the_scale_the_loss_ends_higher():
     dk, none = train_variant(SMALL, "sqrt_dk"), train_variant(SMALL, "none")  # as train_scale trains them
     assert dk.final_accuracy >= 0.9
