@@ -1,11 +1,11 @@
 """Run ``python -m attnviz`` as another program would: a child process, its exit status, stdout and stderr."""
 
-import fcntl
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
+
+from attnviz.core.files import file_lock
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -21,11 +21,11 @@ def once_per_run(name: str, *args, timeout: int = 300) -> dict:
     """``python -m attnviz ARGS`` run once in a whole test run, whichever worker asks first; every later call (in
     this worker or another) reads what it printed: ``{"returncode", "stdout", "stderr"}``. For a command whose work
     is long and the same for every test that checks it (the default ``train-scale``: 100 s)."""
-    folder = Path(os.environ["ATTNVIZ_TEST_RUN_CACHE"]) / "once-per-run"  # tests/conftest.py makes it per run
-    folder.mkdir(parents=True, exist_ok=True)
+    from tests.conftest import TEST_CACHE  # one per run, shared by the workers
+
+    folder = Path(TEST_CACHE) / "once-per-run"
     path = folder / f"{name}.json"
-    with open(folder / f"{name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # the other workers wait for the first one's result
+    with file_lock(folder / f"{name}.lock"):  # the other workers wait for the first one's result
         if not path.is_file():
             proc = attnviz(*args, timeout=timeout)
             result = {"returncode": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr}

@@ -31,25 +31,17 @@ def quiet_libraries(progress_bars: bool) -> None:
 def load_cli_source(args: argparse.Namespace) -> AttentionSource:
     """The model named by --model: "default" (embedded, sized by the flags), "minilm", "smollm2" or a path."""
     device = resolve_device(args.device)
-    if args.model != EMBEDDED:
-        quiet_libraries(progress_bars=not args.quiet)
-    config = None
     if args.model == EMBEDDED:
-        config = embedded_spec(
-            device,
-            d_model=args.d_model,
-            n_head=args.n_head,
-            n_kv_head=args.n_kv_head,
-            n_layer=args.n_layer,
-            seed=args.seed,
-            causal=args.causal,
-        ).config
+        sizes = {name: getattr(args, name) for name in ("d_model", "n_head", "n_kv_head", "n_layer", "causal")}
+        spec = embedded_spec(device, seed=args.seed, **sizes)
+    else:
+        quiet_libraries(progress_bars=not args.quiet)
+        spec = SourceSpec(args.model, device, allow_pickle=args.allow_pickle)
     progress = (
         (lambda fraction, message: print(printable(f"[{fraction:4.0%}] {message}"), file=sys.stderr))
         if not args.quiet
         else None
     )  # the message names the user's --model: a newline or an ANSI escape in it is shown, never obeyed
-    spec = SourceSpec(args.model, device, config, allow_pickle=args.allow_pickle)
     return open_source(spec, progress=progress)
 
 

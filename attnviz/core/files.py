@@ -12,10 +12,13 @@ made visible, a long one cut in the middle with its length said) and the reason.
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import fcntl
 import os
 import stat
 import unicodedata
+from collections.abc import Iterator
 from pathlib import Path
 
 from attnviz.errors import PathError
@@ -230,3 +233,16 @@ def folder_entries(folder: str | os.PathLike, max_entries: int) -> list[Path]:
     except (ValueError, UnicodeError) as err:
         raise path_error(folder, err) from err
     return entries
+
+
+@contextlib.contextmanager
+def file_lock(path: Path) -> Iterator[None]:
+    """Held by one process at a time (its folder made if missing): the others wait at the ``with`` until it is
+    released, e.g. two app servers converting the same model, or test workers sharing one build."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

@@ -12,8 +12,6 @@ Both packages are found with ``importlib.util.find_spec``, never imported.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import importlib.util
 import json
 import os
@@ -26,6 +24,7 @@ from pathlib import Path
 
 import torch
 
+from attnviz.core.files import file_lock
 from attnviz.errors import ModelUnavailableError
 from attnviz.i18n.message import Text, msg
 from attnviz.models.source import ModelShape
@@ -120,18 +119,6 @@ def is_converted(folder: Path) -> bool:
 _CONVERT_LOCK = threading.Lock()
 
 
-@contextlib.contextmanager
-def _file_lock(path: Path):
-    """Exclusive across processes (two app servers converting at once)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 def convert_gguf(gguf: Path, out: Path | None = None, progress: Progress | None = None) -> Path:
     """Dequantise a GGUF decoder once and save it as float32 safetensors; returns the folder.
 
@@ -145,7 +132,7 @@ def convert_gguf(gguf: Path, out: Path | None = None, progress: Progress | None 
     report = progress or (lambda fraction, message: None)
     if is_converted(out):
         return out
-    with _CONVERT_LOCK, _file_lock(out.parent / f".{out.name}.lock"):
+    with _CONVERT_LOCK, file_lock(out.parent / f".{out.name}.lock"):
         if is_converted(out):
             return out
         report(0.05, msg("bundled.dequantising", file=gguf.name))

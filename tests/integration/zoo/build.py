@@ -14,7 +14,6 @@ architecture: every size field of the default config is matched by name.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import re
@@ -24,6 +23,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+from attnviz.core.files import file_lock
 
 KINDS = ("causal", "masked", "seq2seq")
 VERSION = 3
@@ -227,8 +228,7 @@ def build_zoo(types: list[str] | None = None) -> dict[str, dict]:
     types = list(kinds) if types is None else types
     root = zoo_dir()
     root.mkdir(parents=True, exist_ok=True)
-    with open(root / ".lock", "w") as lock:  # pytest-xdist workers share the cache: one builds, the others wait
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with file_lock(root / ".lock"):  # pytest-xdist workers share the cache: one builds, the others wait
         _build_missing(types, root)
     return {t: json.loads((root / t / "status.json").read_text()) for t in types}
 
