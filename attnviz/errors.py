@@ -62,3 +62,9 @@ def first_line(err: BaseException) -> str:
     if isinstance(err, KeyError) or " " not in lines[0]:  # a bare key or word ("'attnviz'") says nothing alone
         return f"{type(err).__name__}: {lines[0]}"
     return lines[0]
+
+
+class OutOfMemoryError(ModelUnavailableError):
+    """A device ran out of memory: the message names the device, what was asked and what was free, and what to
+    try (fewer tokens, a device map, a smaller dtype). A ModelUnavailableError, so every place that shows why a
+    model cannot run shows this too."""

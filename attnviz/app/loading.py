@@ -38,6 +38,7 @@ from attnviz.app.widgets import show_error
 from attnviz.core.admission import Need
 from attnviz.core.budget import request_cost
 from attnviz.core.capture import predicted_nbytes
+from attnviz.core.devices import dtype_name
 from attnviz.core.progress import Progress
 from attnviz.core.token_display import markdown_text, typed_special
 from attnviz.errors import ModelUnavailableError
@@ -171,10 +172,21 @@ def source_for(spec: SourceSpec) -> AttentionSource | None:
                     label=t("sources.ready", title=markdown_text(tr(spec.title))), state="complete", expanded=False
                 )
         with st.spinner(t("sources.loading", title=markdown_text(tr(spec.title)))):
-            return load_source(spec)
+            source = load_source(spec)
+        placement_caption(source)
+        return source
     except ModelUnavailableError as err:
         show_error(err)  # the message quotes the user's path: data, not Markdown
         return None
+
+
+def placement_caption(source: AttentionSource) -> None:
+    """Under the sidebar's device: the dtype the model runs in (what "auto" took) and, for a split model, where
+    each part went."""
+    dtype = dtype_name(getattr(source, "dtype", "float32"))
+    runs = getattr(source, "placement", ())
+    where = ", ".join(f"{markdown_text(part) or t('sources.whole_model')} → {device}" for part, device in runs)
+    st.sidebar.caption(t("sources.runs_in", dtype=dtype, device=str(source.device), where=where or "—"))
 
 
 def current_source(settings_: Settings) -> AttentionSource | None:

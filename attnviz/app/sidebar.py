@@ -13,7 +13,15 @@ from attnviz.app.hosted import model_label, model_options
 from attnviz.app.links import link_settings
 from attnviz.app.state import Settings, init_state, pin_choices
 from attnviz.app.widgets import show_error
-from attnviz.core.devices import DEVICE_CHOICES, resolve_device
+from attnviz.core.devices import (
+    DEVICE_CHOICES,
+    DEVICE_MAP_CHOICES,
+    DTYPE_CHOICES,
+    Placement,
+    available_devices,
+    parse_max_memory,
+    resolve_device,
+)
 from attnviz.i18n.catalogue import LANGUAGES
 from attnviz.i18n.message import msg
 from attnviz.i18n.translate import language_from_locale, set_language, t
@@ -81,6 +89,7 @@ def embedded_spec(values: Mapping, device: str) -> SourceSpec:
     """The embedded model's spec from the sidebar's values (the session's, or :data:`DEFAULTS` for a new one)."""
     return registry.embedded_spec(
         device,
+        dtype=str(values.get("dtype", "auto")),
         d_model=int(values["d_model"]),
         n_head=int(values["n_head"]),
         n_kv_head=int(values["n_kv_head"]) or None,
@@ -88,6 +97,45 @@ def embedded_spec(values: Mapping, device: str) -> SourceSpec:
         seed=int(values["seed"]),
         causal=bool(values["causal"]),
     )
+
+
+def device_options() -> tuple[str, ...]:
+    """The devices the sidebar offers: auto, the kinds, and each GPU past the first by its index."""
+    extra = [d for d in available_devices() if d.startswith("cuda:") and d != "cuda:0"]
+    return (*DEVICE_CHOICES, *extra)
+
+
+def _device_and_placement() -> tuple[str, Placement]:
+    """The Device section: device and dtype side by side, and (not on a hosted server, whose operator places
+    models) a device map with memory caps and an offload folder for a model larger than one device."""
+    st.header(t("sidebar.device_header"))
+    cols = st.columns(2)
+    cols[0].selectbox(t("sidebar.device"), device_options(), key="device")
+    cols[1].selectbox(t("sidebar.dtype"), DTYPE_CHOICES, key="dtype", help=t("sidebar.dtype_help"))
+    try:
+        device = resolve_device(st.session_state.device)
+    except ValueError as err:
+        show_error(err)
+        device = resolve_device("auto")
+    placement = Placement(st.session_state.dtype)
+    if not hosted.is_hosted() and st.session_state.model != EMBEDDED:
+        with st.expander(t("sidebar.device_map_header"), expanded=st.session_state.device_map != "none"):
+            st.selectbox(t("sidebar.device_map"), ("none", *DEVICE_MAP_CHOICES), key="device_map")
+            st.text_input(t("sidebar.max_memory"), key="max_memory", placeholder="0=20GiB,1=20GiB,cpu=64GiB")
+            st.text_input(t("sidebar.offload_folder"), key="offload_folder")
+        if st.session_state.device_map != "none":
+            try:
+                caps = st.session_state.max_memory.strip()
+                placement = Placement(
+                    st.session_state.dtype,
+                    st.session_state.device_map,
+                    parse_max_memory(caps) if caps else (),
+                    st.session_state.offload_folder.strip() or None,
+                )
+            except ValueError as err:
+                show_error(err)
+    st.caption(t("sidebar.running_on", device=device))
+    return device, placement
 
 
 def sidebar() -> Settings:
@@ -132,14 +180,7 @@ def sidebar() -> Settings:
             _bounded_input(cols[0], "seed", settings.SEED, "seed")
             cols[1].checkbox(t("sidebar.causal"), key="causal", help=t("sidebar.causal_help"))
 
-        st.header(t("sidebar.device_header"))
-        st.selectbox(t("sidebar.device"), DEVICE_CHOICES, key="device")
-        try:
-            device = resolve_device(st.session_state.device)
-            st.caption(t("sidebar.running_on", device=device))
-        except ValueError as err:
-            show_error(err)
-            device = resolve_device("auto")
+        device, placement = _device_and_placement()
 
         spec, error = None, None
         source = st.session_state.model
@@ -150,11 +191,11 @@ def sidebar() -> Settings:
                 path = st.session_state.model_path.strip()
                 if not path:
                     raise ValueError(msg("sidebar.type_a_path"))
-                spec = SourceSpec(path, device, allow_pickle=ALLOW_PICKLE)
+                spec = SourceSpec(path, device, allow_pickle=ALLOW_PICKLE, placement=placement)
             elif source in hosted.operator_models():
-                spec = SourceSpec(source, device, allow_pickle=ALLOW_PICKLE)
+                spec = SourceSpec(source, device, allow_pickle=ALLOW_PICKLE, placement=placement)
             else:
-                spec = SourceSpec(source, device)
+                spec = SourceSpec(source, device, placement=placement)
         except ValueError as err:
             error = msg("sidebar.invalid", error=err)
             show_error(error)

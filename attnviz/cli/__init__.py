@@ -24,6 +24,7 @@ from attnviz.cli import ablate, bench, compare, heads, kv_cache, mask_doctor, sc
 from attnviz.cli.checks import CheckFailedError, CommandError
 from attnviz.cli.output import out, stdout_is_unicode
 from attnviz.core.files import printable
+from attnviz.core.memory_errors import is_out_of_memory, one_line
 from attnviz.errors import first_line
 
 COMMANDS = (heads, compare, scaling, ablate, train_scale, mask_doctor, kv_cache, bench)  # in --help's order
@@ -77,6 +78,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except OSError as err:  # a path no library check caught: still one line, naming the reason
         print(printable(f"attnviz {args.command}: error: {first_line(err)}"), file=sys.stderr)
+        return 2
+    except (MemoryError, RuntimeError) as err:  # out of memory where no command caught it: one line too
+        if not is_out_of_memory(err):
+            raise
+        print(printable(f"attnviz {args.command}: error: {one_line(err)}"), file=sys.stderr)
         return 2
     except CheckFailedError as err:
         out.notice(args.command)

@@ -7,7 +7,62 @@ from __future__ import annotations
 import argparse
 
 from attnviz import settings
-from attnviz.core.devices import DEVICE_CHOICES
+from attnviz.core.devices import (
+    DEVICE_CHOICES,
+    DEVICE_MAP_CHOICES,
+    DTYPE_CHOICES,
+    check_device_choice,
+    parse_max_memory,
+)
+
+
+def _device(text: str) -> str:
+    try:
+        return check_device_choice(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from err
+
+
+def _max_memory(text: str) -> tuple[tuple[str, int], ...]:
+    try:
+        return parse_max_memory(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from err
+
+
+def add_placement_arguments(command: argparse.ArgumentParser) -> None:
+    """Where the model runs and in what dtype: --device, --dtype, and for a model larger than one device
+    --device-map, --max-memory and --offload-folder (accelerate spreads it over the GPUs, the CPU and disk)."""
+    command.add_argument(
+        "--device",
+        type=_device,
+        default="auto",
+        metavar="{" + ",".join((*DEVICE_CHOICES, "cuda:N")) + "}",
+        help="where the model runs (auto: the first GPU, then Apple MPS, then the CPU)",
+    )
+    command.add_argument(
+        "--dtype",
+        choices=DTYPE_CHOICES,
+        default="auto",
+        help="the model's dtype (auto: the checkpoint's own on a GPU, float32 on a CPU where it fits); "
+        "softmax and every statistic are computed in float32 whatever it is",
+    )
+    command.add_argument(
+        "--device-map",
+        choices=DEVICE_MAP_CHOICES,
+        default=None,
+        help="spread a model larger than one device over the GPUs, then the CPU, then disk (through accelerate)",
+    )
+    command.add_argument(
+        "--max-memory",
+        type=_max_memory,
+        default=(),
+        metavar="DEVICE=SIZE,...",
+        help="with --device-map: the most each device may hold, e.g. 0=20GiB,1=20GiB,cpu=64GiB",
+    )
+    command.add_argument(
+        "--offload-folder", default=None, metavar="FOLDER", help="with --device-map: where weights offloaded to disk go"
+    )
 
 
 def add_text_and_model_arguments(command: argparse.ArgumentParser) -> None:
@@ -30,7 +85,7 @@ def add_text_and_model_arguments(command: argparse.ArgumentParser) -> None:
         f"{settings.REQUEST_HEAD_TOKENS:,}, SmolLM2 at 8,192 tokens) instead of exiting 2 with its cost",
     )
     command.add_argument("--max-tokens", type=int, default=settings.MAX_TOKENS.default)
-    command.add_argument("--device", choices=DEVICE_CHOICES, default="auto")
+    add_placement_arguments(command)
     command.add_argument("--d-model", type=int, default=settings.D_MODEL.default)
     command.add_argument("--n-head", type=int, default=settings.N_HEAD.default)
     command.add_argument("--n-kv-head", type=int, default=None)

@@ -8,9 +8,10 @@ import argparse
 import sys
 
 from attnviz.cli.checks import CommandError, check_budget
-from attnviz.core.devices import resolve_device
+from attnviz.core.devices import Placement, resolve_device
 from attnviz.core.files import printable
 from attnviz.errors import ModelUnavailableError
+from attnviz.i18n.message import msg
 from attnviz.models.record import AttentionRecord
 from attnviz.models.registry import EMBEDDED, SourceSpec, embedded_spec, open_source
 from attnviz.models.source import AttentionSource
@@ -28,15 +29,25 @@ def quiet_libraries(progress_bars: bool) -> None:
         disable_progress_bars()
 
 
+def placement_of(args: argparse.Namespace) -> Placement:
+    """--dtype, --device-map, --max-memory and --offload-folder as one :class:`Placement`; ValueError (one line)
+    for caps or a folder without a device map."""
+    return Placement(args.dtype, args.device_map, args.max_memory, args.offload_folder)
+
+
 def load_cli_source(args: argparse.Namespace) -> AttentionSource:
-    """The model named by --model: "default" (embedded, sized by the flags), "minilm", "smollm2" or a path."""
+    """The model named by --model: "default" (embedded, sized by the flags), "minilm", "smollm2" or a path, on
+    --device in --dtype (a model larger than one device spread by --device-map)."""
     device = resolve_device(args.device)
+    placement = placement_of(args)
     if args.model == EMBEDDED:
+        if placement.device_map is not None:
+            raise ValueError(msg("bounds.embedded_device_map"))
         sizes = {name: getattr(args, name) for name in ("d_model", "n_head", "n_kv_head", "n_layer", "causal")}
-        spec = embedded_spec(device, seed=args.seed, **sizes)
+        spec = embedded_spec(device, seed=args.seed, dtype=placement.dtype, **sizes)
     else:
         quiet_libraries(progress_bars=not args.quiet)
-        spec = SourceSpec(args.model, device, allow_pickle=args.allow_pickle)
+        spec = SourceSpec(args.model, device, allow_pickle=args.allow_pickle, placement=placement)
     progress = (
         (lambda fraction, message: print(printable(f"[{fraction:4.0%}] {message}"), file=sys.stderr))
         if not args.quiet

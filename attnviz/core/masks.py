@@ -273,6 +273,12 @@ def visible_keys(mask: Tensor | None, q_len: int, k_len: int) -> Tensor:
     return mask.sum(dim=-1)  # (..., q_len)
 
 
+def key_block(lo: Tensor, hi: Tensor, c0: int, c1: int) -> Tensor:
+    """The dense mask of rows whose keys run lo..hi-1, (R,) each, over keys c0..c1-1: bool (R, c1 - c0) on lo's device."""
+    keys = torch.arange(c0, c1, device=lo.device)[None, :]  # (1, c1 - c0)
+    return (keys >= lo[:, None]) & (keys < hi[:, None])
+
+
 @dataclass(frozen=True, eq=False)
 class KeyRanges:
     """The mask a layer really applied, in O(q_len) memory: query ``i`` may attend to keys ``lo[i] .. hi[i] - 1``.
@@ -382,11 +388,18 @@ class KeyRanges:
         """How many keys each query sees: (q_len,)."""
         return (self.hi - self.lo).clamp_min(0)
 
-    def block(self, r0: int, r1: int, c0: int = 0, c1: int | None = None) -> Tensor:
-        """The dense mask of rows r0..r1-1 and keys c0..c1-1: bool (r1 - r0, c1 - c0)."""
+    def block(
+        self, r0: int, r1: int, c0: int = 0, c1: int | None = None, device: torch.device | str | None = None
+    ) -> Tensor:
+        """The dense mask of rows r0..r1-1 and keys c0..c1-1: bool (r1 - r0, c1 - c0), built on ``device``.
+
+        Only the rows' two integers travel to ``device``, never the (r1 - r0, c1 - c0) mask.
+        """
         c1 = self.k_len if c1 is None else c1
-        keys = torch.arange(c0, c1)[None, :]  # (1, c1 - c0)
-        return (keys >= self.lo[r0:r1, None]) & (keys < self.hi[r0:r1, None])
+        lo, hi = self.lo[r0:r1], self.hi[r0:r1]
+        if device is not None:
+            lo, hi = lo.to(device), hi.to(device)
+        return key_block(lo, hi, c0, c1)
 
     def dense(self) -> Tensor:
         """The whole mask, bool (q_len, k_len): only for small inputs."""

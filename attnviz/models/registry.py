@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from attnviz.core.devices import Placement, resolve_dtype, torch_dtype
+from attnviz.core.memory_errors import memory_errors
 from attnviz.i18n.message import Text, msg
 from attnviz.models.embedded.config import EmbeddedConfig
 from attnviz.models.hf import config_sizes, paths
@@ -35,12 +37,19 @@ CHOICES: Mapping[str, Text | str] = {EMBEDDED: msg("sources.embedded"), **BUNDLE
 @dataclass(frozen=True)
 class SourceSpec:
     """A model to open: ``source`` is "default" (embedded, sized by ``config``), a bundled
-    model key ("minilm", "smollm2"), or a local folder / hub id."""
+    model key ("minilm", "smollm2"), or a local folder / hub id; ``device`` a resolved device ("cpu", "cuda:1");
+    ``placement`` its dtype choice and, for a model larger than one device, its device map (the embedded model
+    has none: it runs on one device)."""
+
+    def __post_init__(self) -> None:
+        if self.source == EMBEDDED and self.placement.device_map is not None:
+            raise ValueError(msg("bounds.embedded_device_map"))
 
     source: str
     device: str = "cpu"
     config: EmbeddedConfig | None = None
     allow_pickle: bool = False
+    placement: Placement = field(default_factory=Placement)
 
     @property
     def title(self) -> Text | str:
@@ -48,7 +57,11 @@ class SourceSpec:
 
 
 def embedded_spec(
-    device: str, config: EmbeddedConfig | None = None, seed: int | None = None, **sizes: int | bool | None
+    device: str,
+    config: EmbeddedConfig | None = None,
+    seed: int | None = None,
+    dtype: str = "auto",
+    **sizes: int | bool | None,
 ) -> SourceSpec:
     """The embedded model at ``config``'s sizes (the default sizes when None), under ``seed`` when given, with
     ``sizes`` (any of d_model, n_head, n_kv_head, n_layer, causal: the sidebar's fields) replaced; ValueError
@@ -56,7 +69,8 @@ def embedded_spec(
     config = config or EmbeddedConfig()
     if seed is not None:
         sizes["seed"] = seed
-    return SourceSpec(EMBEDDED, device, dataclasses.replace(config, **sizes) if sizes else config)
+    config = dataclasses.replace(config, **sizes) if sizes else config
+    return SourceSpec(EMBEDDED, device, config, placement=Placement(dtype))
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -129,7 +143,11 @@ def open_source(spec: SourceSpec, progress: Progress | None = None) -> Attention
     if spec.source == EMBEDDED:
         from attnviz.models.embedded.model import EmbeddedModel  # here: a caller that only asks needs no model code
 
-        return EmbeddedModel(spec.config or EmbeddedConfig()).to(spec.device)
+        dtype = torch_dtype(resolve_dtype(spec.placement.dtype, spec.device, "float32"))  # auto: its own, float32
+        with memory_errors(spec.device):
+            return EmbeddedModel(spec.config or EmbeddedConfig()).to(spec.device, dtype)
     from attnviz.models.hf.loading import load_hf_source
 
-    return load_hf_source(spec.source, spec.device, allow_pickle=spec.allow_pickle, progress=progress)
+    return load_hf_source(
+        spec.source, spec.device, allow_pickle=spec.allow_pickle, progress=progress, placement=spec.placement
+    )

@@ -12,6 +12,7 @@ from attnviz.app.progress import duration_text
 from attnviz.app.sidebar import ALLOW_PICKLE
 from attnviz.app.state import Settings, valid_choice
 from attnviz.app.widgets import show_info
+from attnviz.core.devices import Placement
 from attnviz.core.token_display import markdown_text
 from attnviz.errors import ModelUnavailableError
 from attnviz.figures.compare import selected_head
@@ -73,9 +74,12 @@ def choose_b(settings: Settings, record_a: AttentionRecord, source_a: AttentionS
 def _spec(choice: str, settings: Settings, seed: int | None = None) -> SourceSpec:
     """The spec of a sidebar model chosen as B: the embedded model at A's sizes (under ``seed``), or another."""
     if choice == EMBEDDED:
-        return embedded_spec(settings.spec.device, settings.spec.config, seed)
+        return embedded_spec(settings.spec.device, settings.spec.config, seed, dtype=settings.spec.placement.dtype)
     trusted = choice in hosted.operator_models()
-    return SourceSpec(choice, settings.spec.device, allow_pickle=ALLOW_PICKLE and trusted)
+    placement = (
+        settings.spec.placement if settings.spec.source != EMBEDDED else Placement(settings.spec.placement.dtype)
+    )
+    return SourceSpec(choice, settings.spec.device, allow_pickle=ALLOW_PICKLE and trusted, placement=placement)
 
 
 def shared_tokenizer_models(settings: Settings, source_a: AttentionSource) -> list[str]:
@@ -124,7 +128,10 @@ def _model_b(settings: Settings, source_a: AttentionSource) -> SourceSpec:
     if not name.strip():
         st.info(t("compare.type_path_b"))
         st.stop()
-    return SourceSpec(name.strip(), settings.spec.device, allow_pickle=ALLOW_PICKLE)
+    placement = (
+        settings.spec.placement if settings.spec.source != EMBEDDED else Placement(settings.spec.placement.dtype)
+    )
+    return SourceSpec(name.strip(), settings.spec.device, allow_pickle=ALLOW_PICKLE, placement=placement)
 
 
 def run_comparison(key: tuple, record_a: AttentionRecord, record_b: AttentionRecord) -> compare.Comparison:

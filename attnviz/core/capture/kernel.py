@@ -17,7 +17,7 @@ from torch import Tensor
 
 from attnviz.core.attention import group_size, weighted_values
 from attnviz.core.capture.layer import ROW_STATS, SINK_STAT, LayerCapture, pooled_counts
-from attnviz.core.masks import KeyRanges
+from attnviz.core.masks import KeyRanges, key_block
 from attnviz.core.value_norms import LOW_NORM_STAT, picked_columns, small_columns, small_keys, value_norms
 
 CHUNK_ELEMENTS = 2**23  # scores held at once on a CPU: n_head x chunk rows x keys (32 MB in float32)
@@ -110,20 +110,19 @@ def _pool_rows(w: Tensor, r0: int, b: int, reduce: str) -> Tensor:
     return bins.amax(dim=2) if reduce == "max" else bins.sum(dim=2)
 
 
-def _near_band(q_pos: Tensor, a0: int, width: int) -> tuple[int, int]:
+def _near_band(first: int, last: int, a0: int, width: int) -> tuple[int, int]:
     """Columns (relative to a0) of the keys between a chunk's first and last query position: weighted cell by cell."""
-    first, last = int(q_pos[0]), int(q_pos[-1])
     return min(max(first - a0, 0), width), min(max(last + 1 - a0, 0), width)
 
 
-def _far_columns(q_pos: Tensor, a0: int, width: int, device) -> Tensor:
+def _far_columns(first: int, last: int, a0: int, width: int, device) -> Tensor:
     """(W, 4): for the keys before the near band, 1 and first - j; for those after it, 1 and j - last; else 0.
 
-    Weights times these columns give Σw and Σ w·(first - j) before the band and
+    ``first`` and ``last``: the chunk's first and last absolute query positions, as Python ints (never read back
+    from the device). Weights times these columns give Σw and Σ w·(first - j) before the band and
     the mirror image after it: terms that are never negative, so nothing large cancels.
     """
-    first, last = int(q_pos[0]), int(q_pos[-1])
-    near_lo, near_hi = _near_band(q_pos, a0, width)
+    near_lo, near_hi = _near_band(first, last, a0, width)
     k_pos = torch.arange(a0, a0 + width, device=device, dtype=torch.float32)  # (W,)
     cols = torch.zeros(width, 4, device=device)
     cols[:near_lo, 0] = 1.0
@@ -133,10 +132,9 @@ def _far_columns(q_pos: Tensor, a0: int, width: int, device) -> Tensor:
     return cols
 
 
-def _distance_from(w: Tensor, q_pos: Tensor, a0: int, far: Tensor) -> Tensor:
+def _distance_from(w: Tensor, q_pos: Tensor, first: int, last: int, a0: int, far: Tensor) -> Tensor:
     """Σ_j w·|i - j| per row from ``far`` (n_head, C, 4), the weights times :func:`_far_columns`, and the near band."""
-    first, last = int(q_pos[0]), int(q_pos[-1])
-    near_lo, near_hi = _near_band(q_pos, a0, w.shape[-1])
+    near_lo, near_hi = _near_band(first, last, a0, w.shape[-1])
     qf = q_pos.float()
     total = (qf - first) * far[..., 0] + far[..., 1] + (last - qf) * far[..., 2] + far[..., 3]
     if near_hi > near_lo:
@@ -146,8 +144,8 @@ def _distance_from(w: Tensor, q_pos: Tensor, a0: int, far: Tensor) -> Tensor:
     return total
 
 
-def _mean_distance(w: Tensor, q_pos: Tensor, a0: int) -> Tensor:
-    """Σ_j w·|i - j| for each row: w (n_head, C, W) over keys a0.., q_pos (C,) -> (n_head, C).
+def _mean_distance(w: Tensor, q_pos: Tensor, first: int, last: int, a0: int) -> Tensor:
+    """Σ_j w·|i - j| for each row: w (n_head, C, W) over keys a0.., q_pos (C,) from ``first`` to ``last`` -> (n_head, C).
 
     Keys before the chunk's first position d0 are summed as (i - d0)·Σw + Σ w·(d0 - j),
     and keys after its last position as the mirror image: one matmul of
@@ -155,8 +153,8 @@ def _mean_distance(w: Tensor, q_pos: Tensor, a0: int) -> Tensor:
     the diagonal is weighted cell by cell. (i·Σw - Σ w·j in one matvec loses a
     previous-token head's distance of 1 to float32 cancellation at long inputs.)
     """
-    far = w @ _far_columns(q_pos, a0, w.shape[-1], w.device)  # (n_head, C, 4)
-    return _distance_from(w, q_pos, a0, far)
+    far = w @ _far_columns(first, last, a0, w.shape[-1], w.device)  # (n_head, C, 4)
+    return _distance_from(w, q_pos, first, last, a0, far)
 
 
 ROWS_FIRST_BIN = 16  # bins of at most this many tokens pool rows first (faster on a CPU), wider ones keys first
@@ -178,7 +176,9 @@ def _pool(w: Tensor, r0: int, b: int, reduce: str) -> Tensor:
 class _Reducer:
     """The reductions every chunk of rows goes through, whichever way its weights were computed.
 
-    Holds the per-row statistics and the pooled maps of one layer while they fill.
+    Holds the per-row statistics and the pooled maps of one layer while they fill, on the device of the work.
+    Nothing in a chunk is read back to the host: positions are Python ints, the mask is built on the device
+    from its rows' integers (copied there once a layer), and results cross to the host once, in :meth:`capture`.
     """
 
     def __init__(
@@ -191,6 +191,15 @@ class _Reducer:
         self.pooled_max = torch.zeros(n_head, n_q, n_k, device=device)
         self.pooled_sum = torch.zeros(n_head, n_q, n_k, device=device)
         self.mean_max = torch.zeros(n_q, n_k, device=device)
+        self.lo, self.hi = keys.lo.to(device), keys.hi.to(device)  # (q_len,) each: the mask's rows, on the device
+
+    def block(self, r0: int, r1: int, c0: int, c1: int) -> Tensor:
+        """The mask of rows r0..r1-1 over keys c0..c1-1, bool (r1 - r0, c1 - c0), built on the device."""
+        return key_block(self.lo[r0:r1], self.hi[r0:r1], c0, c1)
+
+    def span(self, r0: int, r1: int) -> tuple[int, int]:
+        """The absolute positions of query rows r0 and r1 - 1, as Python ints."""
+        return r0 + self.offset, r1 - 1 + self.offset
 
     def chunks(self, chunk: int, device) -> Iterator[tuple[int, int, Tensor, int, int]]:
         """(r0, r1, absolute query positions, a0, a1) for each chunk of rows that sees a key; dead chunks filled."""
@@ -216,7 +225,9 @@ class _Reducer:
             picked = w.gather(-1, col.clamp(0, w.shape[-1] - 1).expand(n_head, -1)[..., None])[..., 0]
             value = torch.where(inside, picked, 0.0)  # a key outside the window is masked: weight 0
             rows[name][:, r0:r1] = torch.where(key >= 0, value, math.nan)
-        rows["mean_distance"][:, r0:r1] = _mean_distance(w, q_pos, a0) if mean_distance is None else mean_distance
+        if mean_distance is None:
+            mean_distance = _mean_distance(w, q_pos, *self.span(r0, r1), a0)
+        rows["mean_distance"][:, r0:r1] = mean_distance
         # pooled maps: rows into bins first, then each bin's keys; merge into bins an earlier chunk may have started
         pooled_max = _pool(w, r0, b, "max")  # (n_head, n_bins, Wb)
         pooled_sum = _pool(w, r0, b, "sum")
@@ -313,7 +324,7 @@ def capture_attention(
     for r0, r1, q_pos, a0, a1 in reducer.chunks(chunk, device):
         s = scores_into(scores_buffer, q[:, r0:r1], k_t[..., a0:a1], scale, softcap)  # (n_head, C, W)
         parts = _masked_parts(keys, r0, r1, a0, a1)
-        keep = {(ps, pe): keys.block(r0, r1, a0 + ps, a0 + pe).to(device) for ps, pe in parts}
+        keep = {(ps, pe): reducer.block(r0, r1, a0 + ps, a0 + pe) for ps, pe in parts}
         for (ps, pe), kp in keep.items():
             s[..., ps:pe].masked_fill_(~kp, -math.inf)
         row_max = s.amax(dim=-1, keepdim=True)  # (n_head, C, 1)
@@ -340,13 +351,14 @@ def capture_attention(
         if e_sink is not None:
             rows[SINK_STAT][:, r0:r1] = e_sink[..., 0] / z1
         # one matmul gives the output and the distances' far sums: v with the four columns of _far_columns
-        values[:, a0:a1, v_dim : v_dim + 4] = _far_columns(q_pos, a0, a1 - a0, device)
+        first, last = reducer.span(r0, r1)
+        values[:, a0:a1, v_dim : v_dim + 4] = _far_columns(first, last, a0, a1 - a0, device)
         both = weighted_values(w[None], values[None, :, a0:a1])[0]  # (n_head, C, v_dim + 4 + n_rep)
         out[:, r0:r1] = both[..., :v_dim]
         if small is not None:  # Σ_j w·[n_hj small], from the same matmul
             rows[LOW_NORM_STAT][:, r0:r1] = picked_columns(both[..., v_dim + 4 :], n_kv_head)
         far = both[..., v_dim : v_dim + 4]
-        reducer.add(w, r0, r1, q_pos, a0, mean_distance=_distance_from(w, q_pos, a0, far))
+        reducer.add(w, r0, r1, q_pos, a0, mean_distance=_distance_from(w, q_pos, first, last, a0, far))
 
     kept = {"q": q if keep_qk else None, "k": k if keep_qk else None, "sinks": sinks, "value_norms": norms}
     capture = reducer.capture(scale, softcap, **kept)
@@ -376,16 +388,18 @@ def capture_weights(
     device = weights.device
     reducer = _Reducer(n_head, q_len, k_len, keys, bin_size, device, sink_weight is not None)
     rows = reducer.rows
+    leak = torch.zeros((), dtype=torch.bool, device=device)  # read once, after the loop: no host sync per chunk
     for r0, r1, q_pos, a0, a1 in reducer.chunks(_chunk_rows(keys, n_head, bin_size, device), device):
         w = weights[:, r0:r1, a0:a1].clone()  # (n_head, C, W)
-        hidden = ~keys.block(r0, r1, a0, a1).to(device)
-        if bool((w.masked_select(hidden.expand_as(w)) != 0).any()):
-            raise ValueError("the layer put weight on a key its mask hides")
+        hidden = ~reducer.block(r0, r1, a0, a1)  # (C, W)
+        leak |= ((w != 0) & hidden).any()
         rows["entropy"][:, r0:r1] = -torch.xlogy(w, w).sum(dim=-1)
         rows["max_weight"][:, r0:r1] = w.amax(dim=-1)
         if sink_weight is not None:
             rows[SINK_STAT][:, r0:r1] = sink_weight[:, r0:r1].float()
         reducer.add(w, r0, r1, q_pos, a0)
+    if bool(leak):  # the one read back of the layer, before its results cross to the host
+        raise ValueError("the layer put weight on a key its mask hides")
     for r0, r1 in _dead_runs(keys):
         rows["lse"][:, r0:r1] = -math.inf
     return reducer.capture(scale, None, weights=weights)

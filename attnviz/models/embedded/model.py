@@ -179,6 +179,13 @@ class EmbeddedModel(nn.Module):
     def device(self) -> torch.device:
         return next(self.parameters()).device
 
+    @property
+    def dtype(self) -> torch.dtype:
+        """What the weights and activations are in (float32 unless loaded in another dtype)."""
+        return next(self.parameters()).dtype
+
+    placement: tuple[tuple[str, str], ...] = ()  # one device: no split
+
     def encode(self, text: str, max_tokens: int, keep: str = "start") -> Encoding:
         """Tokenise with :func:`attnviz.core.tokenizer.tokenize` and keep the first (or last) ``max_tokens``."""
         if max_tokens < 1:
@@ -192,12 +199,12 @@ class EmbeddedModel(nn.Module):
         d_model = self.config.d_model
         batch, T = positions.shape
         if T == 0:
-            return torch.zeros(batch, 0, d_model, device=self.device)
+            return torch.zeros(batch, 0, d_model, device=self.device, dtype=self.dtype)
         table = torch.stack(
             [torch.stack([token_embedding(t, d_model, self.config.seed) for t in row]) for row in tokens]
         )  # (batch, T, d_model)
         pe = sinusoidal_positions(int(positions.max()) + 1, d_model)[positions]  # (batch, T, d_model)
-        return (table + pe).to(self.device)
+        return (table + pe).to(self.device, self.dtype)
 
     def _capture(
         self, x: Tensor, keys: list[KeyRanges], keep_qk: bool, progress: Progress | None = None

@@ -14,11 +14,14 @@ from pathlib import Path
 import torch
 
 from attnviz import settings
+from attnviz.core.devices import Placement
+from attnviz.core.memory_errors import is_out_of_memory, memory_errors, one_line
 from attnviz.errors import ModelUnavailableError, first_line
 from attnviz.i18n.message import msg
 from attnviz.models.hf.attention import IMPLEMENTATION, register
 from attnviz.models.hf.bundled import Progress
 from attnviz.models.hf.paths import resolve_source
+from attnviz.models.hf.placement import chosen_dtype, load_arguments, main_device
 from attnviz.models.hf.source import HFSource, attention_modules
 
 LM_SUFFIXES = ("ForCausalLM", "LMHeadModel")
@@ -169,7 +172,7 @@ PROBE_TOKENS = 8
 def _probe_ids(model: torch.nn.Module, vocab_size: int) -> torch.Tensor:
     start = min(10, max(0, vocab_size - PROBE_TOKENS))
     ids = (torch.arange(PROBE_TOKENS) + start) % max(1, vocab_size)
-    return ids[None].to(next(model.parameters()).device)  # (1, PROBE_TOKENS)
+    return ids[None].to(main_device(model, "cpu"))  # (1, PROBE_TOKENS)
 
 
 @torch.no_grad()
@@ -191,7 +194,7 @@ def probe_eager(model: torch.nn.Module, vocab_size: int, name: str) -> bool:
     if float(min(a.float().min() for a in attentions)) < -1e-6 or float(sums.max()) > 1 + 1e-4:
         raise ModelUnavailableError(msg("model_errors.not_weights", name=name, most=float(sums.max())))
     above = torch.ones(PROBE_TOKENS, PROBE_TOKENS, dtype=torch.bool).triu(1)
-    return all(not bool((a[..., above] != 0).any()) for a in attentions)
+    return all(not bool((a[..., above.to(a.device)] != 0).any()) for a in attentions)
 
 
 @torch.no_grad()
@@ -277,13 +280,24 @@ def check_loading(info: dict, name: str) -> None:
 
 
 def load_hf_source(
-    source: str, device: str = "cpu", allow_pickle: bool = False, progress: Progress | None = None
+    source: str,
+    device: str = "cpu",
+    allow_pickle: bool = False,
+    progress: Progress | None = None,
+    placement: Placement | None = None,
 ) -> HFSource:
-    """Load a bundled model ("minilm", "smollm2"), a local folder or a hub id, read-only, through attnviz's attention.
+    """Load a bundled model ("minilm", "smollm2"), a local folder or a hub id, read-only, through attnviz's attention,
+    in ``placement``'s dtype, straight onto ``device`` or spread by its device map (:mod:`.placement`).
 
     Everything a user's folder can get wrong is refused here, in one line (ModelUnavailableError): an unusable
-    config, no tokenizer, weights whose shapes do not fit.
+    config, no tokenizer, weights whose shapes do not fit; running out of memory is one line too (OutOfMemoryError).
     """
+    placement = placement or Placement()
+    with memory_errors(device):
+        return _load(source, device, allow_pickle, progress, placement)
+
+
+def _load(source: str, device: str, allow_pickle: bool, progress: Progress | None, placement: Placement) -> HFSource:
     from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoTokenizer
 
     register()
@@ -298,11 +312,12 @@ def load_hf_source(
         with_lm_head = _has_lm_head(config, where) and type(config) in AutoModelForCausalLM._model_mapping
         cls = AutoModelForCausalLM if with_lm_head else AutoModel
         route = attention_route(cls, config)
+        dtype = chosen_dtype(placement, device, config, where)
         with _quiet_load_report():
             model, info = cls.from_pretrained(
                 where,
                 attn_implementation=IMPLEMENTATION if route == "interface" else "eager",
-                dtype=torch.float32,
+                **load_arguments(placement, device, dtype),
                 trust_remote_code=False,
                 use_safetensors=safetensors,
                 ignore_mismatched_sizes=True,  # so that the mismatch is ours to report, in one line
@@ -314,10 +329,13 @@ def load_hf_source(
     except ModelUnavailableError:
         raise
     except Exception as err:  # corrupt files, unknown architectures, missing deps: all user-fixable
+        if is_out_of_memory(err):
+            raise one_line(err, device) from err
         raise ModelUnavailableError(
             msg("model_errors.could_not_load", source=repr(source), error=first_line(err))
         ) from err
-    model.eval().requires_grad_(False).to(device)
+    model.eval().requires_grad_(False)
+    device = main_device(model, device)
     modules = attention_modules(model)
     try:
         if route == "interface" and not probe_interface(model, int(config.vocab_size)):
@@ -328,6 +346,8 @@ def load_hf_source(
     except ModelUnavailableError:
         raise
     except Exception as err:  # the model's own code failed on a few tokens: nothing on a page would run
+        if is_out_of_memory(err):
+            raise one_line(err, device) from err
         raise ModelUnavailableError(
             msg("model_errors.could_not_run", name=name, error=first_line(err), n=PROBE_TOKENS)
         ) from err

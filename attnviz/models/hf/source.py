@@ -52,6 +52,7 @@ from attnviz.models.hf.attention import IMPLEMENTATION, ablating, capturing, ove
 from attnviz.models.hf.hooks import last_hidden, layer_inputs
 from attnviz.models.hf.kv import HFDecoder, prefill_kv
 from attnviz.models.hf.parity import available_bugs, bug_title, our_layers, reproduce, supports
+from attnviz.models.hf.placement import placement_runs
 from attnviz.models.hf.projections import Projections, eager_output_projections, find_output_projections
 from attnviz.models.hf.rope import rope_frequencies
 from attnviz.models.record import AttentionRecord, BatchRecord, GenerationRecord, ModelOutputs, Parity
@@ -90,6 +91,16 @@ class HFSource:
     @property
     def config(self):
         return self.model.config
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """What the weights and activations are in: the checkpoint's own, or what the user chose."""
+        return next(p.dtype for p in self.model.parameters() if p.is_floating_point())
+
+    @property
+    def placement(self) -> tuple[tuple[str, str], ...]:
+        """Where a split model's parts went, consecutive layers merged ((part, device), ...); () on one device."""
+        return tuple(placement_runs(self.model))
 
     @property
     def n_layer(self) -> int:
