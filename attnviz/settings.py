@@ -78,6 +78,9 @@ MODELS_RESERVE_MB = 1536
 # each 15x slower than alone). ATTNVIZ_MAX_RUNNING overrides (a whole number >= 1)
 MAX_RUNNING_ENV = "ATTNVIZ_MAX_RUNNING"
 CORES_PER_RUNNING = 2
+# on a machine with accelerators the models run there: two requests a device keep it busy while the other moves
+# its results to the host (their device memory is admitted separately, Admission.device_free)
+RUNNING_PER_ACCELERATOR = 2
 ADMISSION_POLL_S = 1.0  # a waiting visitor's place and estimate are redrawn this often (and a Cancel is seen)
 # a capture's admitted bytes: this x its predicted record (capture.predicted_nbytes). Measured (SmolLM2, the app's
 # capture with q and k, RSS above the process with the model loaded): 474 / 749 / 1,317 MB at 2,048 / 4,096 /
@@ -85,14 +88,18 @@ ADMISSION_POLL_S = 1.0  # a waiting visitor's place and estimate are redrawn thi
 ADMISSION_RECORD_FACTOR = 1.45
 
 
-def max_running(cpu_count: int | None = None) -> int:
-    """How many requests may run at once: ATTNVIZ_MAX_RUNNING where set, else one per :data:`CORES_PER_RUNNING`
-    cores (at least one); ValueError naming the variable when it is not a whole number >= 1."""
+def max_running(cpu_count: int | None = None, accelerators: int = 0) -> int:
+    """How many requests may run at once: ATTNVIZ_MAX_RUNNING where set; else, with ``accelerators`` (GPUs, MPS:
+    the server counts them, :func:`attnviz.core.devices.accelerator_count`), :data:`RUNNING_PER_ACCELERATOR` per
+    device; else one per :data:`CORES_PER_RUNNING` cores (at least one). ValueError naming the variable when it is
+    not a whole number >= 1."""
     raw = os.environ.get(MAX_RUNNING_ENV, "").strip()
     if raw:
         if not raw.isdigit() or int(raw) < 1:
             raise ValueError(msg("admission.bad_max_running_env", env=MAX_RUNNING_ENV, value=raw[:40]))
         return int(raw)
+    if accelerators > 0:
+        return RUNNING_PER_ACCELERATOR * accelerators
     cores = os.cpu_count() if cpu_count is None else cpu_count
     return max(1, (cores or 1) // CORES_PER_RUNNING)
 

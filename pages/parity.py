@@ -11,7 +11,7 @@ from attnviz.figures.base import column_width, make_head_heatmap_figure
 from attnviz.figures.parity import make_parity_figure
 from attnviz.i18n.message import msg
 from attnviz.i18n.translate import t, tr
-from attnviz.models.record import PARITY_TOLERANCE, token_labels
+from attnviz.models.record import token_labels
 
 st.title(t("parity.title"))
 st.markdown(t("parity.intro"))
@@ -48,7 +48,7 @@ if settings.max_tokens > limits.PARITY_TOKENS:
 
 cols = st.columns(4)
 cols[0].metric(t("parity.metric_worst"), f"{parity.worst:.2e}")
-cols[1].metric(t("parity.metric_tolerance"), f"{PARITY_TOLERANCE:.0e}")
+cols[1].metric(t("parity.metric_tolerance"), f"{parity.tolerance:.0e}")
 cols[2].metric(t("parity.metric_heads"), f"{parity.max_abs_diff.numel()}")
 cols[3].metric(t("parity.metric_tokens"), T)
 if parity.matches:
@@ -57,7 +57,7 @@ elif bug is not None:
     st.error(t("parity.caught", bug=bugs[bug], worst=parity.worst))
 else:
     st.error(t("parity.differs", worst=parity.worst))
-plotly(make_parity_figure(parity.max_abs_diff), key="parity_diffs")
+plotly(make_parity_figure(parity.max_abs_diff, parity.tolerance), key="parity_diffs")
 
 layer, head = layer_head_picker(parity.ours.shape[0], parity.ours.shape[1], key="parity", with_mean=False)
 labels = token_labels(parity.tokens)

@@ -36,9 +36,10 @@ from attnviz.app.queue_view import admitted, request_id, stop_if_cancelled
 from attnviz.app.state import Settings
 from attnviz.app.widgets import show_error
 from attnviz.core.admission import Need
-from attnviz.core.budget import request_cost
+from attnviz.core.budget import device_nbytes, request_cost
 from attnviz.core.capture import predicted_nbytes
-from attnviz.core.devices import dtype_name
+from attnviz.core.device_speed import device_of
+from attnviz.core.devices import dtype_name, free_device_memory
 from attnviz.core.progress import Progress
 from attnviz.core.token_display import markdown_text, typed_special
 from attnviz.errors import ModelUnavailableError
@@ -51,7 +52,15 @@ from attnviz.models.source import AttentionSource
 _LOAD_LOCK = threading.Lock()
 
 
-@st.cache_resource(max_entries=8, show_spinner=False)
+def release_source(source: AttentionSource) -> None:
+    """A model the cache dropped: its memory goes back to the device it was on (the allocator's cached blocks
+    too), once no session holds it."""
+    device = str(getattr(source, "device", "cpu"))
+    del source
+    free_device_memory(device)
+
+
+@st.cache_resource(max_entries=8, show_spinner=False, on_release=release_source)
 def load_source(spec: SourceSpec) -> AttentionSource:
     """One model per spec, loaded once per process and shared read-only by every session.
 
@@ -80,18 +89,30 @@ LIGHT_KINDS = frozenset({"tokens", "head_roles", "head_similarity", "gradient"})
 SEQUENTIAL_KINDS = frozenset({"role_stability", "sink_vs_length"})
 
 
-def shape_need(n_layer: int, n_head: int, n_kv_head: int, head_dim: int, n_tokens: int) -> Need:
+def shape_need(
+    n_layer: int,
+    n_head: int,
+    n_kv_head: int,
+    head_dim: int,
+    n_tokens: int,
+    device: str | None = None,
+    all_weights: bool = False,
+) -> Need:
     """A capture's predicted bytes above the process's base (models loaded): ``ADMISSION_RECORD_FACTOR`` x its
-    record (:mod:`attnviz.settings`); and its seconds (:func:`attnviz.core.budget.request_cost`)."""
+    record (:mod:`attnviz.settings`); its seconds on ``device`` (:func:`attnviz.core.budget.request_cost`); and on
+    an accelerator, the device memory it works in (:func:`attnviz.core.budget.device_nbytes`; ``all_weights``:
+    the eager route, whose model returns every layer's weights at once)."""
     record = predicted_nbytes(n_layer, n_head, n_kv_head, head_dim, max(1, n_tokens))
-    seconds = request_cost(n_layer, n_head, n_kv_head, head_dim, n_tokens).seconds
-    return Need(math.ceil(settings.ADMISSION_RECORD_FACTOR * record), seconds)
+    seconds = request_cost(n_layer, n_head, n_kv_head, head_dim, n_tokens, device=device).seconds
+    on_device = device_nbytes(n_layer, n_head, n_kv_head, head_dim, max(1, n_tokens), all_weights)
+    return Need(math.ceil(settings.ADMISSION_RECORD_FACTOR * record), seconds, on_device, device)
 
 
 def capture_need(source: AttentionSource, text: str, max_tokens: int) -> Need:
     """The need of ``source``'s capture of ``text`` cut to ``max_tokens`` tokens (:func:`shape_need`)."""
     n_tokens = len(source.encode(text, max_tokens).tokens)
-    return shape_need(source.n_layer, source.n_head, source.n_kv_head, source.head_dim, n_tokens)
+    shape = (source.n_layer, source.n_head, source.n_kv_head, source.head_dim, n_tokens)
+    return shape_need(*shape, device=device_of(source), all_weights=not source.keeps_qk)
 
 
 def largest_need() -> Need:
@@ -121,8 +142,8 @@ def job_need(kind: str, key: tuple) -> Need | None:
     needs = [capture_need(source, text, n) for text in texts for n in lengths]
     seconds = sum(need.seconds for need in needs)
     if kind in SEQUENTIAL_KINDS or len(lengths) > 1:  # several lengths: one after another
-        return Need(max(need.nbytes for need in needs), seconds)
-    return Need(sum(need.nbytes for need in needs), seconds)
+        return Need(max(n.nbytes for n in needs), seconds, max(n.device_nbytes for n in needs), needs[0].device)
+    return Need(sum(n.nbytes for n in needs), seconds, sum(n.device_nbytes for n in needs), needs[0].device)
 
 
 def _cached_admitted(kind: str, key: tuple, need: Need | None, around, run) -> Any:
@@ -186,7 +207,7 @@ def placement_caption(source: AttentionSource) -> None:
     dtype = dtype_name(getattr(source, "dtype", "float32"))
     runs = getattr(source, "placement", ())
     where = ", ".join(f"{markdown_text(part) or t('sources.whole_model')} → {device}" for part, device in runs)
-    st.sidebar.caption(t("sources.runs_in", dtype=dtype, device=str(source.device), where=where or "—"))
+    st.sidebar.caption(t("sources.runs_in", dtype=dtype, device=device_of(source), where=where or "—"))
 
 
 def current_source(settings_: Settings) -> AttentionSource | None:
@@ -355,7 +376,9 @@ def within_budget(settings_: Settings, source: AttentionSource) -> bool:
     button that runs it anyway (remembered for these settings in this session).
     """
     n_tokens = len(source.encode(settings_.text, settings_.max_tokens).tokens)
-    cost = request_cost(source.n_layer, source.n_head, source.n_kv_head, source.head_dim, n_tokens)
+    cost = request_cost(
+        source.n_layer, source.n_head, source.n_kv_head, source.head_dim, n_tokens, device=device_of(source)
+    )
     if not cost.over:
         return True
     gb, seconds = f"{cost.peak_gb:,.1f}", f"{cost.seconds:,.0f}"

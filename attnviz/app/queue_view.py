@@ -23,6 +23,7 @@ import streamlit as st
 from attnviz import settings
 from attnviz.app.progress import duration_text
 from attnviz.core.admission import Admission, Need, Place, Ticket, memory_budget_bytes
+from attnviz.core.devices import accelerator_count, device_free_bytes
 from attnviz.i18n.translate import t
 
 CANCELLED = "admission_cancelled"  # session state: the request ids this session cancelled
@@ -41,7 +42,7 @@ def log_admission(ticket: Ticket, in_flight: int, waiting: int, budget: int) -> 
 @st.cache_resource(show_spinner=False)
 def admission() -> Admission:
     """The process's one admission, shared by every session (see :mod:`attnviz.core.admission`)."""
-    budget, running = memory_budget_bytes(), settings.max_running()
+    budget, running = memory_budget_bytes(), settings.max_running(accelerators=accelerator_count())
     print(
         f"attnviz: memory budget for work in flight {budget / 2**20:,.0f} MB, at most {running} running at once",
         file=sys.stderr,
@@ -51,6 +52,7 @@ def admission() -> Admission:
         budget,
         max_running=running,
         on_admit=lambda ticket, in_flight, waiting: log_admission(ticket, in_flight, waiting, budget),
+        device_free=device_free_bytes,
     )
 
 

@@ -49,8 +49,14 @@ def warm_up() -> dict[str, float]:
     from attnviz.app.loading import load_source
 
     start = time.perf_counter()
-    load_source(default_spec())
+    spec = default_spec()
+    load_source(spec)
     timings["default model"] = time.perf_counter() - start
+    from attnviz.core.device_speed import speedup
+
+    start = time.perf_counter()
+    speedup(spec.device)  # the device's speed, measured once here rather than on a visitor's first estimate
+    timings["device speed"] = time.perf_counter() - start
     # app.py always calls st.navigation: start in its multipage mode, not the legacy pages/ one, so no first
     # visitor's run goes down the legacy route (see attnviz.app.navigation.leave_legacy_multipage_mode)
     from streamlit.runtime.pages_manager import PagesManager

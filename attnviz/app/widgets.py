@@ -16,6 +16,7 @@ import streamlit as st
 
 from attnviz.app import exports
 from attnviz.app.state import valid_choice
+from attnviz.core.memory_errors import is_out_of_memory, one_line
 from attnviz.core.token_display import markdown_text
 from attnviz.figures.base import head_label, upright_axis_titles
 from attnviz.i18n.message import Text
@@ -28,6 +29,24 @@ def show_error(error) -> None:
     path, a file name, a model's name, a foreign library's own words) escaped, so it is shown, never read as
     Markdown."""
     st.error(tr(error, escape=markdown_text))
+
+
+def run_page(page) -> None:
+    """Run the chosen page; out of memory anywhere in it (a capture, generation, ablation, a KV measurement) is
+    one line in the page, the device's cached blocks handed back, and the server goes on. Anything else is
+    Streamlit's to show, as before."""
+    try:
+        page.run()
+    except (MemoryError, RuntimeError) as err:
+        if not is_out_of_memory(err):
+            raise
+        show_error(one_line(err, _session_device()))
+
+
+def _session_device() -> str | None:
+    settings = st.session_state.get("settings")
+    spec = getattr(settings, "spec", None)
+    return getattr(spec, "device", None)
 
 
 def show_info(message) -> None:

@@ -86,8 +86,10 @@ def check_budget(source: AttentionSource, args: argparse.Namespace) -> None:
     The same question the local app asks (``attnviz.app.loading.within_budget``), priced from the text's token
     count after encoding, before any capture runs."""
     from attnviz.core.budget import request_cost
+    from attnviz.core.device_speed import device_of
 
     n_tokens = len(source.encode(args.text, args.max_tokens).tokens)
-    cost = request_cost(source.n_layer, source.n_head, source.n_kv_head, source.head_dim, n_tokens)
+    shape = (source.n_layer, source.n_head, source.n_kv_head, source.head_dim, n_tokens)
+    cost = request_cost(*shape, device=device_of(source))
     if cost.over and not args.over_budget:
         raise CommandError(over_budget_line(cost))

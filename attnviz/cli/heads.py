@@ -43,7 +43,6 @@ def heads_json(record: AttentionRecord) -> dict:
 def heads_command(args: argparse.Namespace) -> int:
     check_text_arguments(args)
     from attnviz.cli.loading import capture_for
-    from attnviz.models.record import PARITY_TOLERANCE
 
     source, record = capture_for(args, keep_qk=False)  # statistics only: no q, k kept
     stats = record.statistics
@@ -61,7 +60,7 @@ def heads_command(args: argparse.Namespace) -> int:
             result["parity_max_abs_diff"] = parity.worst
             result["parity_tokens"] = int(parity.ours.shape[-1])
             if not parity.matches:
-                failed = f"parity: max |ours - model| = {parity.worst:.3e} exceeds the tolerance {PARITY_TOLERANCE:g}"
+                failed = f"parity: max |ours - model| = {parity.worst:.3e} exceeds the tolerance {parity.tolerance:g}"
     if args.json:
         out.json(result, indent=2)
     else:

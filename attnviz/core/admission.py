@@ -36,15 +36,22 @@ CGROUP_ROOT = Path("/sys/fs/cgroup")
 
 @dataclass(frozen=True)
 class Need:
-    """What one request is predicted to cost: ``nbytes`` of memory at its peak (above the process's base, models
-    loaded) and ``seconds`` alone on this machine."""
+    """What one request is predicted to cost: ``nbytes`` of host memory at its peak (above the process's base,
+    models loaded) and ``seconds`` alone on this machine; for work on an accelerator, ``device_nbytes`` of
+    ``device``'s memory too ("cuda:0"; None or "cpu": host memory alone)."""
 
     nbytes: int
     seconds: float
+    device_nbytes: int = 0
+    device: str | None = None
 
     def __post_init__(self) -> None:
-        if self.nbytes < 0 or self.seconds < 0:
+        if self.nbytes < 0 or self.seconds < 0 or self.device_nbytes < 0:
             raise ValueError(f"a request's need must be >= 0 (nbytes {self.nbytes}, seconds {self.seconds})")
+
+    @property
+    def on_accelerator(self) -> bool:
+        return self.device is not None and self.device.split(":")[0] != "cpu" and self.device_nbytes > 0
 
 
 def read_cgroup_limit(root: Path = CGROUP_ROOT) -> int | None:
@@ -139,6 +146,9 @@ class Admission:
     max_running: int | None = None  # at most this many at once (None: memory alone decides)
     clock: Callable[[], float] = time.monotonic
     on_admit: Callable[[Ticket, int, int], None] | None = None  # (ticket, bytes in flight, waiting after)
+    # an accelerator's free memory now, in bytes (None: it cannot say; then it is not checked)
+    device_free: Callable[[str], int | None] | None = None
+    device_margin: float = 0.9  # the share of a device's room the requests on it may ask
     _running: list[Ticket] = field(default_factory=list)
     _queue: list[Ticket] = field(default_factory=list)
     _ids: itertools.count = field(default_factory=itertools.count)
@@ -177,12 +187,26 @@ class Admission:
                 ticket.work_done_s += share
         self._advanced_at = now
 
-    def _fits(self, need: Need, in_flight: int, n_running: int) -> bool:
+    def _fits(self, need: Need, in_flight: int, n_running: int, running: list[Need] | None = None) -> bool:
         if n_running == 0:
             return True
         if self.max_running is not None and n_running >= self.max_running:
             return False
-        return in_flight + need.nbytes <= self.budget_bytes
+        if in_flight + need.nbytes > self.budget_bytes:
+            return False
+        return self._fits_device(need, running if running is not None else [t.need for t in self._running])
+
+    def _fits_device(self, need: Need, running: list[Need]) -> bool:
+        """Whether ``need``'s device memory fits beside what the requests running on that device asked, within
+        ``device_margin`` of the device's room: its free memory now plus what they asked (they are taken to hold
+        it). One request alone on a device always starts: the device refuses it, in one line, if it does not fit."""
+        if not need.on_accelerator or self.device_free is None:
+            return True
+        same = sum(other.device_nbytes for other in running if other.device == need.device)
+        if not same:
+            return True
+        free = self.device_free(need.device)
+        return free is None or same + need.device_nbytes <= self.device_margin * (free + same)
 
     def _admit_from_head(self) -> None:
         """Start tickets from the head of the queue while the head fits (strict FIFO: the first that does not
@@ -269,7 +293,7 @@ class Admission:
         ahead = self._queue[: self._queue.index(ticket) + 1]
         elapsed = 0.0
         for i, waiting in enumerate(ahead):
-            while running and not self._fits(waiting.need, sum(nbytes for _, nbytes in running), len(running)):
+            while running and not self._fits(waiting.need, sum(nbytes for _, nbytes in running), len(running), []):
                 k = len(running)
                 step = min(left for left, _ in running)  # work until the first running job ends
                 elapsed += step * k

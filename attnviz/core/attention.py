@@ -19,6 +19,11 @@ every query. A float mask of another dtype than q is cast to q's (torch's fused
 kernel would refuse it); any other dtype (an integer 0/1 mask) is a TypeError.
 Both the inspectable and the fused path apply this one rule,
 :func:`attnviz.core.masks.check_mask`, so they accept and refuse the same masks.
+
+Precision: q, k and v stay in the model's dtype, and so do the scores and the
+weights, but a softmax over bfloat16 or float16 scores accumulates in float32
+(:func:`softmax_dtype`), as transformers' eager attention does, so our layers
+reproduce a low-precision model's own to its dtype's rounding (tests/tolerances.py).
 """
 
 from __future__ import annotations
@@ -120,13 +125,35 @@ def _tracked(x: Tensor) -> bool:
     return torch.is_grad_enabled() and x.requires_grad
 
 
+def softmax_dtype(dtype: torch.dtype) -> torch.dtype:
+    """What a softmax over scores of ``dtype`` accumulates in: float32 for bfloat16 and float16, else ``dtype``."""
+    return torch.float32 if dtype in (torch.bfloat16, torch.float16) else dtype
+
+
+def reduction_dtype(device: torch.device | str) -> torch.dtype:
+    """What a comparison that must not lose small differences (a divergence, the norm of a difference) reduces in
+    on ``device``: float64 on the CPU, float32 on an accelerator (MPS has no float64; a GPU runs it at a fraction
+    of float32's speed)."""
+    return torch.float64 if torch.device(device).type == "cpu" else torch.float32
+
+
 def _softmax(scores: Tensor, overwrite: bool) -> Tensor:
     """Softmax over the last dim, written over ``scores`` when ``overwrite`` and it is safe.
 
     Writing in place saves one scores-sized allocation, the largest tensor here.
     Only on the CPU, whose kernel reads each row before writing it, and never
     when autograd records the op (``out=`` is not differentiable).
+    Scores in bfloat16 or float16 are exponentiated and summed in float32 and the
+    weights rounded back to the scores' dtype, as transformers' eager attention
+    does (``softmax(scores, dtype=float32).to(q.dtype)``); float32 and float64
+    scores take the plain softmax, bit for bit what they always did.
     """
+    wide = softmax_dtype(scores.dtype)
+    if wide != scores.dtype:
+        weights = torch.softmax(scores, dim=-1, dtype=wide)  # (..., k_len) in float32
+        if overwrite and not _tracked(scores):
+            return scores.copy_(weights)
+        return weights.to(scores.dtype)
     if overwrite and scores.device.type == "cpu" and scores.is_contiguous() and not _tracked(scores):
         return torch.softmax(scores, dim=-1, out=scores)
     return scores.softmax(dim=-1)
@@ -145,7 +172,7 @@ def masked_softmax(scores: Tensor, dead_rows: Tensor | None = None, *, inplace: 
     """
     if dead_rows is None:
         dead_rows = (scores <= torch.finfo(scores.dtype).min).all(dim=-1)  # (..., q_len); -inf included
-    if not bool(dead_rows.any()):
+    if dead_rows.device.type == "cpu" and not bool(dead_rows.any()):  # on a GPU, reading it back waits for the GPU
         return _softmax(scores, inplace)
     dead = dead_rows[..., None]  # (..., q_len, 1)
     # A uniform row instead of 0/0, so no NaN reaches the weights, nor the gradients.
@@ -273,7 +300,7 @@ def scaled_dot_product_attention(
     scores = attention_scores(q, k, scale)  # (B, n_head, q_len, k_len)
     scores = apply_mask(scores, mask)  # -inf where a query may not look
     if sinks is not None:
-        weights = with_sink_column(scores, sinks).softmax(dim=-1)[..., :-1]  # (B, n_head, q_len, k_len)
+        weights = _softmax(with_sink_column(scores, sinks), overwrite=True)[..., :-1]  # (B, n_head, q_len, k_len)
     else:
         weights = attention_weights(scores, dead)  # (B, n_head, q_len, k_len)
     if dropout_p > 0.0:
@@ -321,7 +348,7 @@ def fused_attention(
         q, k, v, attn_mask=mask, dropout_p=dropout_p, scale=scale, enable_gqa=n_rep > 1
     )  # (B, n_head, q_len, head_dim)
     dead = fully_masked_rows(mask, q.dtype)  # (..., q_len)
-    if dead is not None and bool(dead.any()):
+    if dead is not None and (dead.device.type != "cpu" or bool(dead.any())):  # on a GPU, zero without reading back
         dead = dead.expand(output.shape[:-1])  # (B, n_head, q_len)
         output = output.masked_fill(dead[..., None], 0.0)
     return output

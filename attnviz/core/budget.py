@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from attnviz import settings
 from attnviz.core.capture import predicted_nbytes
+from attnviz.core.device_speed import speedup
 from attnviz.i18n.message import msg
 
 
@@ -53,14 +54,23 @@ class RequestCost:
 
 
 def request_cost(
-    n_layer: int, n_head: int, n_kv_head: int, head_dim: int, tokens: int, budget: int | None = None
+    n_layer: int,
+    n_head: int,
+    n_kv_head: int,
+    head_dim: int,
+    tokens: int,
+    budget: int | None = None,
+    device: str | None = None,
 ) -> RequestCost:
-    """Price a capture of ``tokens`` tokens through ``n_layer`` x ``n_head`` heads; ValueError on a size below 1."""
+    """Price a capture of ``tokens`` tokens through ``n_layer`` x ``n_head`` heads on ``device`` (None: the CPU the
+    constants were fitted on); ValueError on a size below 1. On an accelerator the seconds shrink and the default
+    budget grows by its measured speed-up (:func:`attnviz.core.device_speed.speedup`, measured once a process)."""
     for name, value in (("n_layer", n_layer), ("n_head", n_head), ("n_kv_head", n_kv_head), ("head_dim", head_dim)):
         if value < 1:
             raise ValueError(msg("model_errors.at_least_one", name=name, value=value))
     tokens = max(1, tokens)
-    budget = settings.REQUEST_HEAD_TOKENS if budget is None else budget
+    fast = speedup(device)
+    budget = int(settings.REQUEST_HEAD_TOKENS * fast) if budget is None else budget
     record = predicted_nbytes(n_layer, n_head, n_kv_head, head_dim, tokens)
     cells = tokens * tokens * n_layer * n_head  # every head's (T, T) scores
     return RequestCost(
@@ -70,8 +80,28 @@ def request_cost(
         head_tokens=tokens * n_layer * n_head,
         budget=budget,
         peak_bytes=settings.PEAK_BASE_BYTES + math.ceil(settings.PEAK_RECORD_FACTOR * record),
-        seconds=cells * settings.SECONDS_PER_CELL,
+        seconds=cells * settings.SECONDS_PER_CELL / fast,
     )
+
+
+ACTIVATION_WIDTHS = 12  # a layer's forward holds about this many (tokens x d_model) float32 tensors at its peak
+
+
+def device_nbytes(
+    n_layer: int, n_head: int, n_kv_head: int, head_dim: int, tokens: int, all_weights: bool = False
+) -> int:
+    """The accelerator memory a capture works in, beside the model's weights: the kernel's two score buffers (a
+    chunk of at most ``DEVICE_CHUNK_ELEMENTS`` float32 cells each), one layer's capture before it moves to the
+    host, q, k and v in float32, and the layer's activations; with ``all_weights`` (the eager route, whose model
+    returns every layer's (n_head, T, T) weights at once) those weights in float32 too."""
+    from attnviz.core.capture.kernel import DEVICE_CHUNK_ELEMENTS
+
+    buffers = 2 * min(n_head * tokens * tokens, DEVICE_CHUNK_ELEMENTS) * 4
+    one_layer = predicted_nbytes(1, n_head, n_kv_head, head_dim, tokens)
+    qkv = (n_head + 2 * n_kv_head) * tokens * head_dim * 4
+    activations = ACTIVATION_WIDTHS * tokens * n_head * head_dim * 4
+    weights = n_layer * n_head * tokens * tokens * 4 if all_weights else 0
+    return buffers + one_layer + qkv + activations + weights
 
 
 def training_seconds(macs: int) -> float:

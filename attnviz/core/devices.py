@@ -40,6 +40,11 @@ def available_devices() -> list[str]:
     return [*found, "cpu"]
 
 
+def accelerator_count() -> int:
+    """How many accelerators (GPUs, MPS) this machine has: what the server's running cap counts."""
+    return len(available_devices()) - 1  # the CPU is always last
+
+
 def check_device_choice(choice: str) -> str:
     """``choice`` if it names a device kind ("auto", "cpu", "cuda", "cuda:N", "mps"); ValueError otherwise.
     Whether it exists here is :func:`resolve_device`'s question."""
@@ -102,9 +107,12 @@ def parse_max_memory(text: str) -> tuple[tuple[str, int], ...]:
     for part in text.split(","):
         name, sep, size = part.partition("=")
         name = name.strip().lower()
-        if not sep or not (name.isdigit() or name in ("cpu", "mps", "disk")) or name in caps:
+        if not sep or not (name.isdigit() or name in ("cpu", "mps", "disk")):
             raise ValueError(msg("bounds.max_memory", text=repr(part.strip())[:60]))
-        caps[str(int(name)) if name.isdigit() else name] = parse_size(size)
+        name = str(int(name)) if name.isdigit() else name
+        if name in caps:
+            raise ValueError(msg("bounds.max_memory", text=repr(part.strip())[:60]))
+        caps[name] = parse_size(size)
     return tuple(caps.items())
 
 

@@ -17,6 +17,7 @@ import pandas as pd
 import torch
 from torch import Tensor
 
+from attnviz.core.attention import reduction_dtype
 from attnviz.core.masks import check_mask, visible_keys
 from attnviz.i18n.message import Message, msg
 
@@ -46,12 +47,14 @@ JS_MAX = math.log(2.0)  # ln 2 nats: the divergence of two rows with disjoint su
 
 
 def js_divergence(p: Tensor, q: Tensor) -> Tensor:
-    """Jensen–Shannon divergence in nats between rows of weights: (..., k_len) x (..., k_len) -> (...), float64.
+    """Jensen–Shannon divergence in nats between rows of weights: (..., k_len) x (..., k_len) -> (...), float64
+    on the CPU (float32 on an accelerator: :func:`attnviz.core.attention.reduction_dtype`).
 
     ½ KL(p ‖ m) + ½ KL(q ‖ m) with m = (p + q) / 2; it lies in [0, ln 2] and is
     symmetric. Zero weights (masked keys) contribute nothing (0 · log 0 = 0).
     """
-    p, q = p.double(), q.double()
+    wide = reduction_dtype(p.device)
+    p, q = p.to(wide), q.to(wide)
     m = (p + q) / 2
     kl_pm = (torch.special.xlogy(p, p) - torch.special.xlogy(p, m)).sum(dim=-1)  # (...)
     kl_qm = (torch.special.xlogy(q, q) - torch.special.xlogy(q, m)).sum(dim=-1)

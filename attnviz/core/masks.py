@@ -36,10 +36,18 @@ def _size(name: str, value: object) -> int:
         raise ValueError(f"{name} must be an integer, got {value!r} ({type(value).__name__})") from None
 
 
-def _lengths(lengths: Sequence[int] | Tensor, device: torch.device | str | None = None) -> Tensor:
-    """Sequence lengths as an int64 (batch,) tensor; ValueError unless they are 1-D non-negative integers."""
+def _lengths(
+    lengths: Sequence[int] | Tensor, device: torch.device | str | None = None
+) -> tuple[Tensor, torch.device | str | None]:
+    """Sequence lengths as an int64 (batch,) tensor on the host, and the device a mask from them is built on:
+    ``device``, else the lengths' own when they are a tensor. ValueError unless they are 1-D non-negative integers.
+
+    The checks read the values, so they run on a host copy: lengths given as a list are never sent to a GPU only
+    to be read back (a wait for the GPU each time).
+    """
     given = lengths
-    lengths = torch.as_tensor(lengths, device=device)
+    target = device if device is not None or not isinstance(lengths, Tensor) else lengths.device
+    lengths = torch.as_tensor(lengths).cpu()
     if lengths.numel() == 0:
         lengths = lengths.long()
     if lengths.dtype == torch.bool or lengths.dtype.is_floating_point or lengths.dtype.is_complex:
@@ -49,7 +57,7 @@ def _lengths(lengths: Sequence[int] | Tensor, device: torch.device | str | None 
         raise ValueError(f"lengths must be 1-D, got shape {tuple(lengths.shape)}")
     if bool((lengths < 0).any()):
         raise ValueError(f"lengths {lengths.tolist()} must be non-negative")
-    return lengths.long()  # (batch,)
+    return lengths.long(), target  # (batch,) on the host
 
 
 def _offset(q_len: int, k_len: int, offset: int | None) -> int:
@@ -115,11 +123,12 @@ def padding_mask(
     """
     if side not in ("left", "right"):
         raise ValueError(f"side must be 'left' or 'right', not {side!r}")
-    lengths = _lengths(lengths, device)  # (batch,)
+    lengths, target = _lengths(lengths, device)  # (batch,) on the host
     longest = int(lengths.max()) if lengths.numel() else 0
     max_len = longest if max_len is None else _size("max_len", max_len)
     if longest > max_len:
         raise ValueError(f"lengths {lengths.tolist()} must lie in [0, max_len={max_len}]")
+    lengths = lengths if target is None else lengths.to(target)
     pos = torch.arange(max_len, device=lengths.device)[None, :]  # (1, max_len)
     if side == "right":
         keep = pos < lengths[:, None]  # (batch, max_len)
@@ -152,13 +161,14 @@ def document_mask(
     ``causal``, only to those at or before it), so packed documents cannot see
     one another. ``lengths`` are positive integers, in packing order.
     """
-    lengths = _lengths(lengths, device)  # (n_doc,)
+    lengths, target = _lengths(lengths, device)  # (n_doc,) on the host
     if bool((lengths == 0).any()):
         raise ValueError(f"lengths {lengths.tolist()} must be positive: a document has at least one token")
-    doc = torch.repeat_interleave(torch.arange(lengths.numel(), device=lengths.device), lengths)  # (T,)
+    doc = torch.repeat_interleave(torch.arange(lengths.numel()), lengths)  # (T,) on the host: T depends on the values
+    doc = doc if target is None else doc.to(target)
     keep = doc[:, None] == doc[None, :]  # (T, T)
     if causal:
-        keep &= causal_mask(doc.numel(), device=lengths.device)
+        keep &= causal_mask(doc.numel(), device=doc.device)
     return keep
 
 
@@ -344,7 +354,7 @@ class KeyRanges:
     @classmethod
     def documents(cls, lengths: Sequence[int] | Tensor, causal: bool = True) -> KeyRanges:
         """:func:`document_mask`: each position sees its own document, up to itself when ``causal``."""
-        lengths = _lengths(lengths).cpu()  # (n_doc,)
+        lengths, _ = _lengths(lengths)  # (n_doc,) on the host
         if bool((lengths == 0).any()):
             raise ValueError(f"lengths {lengths.tolist()} must be positive: a document has at least one token")
         ends = lengths.cumsum(0)  # (n_doc,)
@@ -358,27 +368,27 @@ class KeyRanges:
         """Read a bool (q_len, k_len) "may attend" mask; ValueError if a row's keys are not one run.
 
         Read ``rows_at_once`` rows at a time, so an 8,192-token mask costs a few MB
-        of scratch on its device, not copies of the whole matrix.
+        of scratch on its device, not copies of the whole matrix; what is read comes
+        back to the host once, three integers a row, with no wait for the device per chunk.
         """
         if mask.dtype != torch.bool or mask.ndim != 2:
             raise ValueError(f"expected a bool (q_len, k_len) mask, got {mask.dtype} {tuple(mask.shape)}")
         q_len, k_len = mask.shape
+        if q_len == 0:
+            return cls.full(0, k_len)
         keys = torch.arange(k_len, device=mask.device)[None, :]  # (1, k_len)
-        los, his = [], []
+        parts = []
         for r0 in range(0, q_len, rows_at_once):
             rows = mask[r0 : r0 + rows_at_once]  # (R, k_len)
             count = rows.sum(dim=-1)  # (R,)
             lo = torch.where(count > 0, rows.to(torch.uint8).argmax(dim=-1), 0)  # the first key seen
             hi = lo + count
             run = (keys >= lo[:, None]) & (keys < hi[:, None])  # (R, k_len): one run of count keys from lo
-            if not torch.equal(run, rows):
-                bad = r0 + int((run != rows).any(dim=-1).nonzero()[0, 0])
-                raise ValueError(f"row {bad} of the mask is not one contiguous run of keys")
-            los.append(lo.cpu())
-            his.append(hi.cpu())
-        if not los:
-            return cls.full(0, k_len)
-        return cls(torch.cat(los).long(), torch.cat(his).long(), k_len)
+            parts.append(torch.stack([lo, hi, (run != rows).any(dim=-1).long()]))  # (3, R): lo, hi, not one run
+        lo, hi, bad = torch.cat(parts, dim=1).cpu()  # (q_len,) each: the one read back
+        if bool(bad.any()):
+            raise ValueError(f"row {int(bad.nonzero()[0, 0])} of the mask is not one contiguous run of keys")
+        return cls(lo.clone(), hi.clone(), k_len)  # not views into the three rows read back
 
     @property
     def q_len(self) -> int:

@@ -13,7 +13,13 @@ from contextlib import contextmanager
 from attnviz.errors import OutOfMemoryError
 from attnviz.i18n.message import msg
 
-_MARKERS = ("out of memory", "can't allocate memory", "cannot allocate memory", "failed to allocate")
+_MARKERS = (
+    "out of memory",
+    "not enough memory",
+    "can't allocate memory",
+    "cannot allocate memory",
+    "failed to allocate",
+)
 _ASKED = re.compile(r"(?:tried to allocate|allocate)\s+([\d.]+)\s*([KMGT]?i?B|bytes)", re.IGNORECASE)
 _DEVICE = re.compile(r"\b(GPU|cuda:?)\s*(\d+)", re.IGNORECASE)
 _UNIT_BYTES = {"bytes": 1, "b": 1, "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
@@ -56,7 +62,7 @@ def failed_device(err: BaseException, device: str | None) -> str:
 
 def _size(nbytes: int | None) -> str:
     if nbytes is None:
-        return "?"
+        return "an unknown amount"
     return f"{nbytes / 2**30:,.2f} GiB" if nbytes >= 2**30 else f"{nbytes / 2**20:,.1f} MiB"
 
 

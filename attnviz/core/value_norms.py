@@ -33,15 +33,18 @@ LOW_NORM_STAT = "low_norm_weight"  # the row statistic: weight on keys with smal
 
 
 def projection_factors(blocks: Tensor) -> Tensor:
-    """W_O^h (n_head, head_dim, d_model) -> factors F_h (n_head, head_dim, r), r = min(head_dim, d_model).
+    """W_O^h (n_head, head_dim, d_model) -> factors F_h (n_head, head_dim, r), r = min(head_dim, d_model), float32
+    on the blocks' device whatever their dtype.
 
     ‖x @ W_O^h‖ = ‖x @ F_h‖ for every x (head_dim,): F_h = Rᵀ of the reduced QR of (W_O^h)ᵀ.
     """
     if blocks.ndim != 3:
         raise ValueError(f"W_O blocks must be (n_head, head_dim, d_model), got {tuple(blocks.shape)}")
-    blocks = blocks.detach().double()  # once per layer: float64 keeps the factor exact to float32's last bit
-    _, r = torch.linalg.qr(blocks.transpose(-2, -1), mode="reduced")  # (n_head, r, head_dim)
-    return r.transpose(-2, -1).float().contiguous()  # (n_head, head_dim, r)
+    # once per layer, on the CPU in float64 whatever the model runs in and on: float64 keeps the factor exact to
+    # float32's last bit, and MPS has neither float64 nor a QR
+    wide = blocks.detach().to("cpu", torch.float64)
+    _, r = torch.linalg.qr(wide.transpose(-2, -1), mode="reduced")  # (n_head, r, head_dim)
+    return r.transpose(-2, -1).to(blocks.device, torch.float32).contiguous()  # (n_head, head_dim, r)
 
 
 def value_norms(v: Tensor, factors: Tensor) -> Tensor:

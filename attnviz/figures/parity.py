@@ -20,12 +20,12 @@ def parity_colorscale(zmin: float, zmax: float, tolerance: float) -> list[list]:
 def make_parity_figure(max_abs_diff: Tensor, tolerance: float = PARITY_TOLERANCE) -> go.Figure:
     """Largest |ours - model| for every head: (n_layer, n_head) on a log colour scale.
 
-    The scale runs from 1e-12 to the worst difference (at least 1e-3), and the
+    The scale runs from 1e-12 to the worst difference (at least 1e-3 and ten times the tolerance), and the
     pale stop sits exactly at the tolerance whatever that top is.
     """
     diff = max_abs_diff.double().clamp_min(1e-12).log10().numpy()  # (n_layer, n_head)
     n_layer, n_head = diff.shape
-    zmin, zmax = -12.0, max(-3.0, float(diff.max()))
+    zmin, zmax = -12.0, max(-3.0, float(np.log10(tolerance)) + 1, float(diff.max()))  # the tolerance inside
     fig = go.Figure(
         go.Heatmap(
             z=diff.astype(np.float32),

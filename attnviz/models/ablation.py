@@ -38,10 +38,11 @@ def ablate_output(output: Tensor, value: Tensor, heads: Tensor, mode: str) -> Te
     """One layer's attention output with some heads rewritten: (B, T, n_head, hd) -> (B, T, n_head, hd).
 
     value: (B, n_kv_head, S, hd), the layer's values (``first`` reads key 0's); heads: bool (B, n_head), True
-    where row b ablates head h. Rows and heads not ablated keep their exact values.
+    where row b ablates head h. Rows and heads not ablated keep their exact values. ``heads`` on the host lets a
+    layer that ablates nothing return at once; on a GPU, reading it would wait for the GPU, so it is applied as is.
     """
     check_mode(mode)
-    if not bool(heads.any()):
+    if heads.device.type == "cpu" and not bool(heads.any()):
         return output
     n_head = output.shape[2]
     if mode == "zero":
@@ -99,7 +100,7 @@ class HeadAblation:
     def apply(self, module: object, query: Tensor, output: Tensor, value: Tensor) -> Tensor:
         """The output (B, T, n_head, hd) of ``module``'s call with this pass's ablated heads rewritten."""
         layer = self.next_layer(module, query)
-        return ablate_output(output, value, self.heads_of(layer, output.shape[0], output.device), self.mode)
+        return ablate_output(output, value, self.heads_of(layer, output.shape[0]), self.mode)  # heads on the host
 
     def check_ran(self, name: str) -> None:
         """ValueError when a row asked for a layer the pass never ran (a hybrid's non-attention layer)."""

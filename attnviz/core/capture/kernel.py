@@ -398,7 +398,7 @@ def capture_weights(
         if sink_weight is not None:
             rows[SINK_STAT][:, r0:r1] = sink_weight[:, r0:r1].float()
         reducer.add(w, r0, r1, q_pos, a0)
-    if bool(leak):  # the one read back of the layer, before its results cross to the host
+    if bool(leak.cpu()):  # the layer's one read back before its results cross to the host
         raise ValueError("the layer put weight on a key its mask hides")
     for r0, r1 in _dead_runs(keys):
         rows["lse"][:, r0:r1] = -math.inf

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from attnviz.core.device_speed import device_of, speedup
 from attnviz.core.progress import Progress, or_none
 from attnviz.i18n.message import msg
 from attnviz.labs.head_roles.rules import ROLES, head_output_norms, head_roles
@@ -136,9 +137,11 @@ def sink_cells(source: AttentionSource, lengths) -> int:
 
 
 def sink_seconds(source: AttentionSource, lengths) -> float:
-    """About how long :func:`sink_vs_length` takes on a 2-core CPU (see SINK_SECONDS_PER_CELL)."""
+    """About how long :func:`sink_vs_length` takes: on a 2-core CPU (see SINK_SECONDS_PER_CELL), divided by the
+    source's device's measured speed-up (:func:`attnviz.core.device_speed.speedup`)."""
     n = len(sink_lengths(source, lengths))
-    return sink_cells(source, lengths) * SINK_SECONDS_PER_CELL + n * SINK_SECONDS_PER_LENGTH
+    cpu = sink_cells(source, lengths) * SINK_SECONDS_PER_CELL + n * SINK_SECONDS_PER_LENGTH
+    return cpu / speedup(device_of(source))
 
 
 def check_sink_cost(source: AttentionSource, lengths) -> None:

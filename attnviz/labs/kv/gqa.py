@@ -19,7 +19,7 @@ import pandas as pd
 import torch
 from torch import Tensor, nn
 
-from attnviz.core.attention import MultiHeadAttention, group_size
+from attnviz.core.attention import MultiHeadAttention, group_size, reduction_dtype
 from attnviz.core.head_stats import JS_MAX as JS_MAX  # the bound its JSD columns read against
 from attnviz.core.head_stats import js_divergence
 from attnviz.i18n.message import msg
@@ -112,15 +112,16 @@ def gqa_whatif(layer_input: LayerInput, groups: Sequence[int] | None = None) -> 
     for g in groups:
         if g < 1 or mha.n_kv_head % g:
             raise ValueError(f"group size {g} must divide the layer's n_kv_head ({mha.n_kv_head})")
-    out, weights = _run(mha, layer_input)
+    out, weights = _run(mha, layer_input)  # in the layer's dtype, on its device
+    wide = reduction_dtype(out.device)  # float64 on the CPU, float32 on an accelerator
     before = kv_bytes_per_token(mha)
-    out_norm = float(out.double().norm())
+    out_norm = float(out.to(wide).norm())
     rows = []
     for g in groups:
         converted = convert_to_gqa(mha, mha.n_kv_head // g)
         out_g, weights_g = _run(converted, layer_input)
         js = js_divergence(weights[0], weights_g[0])  # (n_head, T)
-        change = float((out_g.double() - out.double()).norm()) / out_norm if out_norm else 0.0
+        change = float((out_g.to(wide) - out.to(wide)).norm()) / out_norm if out_norm else 0.0
         after = kv_bytes_per_token(converted)
         n_rep = mha.n_head // converted.n_kv_head
         for head in range(mha.n_head):

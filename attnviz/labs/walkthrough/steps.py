@@ -10,7 +10,9 @@ on the same tensors: the layer's own ``w_q``/``w_k``/``w_v``/``w_o``,
 ``apply_mask``, ``attention_weights``, ``weighted_values`` and ``merge_heads``.
 So the last step equals the layer's forward (the tests hold it to 1e-6; it is
 exact), and the source the page shows, taken with :func:`inspect.getsource`,
-is the code that ran.
+is the code that ran. The steps run in the layer's dtype, the model's own
+(a bfloat16 model's walk is in bfloat16, its softmax accumulated in float32 as
+the forward's is), so they stay exact there too.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ from attnviz.core.attention import (
     group_size,
     masked_softmax,
     merge_heads,
+    reduction_dtype,
+    softmax_dtype,
     split_heads,
     weighted_values,
 )
@@ -121,8 +125,8 @@ class Walkthrough:
 
 
 def _spread(x: Tensor) -> tuple[float, float, float]:
-    """min, max and standard deviation of the finite values of x."""
-    finite = x[torch.isfinite(x)].double()
+    """min, max and standard deviation of the finite values of x (float64 on the CPU, float32 on an accelerator)."""
+    finite = x[torch.isfinite(x)].to(reduction_dtype(x.device))
     if finite.numel() == 0:
         return 0.0, 0.0, 0.0
     std = float(finite.std()) if finite.numel() > 1 else 0.0
@@ -325,7 +329,7 @@ def softmax_step(masked: Step, dead: Tensor | None) -> Step:
     """softmax over the keys of each row: (B, n_head, T, T) scores -> weights, each visible row summing to 1."""
     weights = attention_weights(masked.tensors["scores"].clone(), dead)  # (B, n_head, T, T); writes over its input
     took = _softmax if dead is None else masked_softmax
-    alive = weights.sum(dim=-1)  # (B, n_head, T)
+    alive = weights.sum(dim=-1, dtype=softmax_dtype(weights.dtype))  # (B, n_head, T), summed in float32 or wider
     dead_rows = None if dead is None else dead.expand(alive.shape)
     n_dead = 0 if dead is None else int(dead.sum())
     live = alive[~dead_rows] if n_dead else alive

@@ -413,7 +413,8 @@ class EmbeddedModel(nn.Module):
         hidden · tableᵀ, a tied read-out) and to embed it for the next step. Meaningless as language; the
         attention and cache work per step is exactly a decoder's."""
         d_model, seed = self.d_model, self.config.seed
-        return torch.stack([token_embedding(f"⟨{i}⟩", d_model, seed) for i in range(vocab)]).to(self.device)
+        table = torch.stack([token_embedding(f"⟨{i}⟩", d_model, seed) for i in range(vocab)])  # (vocab, d_model)
+        return table.to(self.device, self.dtype)
 
     @torch.no_grad()
     def prefill_kv(
@@ -425,12 +426,13 @@ class EmbeddedModel(nn.Module):
         dtype: torch.dtype | None = None,
     ) -> CachedKV:
         """Prefill every block with one :class:`KVCache` (attnviz's: the embedded model has no other) and hand
-        back what they hold. ``dtype`` is the activations' and so the cache's (a copy of the model is cast)."""
+        back what they hold. ``dtype`` is the activations' and so the cache's: None is the model's own, another
+        casts a copy of the model."""
         check_batch(batch)
         tokens = tiled([source_text(t) for t in self.encode(str(text_or_ids), n_tokens).tokens], n_tokens)
         positions = torch.arange(n_tokens)[None].expand(batch, n_tokens)  # (B, T)
-        dtype = dtype or torch.float32
-        model = self if next(self.parameters()).dtype == dtype else copy.deepcopy(self).to(dtype)  # shared: a copy
+        dtype = dtype or self.dtype  # the model's own unless asked for another
+        model = self if self.dtype == dtype else copy.deepcopy(self).to(dtype)  # shared: a copy
         caches = [KVCache() for _ in model.blocks]
         model.forward_blocks(model.embed([tokens] * batch, positions).to(dtype), caches)  # only the caches outlive it
         return CachedKV([(cache.k, cache.v) for cache in caches], "attnviz")
@@ -457,7 +459,8 @@ class EmbeddedDecoder:
 
     def _embedded(self, ids: Sequence[int], start: int) -> Tensor:
         """Made-up tokens ``ids`` at positions start, start + 1, … -> (n, d_model)."""
-        positions = sinusoidal_code(torch.arange(start, start + len(ids)), self.model.d_model).to(self.table.device)
+        positions = sinusoidal_code(torch.arange(start, start + len(ids)), self.model.d_model)  # (n, d_model)
+        positions = positions.to(self.table.device, self.table.dtype)
         return self.table[list(ids)] + positions
 
     @torch.no_grad()

@@ -3,7 +3,7 @@
 :func:`prefill_kv` runs a prefill with ``use_cache=True`` and hands back what a
 cache holds: transformers' own ``DynamicCache``, or attnviz's
 :class:`~attnviz.core.attention.KVCache` in copies of the decoder's layers
-(:func:`attnviz.models.hf.parity.our_layers`), fed the hidden states that
+(:func:`attnviz.models.hf.parity.layer_copy`), fed the hidden states that
 entered the real ones. :class:`HFDecoder` decodes greedily with the model's own
 cache or by recomputing the prefix at every step.
 """
@@ -18,7 +18,7 @@ from torch import Tensor
 
 from attnviz.core.attention import KVCache
 from attnviz.i18n.message import msg
-from attnviz.models.hf.parity import Reproducible, our_layers
+from attnviz.models.hf.parity import Reproducible, layer_copy, real_layers, rotation
 from attnviz.models.source import KV_CACHES, CachedKV, check_batch, tiled
 
 
@@ -54,16 +54,19 @@ def batch_of_ids(source, text_or_ids: str | Sequence[int] | Tensor, n_tokens: in
 
 @torch.no_grad()
 def prefill_our_layers(source: Reproducible, input_ids: Tensor) -> tuple[list[KVCache], object]:
-    """A pretrained decoder's layers as our MultiHeadAttention (:func:`attnviz.models.hf.parity.our_layers`),
+    """A pretrained decoder's layers as our MultiHeadAttention (:func:`attnviz.models.hf.parity.layer_copy`),
     prefilled.
 
     The model runs once; a forward pre-hook hands each of our layers the hidden
     states that entered the real one, and our layer runs on them with a fresh
-    :class:`KVCache` and the causal mask. Returns our caches and transformers'
-    cache of the same pass, so the two can be compared value by value.
+    :class:`KVCache` and the causal mask, in the model's dtype and on the layer's
+    device. Each copy is built when its layer runs and dropped after it (one
+    layer's weights at a time, not a second copy of every layer's). Returns our
+    caches and transformers' cache of the same pass, so the two can be compared
+    value by value.
     """
-    theirs, ours, rotate = our_layers(source)
-    caches = [KVCache() for _ in ours]
+    theirs, rotate = real_layers(source), rotation(source)
+    caches = [KVCache() for _ in theirs]
     owner = threading.get_ident()
 
     def hook(index: int):
@@ -72,7 +75,7 @@ def prefill_our_layers(source: Reproducible, input_ids: Tensor) -> tuple[list[KV
                 return
             hidden = args[0] if args else kwargs["hidden_states"]  # (B, T, d_model)
             scale = getattr(module, "scaling", None)
-            ours[index](
+            layer_copy(source, index)(
                 hidden, hidden, hidden, need_weights=False, kv_cache=caches[index], rotate=rotate, scale=scale,
                 is_causal=True,
             )  # fmt: skip
@@ -99,12 +102,12 @@ def prefill_kv(
 ) -> CachedKV:
     """What ``source``'s cache holds after a prefill of ``n_tokens`` tokens, ``batch`` sequences (see
     :meth:`attnviz.models.source.AttentionSource.prefill_kv`): transformers' DynamicCache, or attnviz's KVCache
-    in copies of its layers."""
+    in copies of its layers, either in the model's own dtype (``dtype``: None or that one; ValueError for another,
+    which would need a second copy of the model)."""
     if implementation not in KV_CACHES:
         raise ValueError(f"implementation {implementation!r} must be one of {KV_CACHES}")
-    model_dtype = next(source.model.parameters()).dtype
-    if dtype is not None and dtype != model_dtype:
-        raise ValueError(f"{source.name} runs in {model_dtype}; its cache cannot be filled in {dtype}")
+    if dtype is not None and dtype != source.dtype:  # a second copy of a pretrained model in another dtype: no
+        raise ValueError(f"{source.name} runs in {source.dtype}; its cache cannot be filled in {dtype}")
     check_batch(batch)
     input_ids = batch_of_ids(source, text_or_ids, n_tokens, batch)  # (B, n_tokens)
     if implementation == "attnviz":

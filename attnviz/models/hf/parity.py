@@ -16,6 +16,8 @@ The reference holds every weight of every layer, so parity reads at most
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from typing import Any, Protocol
 
 import torch
@@ -23,11 +25,12 @@ from torch import Tensor, nn
 
 from attnviz import settings
 from attnviz.core.attention import MultiHeadAttention, PositionRotation
+from attnviz.core.devices import dtype_name
 from attnviz.core.masks import KeyRanges
 from attnviz.core.rope import apply_rope, rope_rotation
 from attnviz.errors import ParityUnsupportedError
 from attnviz.i18n.message import Message, msg
-from attnviz.models.record import Parity
+from attnviz.models.record import PARITY_TOLERANCE, PARITY_TOLERANCES, Parity
 
 
 class Reproducible(Protocol):
@@ -119,79 +122,116 @@ def _copy_tiled(dst: nn.Linear, src: nn.Linear, n_kv_head: int, n_head: int) -> 
         dst.bias.copy_(torch.cat([src.bias.view(n_kv_head, -1)[h] for h in heads]))
 
 
-def our_layers(
-    hf: Reproducible, tile_kv: bool = False
-) -> tuple[list[nn.Module], list[MultiHeadAttention], PositionRotation | None]:
-    """The model's attention modules and our copies of them, plus the RoPE hook (decoders).
+def _unsupported(config) -> ParityUnsupportedError:
+    return ParityUnsupportedError(
+        msg(
+            "model_errors.parity_families",
+            bert=", ".join(sorted(BERT_STYLE)),
+            llama=", ".join(sorted(LLAMA_STYLE)),
+            model_type=repr(config.model_type),
+        )
+    )
 
-    ``tile_kv`` builds the copies with the classic GQA bug: query head h reads K/V
-    head h % n_kv_head instead of h // (n_head / n_kv_head).
+
+def real_layers(hf: Reproducible) -> list[nn.Module]:
+    """The model's attention modules our layers copy, in order (each one's forward pre-hook sees its input);
+    ParityUnsupportedError for a family we cannot reproduce (or BERT with relative positions)."""
+    config, base = hf.config, hf.model.base_model
+    if config.model_type in BERT_STYLE:
+        if getattr(config, "position_embedding_type", "absolute") != "absolute":
+            raise ParityUnsupportedError(msg("model_errors.relative_positions", kind=config.position_embedding_type))
+        return [layer.attention.self for layer in base.encoder.layer]
+    if config.model_type in LLAMA_STYLE:
+        return [layer.self_attn for layer in base.layers]
+    raise _unsupported(config)
+
+
+def rotation(hf: Reproducible) -> PositionRotation | None:
+    """The RoPE hook our copies of a decoder's layers rotate q and k with; None for an encoder (no RoPE)."""
+    config = hf.config
+    if config.model_type not in LLAMA_STYLE:
+        return None
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    params = _rope_parameters(config)
+    if params["rope_type"] == "default":
+        return rope_rotation(head_dim, float(params["rope_theta"]))
+    return _model_rotation(hf.model.base_model.rotary_emb)
+
+
+@contextmanager
+def _weights_in_memory(module: nn.Module) -> Iterator[None]:
+    """``module``'s weights where its forward pass reads them: a layer that accelerate offloaded to the CPU or to
+    disk (a device map) has them loaded onto its execution device for the block, as its own forward does."""
+    from accelerate.utils import align_module_device
+
+    with ExitStack() as stack:
+        for part in module.modules():
+            stack.enter_context(align_module_device(part))
+        yield
+
+
+def _empty_copy(device: torch.device, dtype: torch.dtype, *args, **kwargs) -> MultiHeadAttention:
+    """A MultiHeadAttention of the given sizes, in ``dtype`` on ``device``, its weights not yet set."""
+    with torch.device("meta"):
+        mha = MultiHeadAttention(*args, **kwargs).to(dtype)
+    return mha.to_empty(device=device)
+
+
+@torch.no_grad()
+def layer_copy(hf: Reproducible, index: int, tile_kv: bool = False) -> MultiHeadAttention:
+    """Layer ``index`` of the model as our MultiHeadAttention: its own Q/K/V/O weights, in their dtype (the model's:
+    bfloat16 weights give a bfloat16 copy, which reproduces the model's own arithmetic) and on the device its
+    forward pass runs on, in eval mode.
+
+    ``tile_kv`` builds the copy with the classic GQA bug: query head h reads K/V head h % n_kv_head instead of
+    h // (n_head / n_kv_head).
     """
     config = hf.config
-    model_type = config.model_type
-    base = hf.model.base_model
-    ours: list[MultiHeadAttention] = []
-    with torch.no_grad():
-        if model_type in BERT_STYLE:
-            if getattr(config, "position_embedding_type", "absolute") != "absolute":
-                raise ParityUnsupportedError(
-                    msg("model_errors.relative_positions", kind=config.position_embedding_type)
-                )
-            theirs = [layer.attention.self for layer in base.encoder.layer]
-            for layer in base.encoder.layer:
-                attn = layer.attention
-                mha = MultiHeadAttention(config.hidden_size, config.num_attention_heads, bias=True)
-                _copy_linear(mha.w_q, attn.self.query)
-                _copy_linear(mha.w_k, attn.self.key)
-                _copy_linear(mha.w_v, attn.self.value)
-                _copy_linear(mha.w_o, attn.output.dense)
-                ours.append(mha)
-            rotate = None
-        elif model_type in LLAMA_STYLE:
-            theirs = [layer.self_attn for layer in base.layers]
-            head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
-            for attn in theirs:
-                has_bias = attn.q_proj.bias is not None
-                n_head, n_kv_head = config.num_attention_heads, config.num_key_value_heads
-                mha = MultiHeadAttention(
-                    config.hidden_size,
-                    n_head,
-                    n_kv_head=n_head if tile_kv else n_kv_head,
-                    bias=has_bias,
-                    head_dim=head_dim,
-                )
-                _copy_linear(mha.w_q, attn.q_proj)
-                if tile_kv:
-                    _copy_tiled(mha.w_k, attn.k_proj, n_kv_head, n_head)
-                    _copy_tiled(mha.w_v, attn.v_proj, n_kv_head, n_head)
-                else:
-                    _copy_linear(mha.w_k, attn.k_proj)
-                    _copy_linear(mha.w_v, attn.v_proj)
-                mha.w_o.weight.copy_(attn.o_proj.weight)
-                if mha.w_o.bias is not None:
-                    mha.w_o.bias.zero_()
-                ours.append(mha)
-            params = _rope_parameters(config)
-            if params["rope_type"] == "default":
-                rotate = rope_rotation(head_dim, float(params["rope_theta"]))
-            else:
-                rotate = _model_rotation(base.rotary_emb)
+    if config.model_type in BERT_STYLE:
+        attn = hf.model.base_model.encoder.layer[index].attention
+        with _weights_in_memory(attn):
+            weight = attn.self.query.weight
+            mha = _empty_copy(weight.device, weight.dtype, config.hidden_size, config.num_attention_heads, bias=True)
+            _copy_linear(mha.w_q, attn.self.query)
+            _copy_linear(mha.w_k, attn.self.key)
+            _copy_linear(mha.w_v, attn.self.value)
+            _copy_linear(mha.w_o, attn.output.dense)
+        return mha.eval()
+    if config.model_type not in LLAMA_STYLE:
+        raise _unsupported(config)
+    attn = hf.model.base_model.layers[index].self_attn
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    n_head, n_kv_head = config.num_attention_heads, config.num_key_value_heads
+    with _weights_in_memory(attn):
+        weight = attn.q_proj.weight
+        mha = _empty_copy(
+            weight.device,
+            weight.dtype,
+            config.hidden_size,
+            n_head,
+            n_kv_head=n_head if tile_kv else n_kv_head,
+            bias=attn.q_proj.bias is not None,
+            head_dim=head_dim,
+        )
+        _copy_linear(mha.w_q, attn.q_proj)
+        if tile_kv:
+            _copy_tiled(mha.w_k, attn.k_proj, n_kv_head, n_head)
+            _copy_tiled(mha.w_v, attn.v_proj, n_kv_head, n_head)
         else:
-            raise ParityUnsupportedError(
-                msg(
-                    "model_errors.parity_families",
-                    bert=", ".join(sorted(BERT_STYLE)),
-                    llama=", ".join(sorted(LLAMA_STYLE)),
-                    model_type=repr(model_type),
-                )
-            )
-    device = next(hf.model.parameters()).device
-    return theirs, [m.to(device).eval() for m in ours], rotate
+            _copy_linear(mha.w_k, attn.k_proj)
+            _copy_linear(mha.w_v, attn.v_proj)
+        mha.w_o.weight.copy_(attn.o_proj.weight)
+        if mha.w_o.bias is not None:
+            mha.w_o.bias.zero_()
+    return mha.eval()
 
 
 @torch.no_grad()
 def reproduce(hf: Reproducible, ids: list[int], bug: str | None = None) -> Parity:
     """Run our layers on the inputs and masks each real attention layer saw; compare every head.
+
+    Our copies run in the model's dtype (:func:`layer_copy`), so a bfloat16 model is compared with bfloat16
+    arithmetic, within that dtype's tolerance (:data:`attnviz.models.record.PARITY_TOLERANCES`).
 
     ``bug`` (a key of :func:`available_bugs`) puts a known mistake into our layers, to see the check fail.
     """
@@ -199,9 +239,8 @@ def reproduce(hf: Reproducible, ids: list[int], bug: str | None = None) -> Parit
         raise ValueError(f"parity reads at most {settings.PARITY_TOKENS} tokens, not {len(ids)}")
     if bug is not None and bug not in available_bugs(hf):
         raise ValueError(f"bug {bug!r} does not apply to this model; choose from {list(available_bugs(hf))}")
-    theirs_modules, ours, rotate = our_layers(hf, tile_kv=bug == "kv_tiled")
-    if bug == "no_rope":
-        rotate = None
+    theirs_modules = real_layers(hf)
+    rotate = None if bug == "no_rope" else rotation(hf)
     captured: list[Tensor] = []
     owner = threading.get_ident()
 
@@ -216,12 +255,15 @@ def reproduce(hf: Reproducible, ids: list[int], bug: str | None = None) -> Parit
     finally:
         for hook in hooks:
             hook.remove()
-    mine = []
-    for module, mha, hidden, layer_keys in zip(theirs_modules, ours, captured, keys, strict=True):
+    mine, dtype = [], None
+    for index, (module, hidden, layer_keys) in enumerate(zip(theirs_modules, captured, keys, strict=True)):
+        mha = layer_copy(hf, index, tile_kv=bug == "kv_tiled")  # one layer's copy at a time, dropped after it ran
+        dtype = mha.w_q.weight.dtype
         mask = layer_keys.dense().to(hidden.device)  # (T, T): what the model's own layer applied
         scale = {"sqrt_dmodel": mha.d_model**-0.5, "no_scale": 1.0}.get(bug, getattr(module, "scaling", None))
         _, weights = mha(hidden, hidden, hidden, mask=mask, rotate=rotate, scale=scale)
-        mine.append(weights[0])  # (n_head, T, T)
-    ours_w = torch.stack(mine).float().cpu()  # (n_layer, n_head, T, T)
+        mine.append(weights[0].float().cpu())  # (n_head, T, T): each layer's from wherever it ran
+    ours_w = torch.stack(mine)  # (n_layer, n_head, T, T)
     diff = (ours_w - theirs_w).abs().amax(dim=(-2, -1)) if len(ids) else torch.zeros(ours_w.shape[:2])
-    return Parity(ours=ours_w, theirs=theirs_w, max_abs_diff=diff, keys=keys, bug=bug)
+    tolerance = PARITY_TOLERANCES.get(dtype_name(dtype), PARITY_TOLERANCE) if dtype is not None else PARITY_TOLERANCE
+    return Parity(ours=ours_w, theirs=theirs_w, max_abs_diff=diff, keys=keys, bug=bug, tolerance=tolerance)

@@ -27,12 +27,11 @@ _LAYER = re.compile(r"^(.*?)(\d+)$")
 
 def stored_dtype(config) -> str | None:
     """The dtype the checkpoint's config says its weights are stored in ("bfloat16"), None when it says none."""
-    for field in ("dtype", "torch_dtype"):
-        value = getattr(config, field, None)
-        if value is not None:
-            name = dtype_name(value)
-            return name if name in DTYPE_BYTES else None
-    return None
+    value = getattr(config, "dtype", None)  # transformers 5's name (torch_dtype, the old one, warns)
+    if value is None:
+        return None
+    name = dtype_name(value)
+    return name if name in DTYPE_BYTES else None
 
 
 def weight_bytes(where: str) -> int | None:

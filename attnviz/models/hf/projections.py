@@ -43,6 +43,7 @@ import threading
 from dataclasses import dataclass, field
 
 import torch
+from accelerate.utils import align_module_device
 from torch import Tensor, nn
 
 from attnviz.core.capture import CaptureSession
@@ -78,7 +79,8 @@ def head_blocks(module: nn.Module, n_head: int) -> Tensor:
     n_in, n_out = _in_out(module)
     if n_in % n_head:
         raise ValueError(f"a projection with {n_in} inputs cannot be split into {n_head} heads")
-    weight = module.weight.detach().float()
+    with align_module_device(module):  # a layer offloaded to disk keeps its weights on the meta device until then
+        weight = module.weight.detach().float()
     by_input = weight.T if isinstance(module, nn.Linear) else weight  # (n_in, d_model)
     return by_input.reshape(n_head, n_in // n_head, n_out)  # (n_head, head_dim, d_model)
 

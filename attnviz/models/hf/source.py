@@ -51,7 +51,7 @@ from attnviz.models.hf import eager
 from attnviz.models.hf.attention import IMPLEMENTATION, ablating, capturing, overriding_mask, reference
 from attnviz.models.hf.hooks import last_hidden, layer_inputs
 from attnviz.models.hf.kv import HFDecoder, prefill_kv
-from attnviz.models.hf.parity import available_bugs, bug_title, our_layers, reproduce, supports
+from attnviz.models.hf.parity import available_bugs, bug_title, layer_copy, real_layers, reproduce, rotation, supports
 from attnviz.models.hf.placement import placement_runs
 from attnviz.models.hf.projections import Projections, eager_output_projections, find_output_projections
 from attnviz.models.hf.rope import rope_frequencies
@@ -467,7 +467,7 @@ class HFSource:
         for layer in layers:
             check_layer(layer, self.n_layer)
         encoding = self.encode(text, min(max_tokens, settings.PARITY_TOKENS))
-        theirs, ours, rotate = our_layers(self)
+        theirs, rotate = real_layers(self), rotation(self)
         with layer_inputs({layer: theirs[layer] for layer in set(layers)}) as captured:
             _, keys = self.reference_pass(encoding.ids)
         missing = sorted(set(layers) - set(captured))
@@ -480,7 +480,7 @@ class HFSource:
             inputs.append(
                 LayerInput(
                     layer=layer,
-                    attention=ours[layer],
+                    attention=layer_copy(self, layer),  # only the layers asked for: a copy each
                     hidden=hidden,
                     mask=keys[layer].dense().to(hidden.device),  # (T, T): what the model's own layer applied
                     rotate=rotate,

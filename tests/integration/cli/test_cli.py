@@ -49,6 +49,14 @@ def test_heads_table_and_truncation():
         (["heads", "hi", "--max-tokens", "8193"], "--max-tokens (8193) must be from 1 to 8192"),
         (["heads", "hi", "--n-layer", "0"], "n_layer (0) must be from 1 to 12"),
         (["heads", "hi", "--device", MISSING_DEVICE], f"device '{MISSING_DEVICE}' is not available here"),
+        (["heads", "hi", "--device", "cuda:7"], "device 'cuda:7' is not available here"),
+        (["heads", "hi", "--device", "gpu"], "device must be one of auto, cpu, cuda, mps, cuda:N, not 'gpu'"),
+        (["heads", "hi", "--dtype", "float64"], "argument --dtype: invalid choice: 'float64'"),
+        (["heads", "hi", "--max-memory", "cpu=1GiB"], "give a device map too"),
+        (["heads", "hi", "--offload-folder", "off"], "give a device map too"),
+        (["heads", "hi", "--device-map", "auto"], "the embedded model runs on one device"),
+        (["ablate", "hi", "--device-map", "sideways"], "argument --device-map: invalid choice: 'sideways'"),
+        (["scaling", "hi", "--max-memory", "cpu=lots"], "argument --max-memory: a memory size is a number"),
         ([], "usage"),
     ],
 )
@@ -92,6 +100,18 @@ def test_long_text_keeps_every_key_and_one_stats_object_per_head():
     assert len(out["stats"]) == 30 * 9 and all(0 < s["entropy"] < 8 for s in out["stats"])
     # the first token is SmolLM2's attention sink in its later layers
     assert any("sink" in s["flags"] for s in out["stats"] if s["layer"] > 10)
+
+
+def test_the_embedded_model_in_bfloat16_agrees_with_float32_within_its_tolerance():
+    """The same seeded weights in bfloat16 (8 bits of mantissa): statistics accumulated in float32 stay within
+    0.05 nats of entropy and 0.02 of a weight of the float32 run's."""
+    text = "The cat sat on the mat because it was tired, and then it slept for a while."
+    runs = {dtype: json.loads(run("heads", text, "--json", "--dtype", dtype).stdout) for dtype in ("auto", "bfloat16")}
+    full, low = runs["auto"]["stats"], runs["bfloat16"]["stats"]
+    assert runs["auto"]["tokens"] == runs["bfloat16"]["tokens"] and len(full) == len(low) == 2 * 4
+    assert max(abs(a["entropy"] - b["entropy"]) for a, b in zip(full, low, strict=True)) < 0.05
+    assert max(abs(a["max_weight"] - b["max_weight"]) for a, b in zip(full, low, strict=True)) < 0.02
+    assert full != low  # it really ran in bfloat16
 
 
 def test_parity_on_the_embedded_model_says_why_there_is_none():

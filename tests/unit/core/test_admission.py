@@ -244,3 +244,43 @@ def test_the_running_cap_comes_from_the_cores_or_the_environment(monkeypatch):
             settings.max_running(2)
     with pytest.raises(ValueError, match="at least one"):
         Admission(budget_bytes=1, max_running=0)
+
+
+# ---- memory on the device that holds the work --------------------------------------------------------------------
+
+
+def test_work_on_an_accelerator_waits_for_its_device_memory_not_only_the_hosts():
+    free = {"cuda:0": 10 * GB, "cuda:1": 10 * GB}
+    gate = Admission(100 * GB, device_free=free.get)
+    first = gate.enter(Need(1 * MB, 1.0, 6 * GB, "cuda:0"))
+    free["cuda:0"] = 4 * GB  # it took what it asked
+    assert first.state == "running"
+    # 6 + 4 GB on cuda:0 is over 90 % of its room (4 free + 6 held): waits, though the host has room for both
+    second = gate.enter(Need(1 * MB, 1.0, 4 * GB, "cuda:0"))
+    assert second.state == "waiting"
+    # the same on the other GPU starts at once; work on the CPU needs no device room
+    other = gate.enter(Need(1 * MB, 1.0, 4 * GB, "cuda:1"))
+    assert other.state == "waiting"  # strict FIFO: the head waits, so does everyone behind it
+    gate.release(first)
+    free["cuda:0"] = 10 * GB
+    assert second.state == "running" and other.state == "running"
+    small = gate.enter(Need(1 * MB, 1.0, 4 * GB, "cuda:0"))  # 4 + 4 <= 0.9 x (10 + 4)
+    assert small.state == "running"
+
+
+def test_one_request_alone_on_a_device_always_starts_and_a_device_that_cannot_say_is_not_checked():
+    gate = Admission(100 * GB, device_free=lambda device: None)
+    assert gate.enter(Need(MB, 1.0, 500 * GB, "cuda:0")).state == "running"
+    assert gate.enter(Need(MB, 1.0, 500 * GB, "cuda:0")).state == "running"  # no figure: host memory decides
+    lone = Admission(100 * GB, device_free=lambda device: 0)
+    assert lone.enter(Need(MB, 1.0, 500 * GB, "cuda:0")).state == "running"
+    assert lone.enter(Need(MB, 1.0, 0, "cpu")).state == "running"
+
+
+def test_the_running_cap_comes_from_the_devices(monkeypatch):
+    monkeypatch.delenv(settings.MAX_RUNNING_ENV, raising=False)
+    assert settings.max_running(16, accelerators=0) == 8  # cores / 2 on a CPU-only machine
+    assert settings.max_running(16, accelerators=1) == settings.RUNNING_PER_ACCELERATOR
+    assert settings.max_running(64, accelerators=4) == 4 * settings.RUNNING_PER_ACCELERATOR
+    monkeypatch.setenv(settings.MAX_RUNNING_ENV, "3")
+    assert settings.max_running(16, accelerators=4) == 3

@@ -54,3 +54,42 @@ def test_a_model_without_heads_cannot_be_priced(bad):
 def test_the_largest_training_fits_the_session_cap():
     assert training_seconds(settings.TRAIN_MAX_MACS) <= settings.TRAIN_SESSION_SECONDS
     assert training_seconds(training_macs(TrainingConfig())) == pytest.approx(training_macs(TrainingConfig()) * 12e-12)
+
+
+def test_an_accelerator_scales_the_budget_and_the_seconds_by_its_measured_speed(monkeypatch):
+    from attnviz.core import device_speed
+
+    device_speed.speedup.cache_clear()
+    monkeypatch.setattr(
+        device_speed, "reference_seconds", lambda device, repeats=3: device_speed.REFERENCE_CPU_SECONDS / 40
+    )
+    try:
+        cpu = request_cost(30, 9, 3, 64, 8192)
+        gpu = request_cost(30, 9, 3, 64, 8192, device="cuda:0")
+        assert device_speed.speedup("cpu") == device_speed.speedup(None) == 1.0
+        assert gpu.budget == 40 * cpu.budget and gpu.seconds == pytest.approx(cpu.seconds / 40)
+        assert gpu.peak_bytes == cpu.peak_bytes  # host memory is host memory
+        monkeypatch.setattr(device_speed, "reference_seconds", lambda device, repeats=3: 1e-12)
+        assert device_speed.speedup("cuda:1") == device_speed.MAX_SPEEDUP
+        monkeypatch.setattr(device_speed, "reference_seconds", lambda device, repeats=3: 100.0)
+        assert device_speed.speedup("mps") == 1.0  # never slower than the constants say
+    finally:
+        device_speed.speedup.cache_clear()
+
+
+def test_the_reference_capture_runs_on_the_cpu():
+    from attnviz.core.device_speed import reference_seconds
+
+    assert 0 < reference_seconds("cpu", repeats=1) < 5
+
+
+def test_device_memory_counts_the_chunk_buffers_and_the_eager_routes_weights():
+    from attnviz.core.budget import device_nbytes
+    from attnviz.core.capture.kernel import DEVICE_CHUNK_ELEMENTS
+
+    small = device_nbytes(30, 9, 3, 64, 16)
+    assert small >= 2 * 9 * 16 * 16 * 4 and small < 2**20
+    long = device_nbytes(30, 9, 3, 64, 8192)
+    assert long >= 2 * DEVICE_CHUNK_ELEMENTS * 4  # the buffers stop growing at the chunk's bound
+    eager = device_nbytes(30, 9, 3, 64, 8192, all_weights=True)
+    assert eager - long == 30 * 9 * 8192 * 8192 * 4
