@@ -63,7 +63,10 @@ st.caption(t("head_roles.roles_caption", roles=head_roles.describe_roles(), dead
 st.subheader(t("head_roles.which_same"))
 try:
     similarity = cached(  # its note is a message: one entry serves every language
-        "head_similarity", key, lambda: head_roles.head_similarity(record), t("head_roles.comparing")
+        "head_similarity",
+        key,
+        lambda: head_roles.head_similarity(record, source.device),
+        t("head_roles.comparing"),
     )
 except ValueError as err:
     show_info(err)

@@ -23,7 +23,7 @@ try:
     maps = cached(
         "rollout",
         (*settings.key(), rollout.ROLLOUT_TOKENS),
-        lambda: rollout.rollout_maps(record),
+        lambda: rollout.rollout_maps(record, device=source.device),
         t("rollout.computing", n=n, n_layer=record.n_layer),
         need=Need(
             rollout.rollout_nbytes(record.n_layer, record.n_head, n),

@@ -38,7 +38,7 @@ try:
     rows = cached_job(
         "scaling",
         key,
-        lambda progress: scaling.scaling_rows(record, source.d_model, source.head_dim, progress),
+        lambda progress: scaling.scaling_rows(record, source.d_model, source.head_dim, progress, device=source.device),
         t("scaling.recomputing"),
     )
 except (ModelUnavailableError, ValueError) as err:
@@ -105,8 +105,8 @@ shown = {**{kind: factors[kind] for kind in scaling.SCALE_KINDS}, "yours": facto
 titles = {**scale_titles, "yours": f"{multiple:g} × 1/√d_k"}
 panels = [panel for _ in range(0, len(shown), 2) for panel in st.columns(2)]  # two a row: square, labelled cells
 for panel, (kind, factor) in zip(panels, shown.items(), strict=False):
-    stats = scaling.head_row_stats(record, layer, head, factor, threshold)
-    weights = scaling.head_under_scale(record, layer, head, factor, (0, side), (0, side))
+    stats = scaling.head_row_stats(record, layer, head, factor, threshold, device=source.device)
+    weights = scaling.head_under_scale(record, layer, head, factor, (0, side), (0, side), device=source.device)
     with panel:
         fig = make_head_heatmap_figure(
             weights,
@@ -146,7 +146,7 @@ st.subheader(t("scaling.gradient"))
 curve = cached(
     "gradient",
     (*key, layer, head),
-    lambda: scaling.gradient_curve(record, layer, head, scaling.gradient_multiples(factors)),
+    lambda: scaling.gradient_curve(record, layer, head, scaling.gradient_multiples(factors), device=source.device),
     t("scaling.measuring_gradients"),
 )
 if curve is None:

@@ -20,7 +20,7 @@ OPTIMISERS = ("sgd", "adam")
 st.title(t("training.title"))
 st.markdown(t("training.intro"))
 st.caption(t("training.own_inputs"))  # the sidebar's text and model play no part here: say so before anything runs
-frame_settings()
+sidebar = frame_settings()
 
 
 def _default_learning_rate() -> None:
@@ -63,6 +63,7 @@ try:
         learning_rate=float(st.session_state.training_lr),
         optimiser=st.session_state.training_optimiser,
         seed=int(st.session_state.training_seed),
+        device=str(sidebar.spec.device) if sidebar.spec is not None else "cpu",  # the sidebar's device
     )
 except ValueError as err:
     show_error(msg("training.invalid", error=err))

@@ -22,6 +22,9 @@ from pathlib import Path
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
+# torch.cuda.is_available() through NVML, not cudaGetDeviceCount: asking initialises no CUDA driver in this process,
+# so the property tests may still fork children that use the GPU (tests/property/forked.py)
+os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
 _RUN_CACHE = "ATTNVIZ_TEST_RUN_CACHE"  # set by the process that made the cache; workers inherit it
 if _RUN_CACHE not in os.environ:
     os.environ[_RUN_CACHE] = tempfile.mkdtemp(prefix="attnviz-test-cache-")

@@ -9,9 +9,11 @@ such as reading a :class:`~attnviz.core.masks.KeyRanges`) runs for real, as it w
   bug of a tensor made with no ``device=`` and meant to meet the model's (a CPU scalar, or a CPU value copied
   into a device tensor, passes, as on a GPU);
 - reading a ``cuda`` tensor's value on the host (``bool``, ``int``, ``float``, ``.item()``, ``.tolist()``,
-  ``.numpy()``, ``torch.equal``), which on a GPU waits for all the work queued before it, raises :class:`HostSyncError` naming the call;
-- copies from ``cuda`` to the host (``.cpu()``, ``.to("cpu")``) are counted in :attr:`FakeCuda.transfers`, so a
-  test can check that only reduced results cross, once per layer, whatever the number of chunks.
+  ``.numpy()``, ``torch.equal``), which on a GPU waits for all the work queued before it, raises
+  :class:`HostSyncError` naming the call;
+- copies from ``cuda`` to the host (``.cpu()``, ``.to("cpu")``, ``host[i] = device``) are counted in
+  :attr:`FakeCuda.transfers`, so a test can check that only reduced results cross, once per layer, whatever the
+  number of chunks.
 
 A fake tensor has no values: what a function returns can be checked for shapes, dtypes and devices only, and a
 value copied to the host reads as zeros (a mask read back is "no leak", a flag False), so the host's work on it
@@ -77,7 +79,7 @@ class FakeCuda(TorchFunctionMode):
             if NO_GUARD not in str(err):
                 raise
             out = self._on_twins(func, args, kwargs)
-        if device_tensors and _all_on_host(out):
+        if device_tensors and (_all_on_host(out) or _written_on_host(name, args)):
             self.transfers.append(name)
         return out
 
@@ -117,6 +119,12 @@ def _indexed(x: object) -> object:
     if (isinstance(x, str) and x == "cuda") or (isinstance(x, torch.device) and x.type == "cuda" and x.index is None):
         return DEVICE
     return x
+
+
+def _written_on_host(name: str, args: tuple) -> bool:
+    """Whether an in-place op (``x[i] = y``, ``x.copy_(y)``) writes device values into a host tensor ``x``."""
+    writes = name == "__setitem__" or (name.endswith("_") and not name.startswith("__"))
+    return writes and isinstance(args[0], Tensor) and args[0].device.type == "cpu"
 
 
 def _all_on_host(out: object) -> bool:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import io
 import json
 import re
+import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -109,6 +110,26 @@ class TensorExport:
         return self.nbytes > TENSOR_EXPORT_MAX_BYTES
 
 
+def held_weakly(record: AttentionRecord) -> Callable[[], AttentionRecord]:
+    """``record`` for an export built on a click, without keeping it alive.
+
+    Streamlit keeps a download button's callable until its session's next run or end, so a callable holding the
+    record kept every idle session's last record in memory after the server's result cache had dropped it (one
+    record per idle session, measured: benchmarks/soak.py). The click reads the record while the cache (or a
+    running page) still holds it, and raises LookupError once it has gone: any rerun of the page captures it
+    again and offers the export anew.
+    """
+    ref = weakref.ref(record)
+
+    def get() -> AttentionRecord:
+        held = ref()
+        if held is None:
+            raise LookupError("the record this export reads has left the server's result cache: rerun the page")
+        return held
+
+    return get
+
+
 def metadata_strings(metadata: Mapping[str, object]) -> dict[str, str]:
     """safetensors metadata holds strings: numbers and strings as they are, anything else as JSON."""
     return {str(k): v if isinstance(v, str) else json.dumps(v, ensure_ascii=False) for k, v in metadata.items()}
@@ -167,8 +188,10 @@ def head_export(
     """
     rows, cols = rows or (0, record.q_len), cols or (0, record.k_len)
     n_cells = (rows[1] - rows[0]) * (cols[1] - cols[0])
+    held = held_weakly(record)
 
     def build() -> dict[str, Tensor]:
+        record = held()
         tensors = {
             "weights": record.weights(layer, head, rows, cols),  # (rows, cols), 0 where masked
             "mask": record.mask(layer, rows, cols),  # bool (rows, cols), True where the query attends
@@ -215,7 +238,8 @@ def statistics_export(record: AttentionRecord) -> TensorExport:
     rows = record.n_layer * record.n_head * record.q_len * 4 * (len(STATISTICS) + record.has_sinks)
     rows += record.n_layer * record.n_head * (record.q_len + record.k_len) * 4 * record.has_value_norms
     size = rows + record.n_layer * record.q_len + record.n_layer * record.n_head * 4 * len(record.statistics.columns)
-    return TensorExport(lambda: statistics_tensors(record), size, record_metadata(record))
+    held = held_weakly(record)
+    return TensorExport(lambda: statistics_tensors(held()), size, record_metadata(record))
 
 
 def walkthrough_export(walk, head: int) -> TensorExport:

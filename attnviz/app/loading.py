@@ -206,8 +206,11 @@ def placement_caption(source: AttentionSource) -> None:
     each part went."""
     dtype = dtype_name(getattr(source, "dtype", "float32"))
     runs = getattr(source, "placement", ())
-    where = ", ".join(f"{markdown_text(part) or t('sources.whole_model')} → {device}" for part, device in runs)
-    st.sidebar.caption(t("sources.runs_in", dtype=dtype, device=device_of(source), where=where or "—"))
+    text = t("sources.runs_in", dtype=dtype, device=device_of(source))
+    if runs:
+        where = ", ".join(f"{markdown_text(part) or t('sources.whole_model')} → {device}" for part, device in runs)
+        text += " " + t("sources.split", where=where)
+    st.sidebar.caption(text)
 
 
 def current_source(settings_: Settings) -> AttentionSource | None:

@@ -16,7 +16,8 @@ from attnviz.core.devices import (
 )
 
 
-def _device(text: str) -> str:
+def device_choice(text: str) -> str:
+    """--device's type: a device kind ("cuda:1" too), refused by argparse in one line otherwise."""
     try:
         return check_device_choice(text)
     except ValueError as err:
@@ -35,7 +36,7 @@ def add_placement_arguments(command: argparse.ArgumentParser) -> None:
     --device-map, --max-memory and --offload-folder (accelerate spreads it over the GPUs, the CPU and disk)."""
     command.add_argument(
         "--device",
-        type=_device,
+        type=device_choice,
         default="auto",
         metavar="{" + ",".join((*DEVICE_CHOICES, "cuda:N")) + "}",
         help="where the model runs (auto: the first GPU, then Apple MPS, then the CPU)",

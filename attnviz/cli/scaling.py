@@ -22,7 +22,7 @@ def scaling_command(args: argparse.Namespace) -> int:
 
     source, record = capture_for(args, keep_qk=True)  # the scales are recomputed from q and k
     try:
-        rows = scaling_rows(record, source.d_model, source.head_dim)
+        rows = scaling_rows(record, source.d_model, source.head_dim, device=source.device)
     except ValueError as err:
         raise CommandError(str(err)) from err
     result = scaling_json(rows, threshold)

@@ -19,20 +19,12 @@ REFERENCE_CPU_SECONDS = 0.070
 MAX_SPEEDUP = 1000.0  # no estimate shrinks past this, whatever one noisy timing says
 
 
-def _synchronize(device) -> None:
-    import torch
-
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    elif device.type == "mps":
-        torch.mps.synchronize()
-
-
 def reference_seconds(device: str, repeats: int = 3) -> float:
     """The reference capture's time on ``device`` (the best of ``repeats``, after one warm-up)."""
     import torch
 
     from attnviz.core.capture.kernel import capture_attention
+    from attnviz.core.devices import synchronize
     from attnviz.core.masks import KeyRanges
 
     dev = torch.device(device)
@@ -42,10 +34,10 @@ def reference_seconds(device: str, repeats: int = 3) -> float:
     keys = KeyRanges.causal(tokens)
     best = float("inf")
     for attempt in range(repeats + 1):
-        _synchronize(dev)
+        synchronize(dev)
         start = time.perf_counter()
         capture_attention(q, k, v, keys, scale=head_dim**-0.5, bin_size=8, keep_qk=False)
-        _synchronize(dev)
+        synchronize(dev)
         if attempt:  # the first is the warm-up
             best = min(best, time.perf_counter() - start)
     return best

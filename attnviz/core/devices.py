@@ -211,3 +211,14 @@ def free_device_memory(device: str | None = None) -> None:
     mps = getattr(torch, "mps", None)
     if mps is not None and getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
         mps.empty_cache()
+
+
+def synchronize(device) -> None:
+    """Wait for the work queued on ``device`` (a CUDA or MPS stream runs ahead of Python): before a clock is read."""
+    import torch
+
+    kind = torch.device(device).type
+    if kind == "cuda":
+        torch.cuda.synchronize(device)
+    elif kind == "mps":
+        torch.mps.synchronize()

@@ -18,6 +18,10 @@ on a longer text both drop the weight on keys past their bound and renormalise t
 to integers of :data:`FLOW_SCALE` per unit, so the max-flow (Dinic's algorithm, here, on each output token's part
 of the graph) runs in exact integer arithmetic; each flow is then off the float one by at most half a unit per cut
 edge. Its time is predicted from its work (the pairs times the edges they walk) at the rate this machine shows.
+
+The head-averaged weights, their rollout and the reach are computed on the model's device when given one (a
+record keeps q and k on the host: each layer's window goes there, and the maps come back once). The max-flow is
+host work by nature: Dinic's algorithm in Python over integer capacities, on at most FLOW_TOKENS tokens.
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from attnviz.core.attention import reduction_dtype
+from attnviz.core.capture import weights_window
 from attnviz.core.progress import Progress, or_none
 from attnviz.i18n.message import msg
 from attnviz.models.record import AttentionRecord
@@ -71,14 +77,15 @@ def with_residual(attention: Tensor, residual: float = RESIDUAL) -> Tensor:
 def rollout(attention: Tensor, residual: float = RESIDUAL) -> Tensor:
     """Attention rollout after every layer: (n_layer, T, T) head-averaged weights -> (n_layer, T, T).
 
-    Entry l is R_l = Â_l · Â_{l-1} · … · Â_0 (in float64, returned as float32): row i, how output token i after
+    Entry l is R_l = Â_l · Â_{l-1} · … · Â_0 (in :func:`~attnviz.core.attention.reduction_dtype`: float64 on the
+    CPU, float32 on an accelerator; returned as float32), on the weights' device: row i, how output token i after
     layer l draws on input token j. Each row sums to 1.
     """
     if attention.ndim != 3 or attention.shape[-1] != attention.shape[-2]:
         raise ValueError(f"attention must be (n_layer, T, T), not {tuple(attention.shape)}")
-    steps = with_residual(attention.double(), residual)  # (n_layer, T, T)
+    steps = with_residual(attention.to(reduction_dtype(attention.device)), residual)  # (n_layer, T, T)
     out = torch.empty_like(steps)
-    joint = torch.eye(steps.shape[-1], dtype=steps.dtype)
+    joint = torch.eye(steps.shape[-1], dtype=steps.dtype, device=steps.device)
     for layer in range(steps.shape[0]):
         joint = steps[layer] @ joint  # (T, T)
         out[layer] = joint
@@ -359,9 +366,11 @@ def rollout_nbytes(n_layer: int, n_head: int, n_tokens: int) -> int:
     return 4 * n_tokens**2 * (2 * n_head + 3 * n_layer)
 
 
-def layer_attention(record: AttentionRecord, n_tokens: int = ROLLOUT_TOKENS) -> Tensor:
+def layer_attention(
+    record: AttentionRecord, n_tokens: int = ROLLOUT_TOKENS, device: torch.device | str | None = None
+) -> Tensor:
     """Every layer's weights averaged over heads, on the first ``n_tokens`` tokens: (n_layer, T, T), T = min(q_len,
-    n_tokens), float32, 0 where a mask hides a key.
+    n_tokens), float32, 0 where a mask hides a key, computed on and returned on ``device`` (the CPU when None).
 
     Pads are left out: no row reads a pad's column and a pad's own row is empty (so :func:`with_residual` keeps it
     as the identity). Under a causal mask the first T rows see only the first T keys, so nothing is cut; with full
@@ -370,24 +379,26 @@ def layer_attention(record: AttentionRecord, n_tokens: int = ROLLOUT_TOKENS) -> 
     if n_tokens < 1:
         raise ValueError(f"n_tokens ({n_tokens}) must be at least 1")
     n = min(record.q_len, record.k_len, n_tokens)
-    real = torch.tensor([not tok.pad for tok in record.tokens[:n]], dtype=torch.bool)  # (T,)
+    real = torch.tensor([not tok.pad for tok in record.tokens[:n]], dtype=torch.bool, device=device)  # (T,)
     keep = real[:, None] & real[None, :]  # (T, T)
-    layers = [record.weights(layer, "mean", rows=(0, n), cols=(0, n)) for layer in range(record.n_layer)]
+    # what record.weights(layer, "mean", ...) gives, with the window computed on the device
+    layers = [weights_window(capture, None, (0, n), (0, n), device=device).mean(dim=0) for capture in record.layers]
     return torch.stack(layers).float().masked_fill(~keep, 0.0)  # (n_layer, T, T)
 
 
-def reach(record: AttentionRecord, n_tokens: int = ROLLOUT_TOKENS) -> Tensor:
-    """Which cells of the maps can carry weight after each layer: bool (n_layer, T, T), T = min(q_len, n_tokens).
+def reach(record: AttentionRecord, n_tokens: int = ROLLOUT_TOKENS, device: torch.device | str | None = None) -> Tensor:
+    """Which cells of the maps can carry weight after each layer: bool (n_layer, T, T), T = min(q_len, n_tokens),
+    on ``device`` (the CPU when None).
 
     Entry l is True where a path of keys the masks let through (or the residual) joins query i above layer l to
     input token j; pads' rows and columns are False.
     """
     n = min(record.q_len, record.k_len, n_tokens)
-    real = torch.tensor([not tok.pad for tok in record.tokens[:n]], dtype=torch.bool)  # (T,)
-    eye = torch.eye(n, dtype=torch.bool)
+    real = torch.tensor([not tok.pad for tok in record.tokens[:n]], dtype=torch.bool, device=device)  # (T,)
+    eye = torch.eye(n, dtype=torch.bool, device=device)
     joint, out = eye, []
     for layer in range(record.n_layer):
-        step = record.keys(layer).block(0, n, 0, n) | eye  # (T, T)
+        step = record.keys(layer).block(0, n, 0, n, device=device) | eye  # (T, T)
         joint = (step.float() @ joint.float()) > 0  # (T, T)
         out.append(joint & real[:, None] & real[None, :])
     return torch.stack(out)
@@ -422,15 +433,18 @@ class RolloutMaps:
         return sum(t.numel() * t.element_size() for t in (self.layer_mean, self.rollout, self.reach))
 
 
-def rollout_maps(record: AttentionRecord, n_tokens: int = ROLLOUT_TOKENS) -> RolloutMaps:
-    """The head-averaged weights and their rollout for the first ``n_tokens`` tokens of ``record``."""
+def rollout_maps(
+    record: AttentionRecord, n_tokens: int = ROLLOUT_TOKENS, device: torch.device | str | None = None
+) -> RolloutMaps:
+    """The head-averaged weights and their rollout for the first ``n_tokens`` tokens of ``record``, computed on
+    ``device`` (the model's; the CPU when None) and kept on the host."""
     if record.n_layer < 1:
         raise ValueError(msg("rollout_lib.no_layers"))
-    means = layer_attention(record, n_tokens)
+    means = layer_attention(record, n_tokens, device)
     return RolloutMaps(
-        layer_mean=means,
-        rollout=rollout(means),
-        reach=reach(record, n_tokens),
+        layer_mean=means.cpu(),
+        rollout=rollout(means).cpu(),
+        reach=reach(record, n_tokens, device).cpu(),
         n_tokens=means.shape[-1],
         q_len=record.q_len,
         causal=record.causal,

@@ -9,7 +9,9 @@ scores by √n_head too much and flattens the attention.
 
 Everything here reads a record's q and k, exactly what entered each layer's
 softmax (after RoPE), and recomputes the rows chunk by chunk under other
-scales, so memory stays bounded like the capture's.
+scales, so memory stays bounded like the capture's. A record keeps q and k on
+the host; given the model's ``device``, each layer's q and k go there once and
+only the rows' statistics come back, once a layer.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import torch
 from torch import Tensor
 
 from attnviz import settings
-from attnviz.core.attention import attention_scores
+from attnviz.core.attention import attention_scores, reduction_dtype
 from attnviz.core.capture.kernel import CHUNK_ELEMENTS
 from attnviz.core.masks import KeyRanges
 from attnviz.core.progress import Progress, or_none
@@ -126,15 +128,20 @@ class ScalingRows:
         return frame
 
 
-def _scores_for_rows(capture, r0: int, r1: int) -> tuple[Tensor, Tensor]:
-    """Raw q·k (no scale) of rows r0..r1 over the keys they may see, -inf elsewhere: (n_head, C, W), and the window start."""
-    keys: KeyRanges = capture.keys
+def _scores_for_rows(q: Tensor, k: Tensor, keys: KeyRanges, r0: int, r1: int) -> Tensor:
+    """Raw q·k (no scale) of rows r0..r1 over the keys they may see, -inf elsewhere: (n_head, C, W), on q's device.
+
+    q (n_head, T, hd) and k (n_kv_head, k_len, hd): a layer's, on the device the work runs on.
+    """
     c0, c1 = keys.key_span(r0, r1)
-    raw = attention_scores(capture.q[None, :, r0:r1], capture.k[None, :, c0:c1], 1.0)[0]  # (n_head, C, W)
-    if capture.softcap is not None:  # a soft-capped model's logits are capped after the scale: keep the cap
-        raise ValueError(msg("scaling_lib.softcap"))
-    keep = keys.block(r0, r1, c0, c1)  # (C, W)
-    return raw.masked_fill(~keep, -math.inf), c0
+    raw = attention_scores(q[None, :, r0:r1], k[None, :, c0:c1], 1.0)[0]  # (n_head, C, W)
+    keep = keys.block(r0, r1, c0, c1, device=q.device)  # (C, W)
+    return raw.masked_fill(~keep, -math.inf)
+
+
+def _device(device: torch.device | str | None) -> torch.device:
+    """Where a lab's work runs: ``device`` (the model's), the CPU when None."""
+    return torch.device("cpu" if device is None else device)
 
 
 def tokens_within_budget(n_layer: int, n_head: int, requested: int) -> int:
@@ -146,12 +153,23 @@ def tokens_within_budget(n_layer: int, n_head: int, requested: int) -> int:
     return max(1, min(requested, settings.SCALING_TOKENS, within))
 
 
-def scaling_rows(record: AttentionRecord, d_model: int, head_dim: int, progress: Progress | None = None) -> ScalingRows:
+def scaling_rows(
+    record: AttentionRecord,
+    d_model: int,
+    head_dim: int,
+    progress: Progress | None = None,
+    *,
+    device: torch.device | str | None = None,
+) -> ScalingRows:
     """Every head of every layer under the three scales, from the record's q and k, chunk by chunk
-    (``progress``: a step a layer)."""
+    (``progress``: a step a layer). ``device``: where the scores are recomputed (the model's; the CPU when None);
+    each layer's statistics come back to the host once, and the score moments are summed in
+    :func:`~attnviz.core.attention.reduction_dtype` there (float64 on the CPU)."""
     factors = scale_factors(head_dim, d_model)
     if record.layers[0].q is None:
         raise ValueError(msg("scaling_lib.no_qk"))
+    device = _device(device)
+    wide = reduction_dtype(device)
     n_layer, n_head, T = record.n_layer, record.n_head, record.q_len
     progress = or_none(progress)
     progress.stage("progress.layer", n_layer)
@@ -162,18 +180,29 @@ def scaling_rows(record: AttentionRecord, d_model: int, head_dim: int, progress:
     cells = torch.zeros(n_layer, dtype=torch.float64)
     chunk = max(1, CHUNK_ELEMENTS // max(1, n_head * max(1, record.k_len)))
     for layer, capture in enumerate(record.layers):
+        if capture.softcap is not None:  # a soft-capped model's logits are capped after the scale: keep the cap
+            raise ValueError(msg("scaling_lib.softcap"))
+        q, k = capture.q.to(device), capture.k.to(device)  # (n_head, T, hd), (n_kv_head, k_len, hd)
+        rows = {(stat, kind): torch.zeros(n_head, T, device=device) for stat in ("entropy", "max") for kind in factors}
+        sums = torch.zeros(2, n_head, dtype=wide, device=device)  # Σ q·k and Σ (q·k)² over the visible cells
+        n_cells = torch.zeros((), dtype=torch.long, device=device)
         for r0 in range(0, T, chunk):
             r1 = min(T, r0 + chunk)
-            raw, _ = _scores_for_rows(capture, r0, r1)  # (n_head, C, W)
+            raw = _scores_for_rows(q, k, capture.keys, r0, r1)  # (n_head, C, W)
             visible = ~torch.isneginf(raw)
-            finite = raw.masked_fill(~visible, 0.0).double()
-            score_sum[layer] += finite.sum(dim=(1, 2))
-            score_sq[layer] += (finite * finite).sum(dim=(1, 2))
-            cells[layer] += visible[0].sum()
+            finite = raw.masked_fill(~visible, 0.0).to(wide)
+            sums[0] += finite.sum(dim=(1, 2))
+            sums[1] += (finite * finite).sum(dim=(1, 2))
+            n_cells += visible[0].sum()
             for kind, factor in factors.items():
                 rows_entropy, rows_max, _ = softmax_rows(raw * factor)
-                entropy[kind][layer, :, r0:r1] = rows_entropy
-                max_weight[kind][layer, :, r0:r1] = rows_max
+                rows["entropy", kind][:, r0:r1] = rows_entropy
+                rows["max", kind][:, r0:r1] = rows_max
+        for kind in factors:  # the layer's results, to the host once
+            entropy[kind][layer] = rows["entropy", kind].cpu()
+            max_weight[kind][layer] = rows["max", kind].cpu()
+        score_sum[layer], score_sq[layer] = sums.cpu().double()
+        cells[layer] = n_cells.cpu()
         progress.step()
     live = record.live_rows()
     visible = torch.stack([record.keys(layer).visible() for layer in range(n_layer)])
@@ -192,38 +221,56 @@ def scaling_rows(record: AttentionRecord, d_model: int, head_dim: int, progress:
 
 
 def head_under_scale(
-    record: AttentionRecord, layer: int, head: int, factor: float, rows: tuple[int, int], cols: tuple[int, int]
+    record: AttentionRecord,
+    layer: int,
+    head: int,
+    factor: float,
+    rows: tuple[int, int],
+    cols: tuple[int, int],
+    *,
+    device: torch.device | str | None = None,
 ) -> Tensor:
-    """One head's weights under another scale, rows x cols of them: (R, C). Full rows are normalised, then cut."""
-    capture = record.layers[layer]
+    """One head's weights under another scale, rows x cols of them: (R, C) on the host. Full rows are normalised,
+    then cut; computed on ``device`` (the model's; the CPU when None)."""
+    capture, device = record.layers[layer], _device(device)
     r0, r1 = rows
-    keys = capture.keys
-    raw = attention_scores(capture.q[None, head : head + 1, r0:r1], _kv_head(capture, head), 1.0)[0, 0]  # (R, k_len)
-    raw = raw.masked_fill(~keys.block(r0, r1), -math.inf)
+    q = capture.q[None, head : head + 1, r0:r1].to(device)  # (1, 1, R, hd)
+    raw = attention_scores(q, _kv_head(capture, head, device), 1.0)[0, 0]  # (R, k_len)
+    raw = raw.masked_fill(~capture.keys.block(r0, r1, device=device), -math.inf)
     _, _, weights = softmax_rows(raw * factor)
-    return weights[:, cols[0] : cols[1]]
+    return weights[:, cols[0] : cols[1]].cpu()
 
 
-def _kv_head(capture, head: int) -> Tensor:
-    """The K head a query head reads (GQA): (1, 1, k_len, head_dim)."""
+def _kv_head(capture, head: int, device: torch.device) -> Tensor:
+    """The K head a query head reads (GQA): (1, 1, k_len, head_dim), on ``device``."""
     n_rep = capture.q.shape[0] // capture.k.shape[0]
-    return capture.k[None, head // n_rep : head // n_rep + 1]
+    return capture.k[None, head // n_rep : head // n_rep + 1].to(device)
 
 
-def head_row_stats(record: AttentionRecord, layer: int, head: int, factor: float, threshold: float) -> dict[str, float]:
-    """Mean entropy, normalised entropy and saturated share of one head under one scale."""
-    capture, T = record.layers[layer], record.q_len
+def head_row_stats(
+    record: AttentionRecord,
+    layer: int,
+    head: int,
+    factor: float,
+    threshold: float,
+    *,
+    device: torch.device | str | None = None,
+) -> dict[str, float]:
+    """Mean entropy, normalised entropy and saturated share of one head under one scale, the rows computed on
+    ``device`` (the model's; the CPU when None) and averaged on the host."""
+    capture, T, device = record.layers[layer], record.q_len, _device(device)
     live = record.live_rows()[layer]
     entropies, maxima = [], []
     chunk = max(1, CHUNK_ELEMENTS // max(1, record.k_len))
+    q, k = capture.q[None, head : head + 1].to(device), _kv_head(capture, head, device)  # (1, 1, T, hd), (1, 1, S, hd)
     for r0 in range(0, T, chunk):
         r1 = min(T, r0 + chunk)
-        raw = attention_scores(capture.q[None, head : head + 1, r0:r1], _kv_head(capture, head), 1.0)[0, 0]
-        raw = raw.masked_fill(~capture.keys.block(r0, r1), -math.inf)
+        raw = attention_scores(q[:, :, r0:r1], k, 1.0)[0, 0]  # (C, k_len)
+        raw = raw.masked_fill(~capture.keys.block(r0, r1, device=device), -math.inf)
         entropy, max_weight, _ = softmax_rows(raw * factor)
         entropies.append(entropy)
         maxima.append(max_weight)
-    entropy, max_weight = torch.cat(entropies), torch.cat(maxima)
+    entropy, max_weight = torch.cat(entropies).cpu(), torch.cat(maxima).cpu()
     n = max(1, int(live.sum()))
     log_visible = capture.keys.visible().float().clamp_min(2).log()
     return {
@@ -282,37 +329,44 @@ class GradientCurve:
 
 
 def gradient_curve(
-    record: AttentionRecord, layer: int, head: int, multiples=GRADIENT_MULTIPLES, seed: int = 0
+    record: AttentionRecord,
+    layer: int,
+    head: int,
+    multiples=GRADIENT_MULTIPLES,
+    seed: int = 0,
+    *,
+    device: torch.device | str | None = None,
 ) -> GradientCurve | None:
     """How much gradient the softmax passes back, as the scale grows: the tutorial's "gradients keep flowing".
 
     None when no row of the layer sees two keys (a one-token text): a row with one key has no choice to make, so
-    there is no gradient to measure.
+    there is no gradient to measure. Computed on ``device`` (the model's; the CPU when None), read back once.
     """
-    capture = record.layers[layer]
+    capture, device = record.layers[layer], _device(device)
     live = record.live_rows()[layer].nonzero()[:, 0]
     if len(live) == 0:
         return None
     if len(live) > GRADIENT_ROWS:
         live = live[torch.linspace(0, len(live) - 1, GRADIENT_ROWS).round().long()]
-    q = capture.q[head, live]  # (R, hd)
-    k = _kv_head(capture, head)[0, 0]  # (k_len, hd)
-    keep = torch.stack([capture.keys.block(int(r), int(r) + 1)[0] for r in live])  # (R, k_len)
+    q = capture.q[head, live].to(device)  # (R, hd)
+    k = _kv_head(capture, head, device)[0, 0]  # (k_len, hd)
+    keep = torch.stack([capture.keys.block(int(r), int(r) + 1)[0] for r in live]).to(device)  # (R, k_len)
     raw = (q @ k.T).masked_fill(~keep, -math.inf)  # (R, k_len)
-    upstream = torch.randn(raw.shape, generator=torch.Generator().manual_seed(seed)).masked_fill(~keep, 0.0)
+    upstream = torch.randn(raw.shape, generator=torch.Generator().manual_seed(seed)).to(device).masked_fill(~keep, 0.0)
     correct = capture.q.shape[-1] ** -0.5
-    curve: dict[str, list[float]] = {name: [] for name in ("jac", "vanishing", "ds", "dq", "entropy")}
+    names = ("jac", "vanishing", "ds", "dq", "entropy")
+    points = []  # per multiple, the five means: (5,) on the device
     for multiple in multiples:
         factor = correct * multiple
         entropy, _, p = softmax_rows(raw * factor)  # (R, k_len)
         p2 = (p * p).sum(-1)
         jacobian = (p2 - 2 * (p**3).sum(-1) + p2 * p2).clamp_min(0).sqrt()  # ||diag(p) - p pᵀ||_F per row
         ds = p * (upstream - (p * upstream).sum(-1, keepdim=True))  # dL/ds = J u, (R, k_len)
-        curve["jac"].append(float(jacobian.mean()))
-        curve["vanishing"].append(float((jacobian < VANISHING).float().mean()))
-        curve["ds"].append(float(ds.norm(dim=-1).mean()))
-        curve["dq"].append(float((factor * ds @ k).norm(dim=-1).mean()))  # dL/dq = factor · (dL/ds) K
-        curve["entropy"].append(float(entropy.mean()))
+        dq = (factor * ds @ k).norm(dim=-1).mean()  # dL/dq = factor · (dL/ds) K
+        means = (jacobian.mean(), (jacobian < VANISHING).float().mean(), ds.norm(dim=-1).mean(), dq, entropy.mean())
+        points.append(torch.stack(means))
+    values = torch.stack(points).T.cpu().tolist() if points else [[] for _ in names]  # (5, n_multiples): one read back
+    curve = dict(zip(names, values, strict=True))
     return GradientCurve(list(multiples), curve["jac"], curve["vanishing"], curve["ds"], curve["dq"], curve["entropy"])
 
 

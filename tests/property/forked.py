@@ -7,6 +7,14 @@ are files, as a real process's are: UTF-8, strict on stdout and backslashreplace
 program in a UTF-8 locale). The parent watches the child's resident memory while it runs and kills it past the cap;
 the child's own high-water mark (``VmHWM``, reset by the fork) is checked too, to catch a spike between two looks.
 ``RLIMIT_AS`` is a last backstop so that a runaway child cannot take the machine with it.
+
+No child is forked after an accelerator was initialised in this process: a CUDA context (or Apple's Metal) does not
+survive a fork, and the child would fail or hang on its first use of the device. The warm-up runs on the CPU, and
+the suite asks CUDA's availability through NVML (``PYTORCH_NVML_BASED_CUDA_CHECK=1``, tests/conftest.py), which
+initialises nothing. When an accelerator is in use all the same (a GPU test ran earlier in this process, or the
+machine has MPS), each child is started with ``spawn`` instead: a fresh interpreter that imports attnviz and torch
+itself (seconds, not milliseconds) and runs the same case under the same bounds, its memory counted from the moment
+it starts the case. On a machine where no accelerator was touched nothing changes: every child is forked.
 """
 
 from __future__ import annotations
@@ -14,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
+import multiprocessing
 import os
 import pickle
 import re
@@ -73,13 +82,30 @@ class Outcome:
         )
 
 
-def _child(argv: list[str], out_path: str, err_path: str, result_path: str, memory_mb: int, env: dict) -> None:
-    """Run ``main(argv)`` in this (forked) process and write the result to ``result_path``; never returns."""
+def fork_hazard() -> str | None:
+    """Why a child forked from this process now could not use the accelerator (None when forking is safe)."""
+    if torch.cuda.is_initialized():
+        return "CUDA is initialised in this process, and a CUDA context does not survive a fork"
+    if torch.backends.mps.is_available():
+        return "Apple's Metal (MPS) is loaded in this process, and it does not survive a fork"
+    return None
+
+
+def _child(
+    argv: list[str], out_path: str, err_path: str, result_path: str, memory_mb: int, env: dict, start_path: str = ""
+) -> None:
+    """Run ``main(argv)`` in this (forked or spawned) process and write the result to ``result_path``; never returns.
+
+    ``start_path``: where a spawned child writes its resident memory (KiB) as it starts the case, after its imports.
+    """
     result = {"code": None, "traceback": ""}
     try:
         torch.set_num_threads(1)  # the parent's pool does not survive a fork, and CI has two cores for everything
         os.environ.update(env)
         start = _status()
+        if start_path:
+            with open(start_path, "w") as file:
+                file.write(str(start.get("VmRSS", 0)))
         limit = (start.get("VmSize", 0) * 1024) + 4 * memory_mb * 2**20
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
         for fd, path, flags in ((0, os.devnull, os.O_RDONLY), (1, out_path, os.O_WRONLY), (2, err_path, os.O_WRONLY)):
@@ -133,10 +159,10 @@ def warm() -> None:
     folder = tempfile.mkdtemp(prefix="attnviz-forked-warm-")
     mask = os.path.join(folder, "mask.npy")
     np.save(mask, np.tril(np.ones((3, 3), dtype=bool)))
-    argvs = [
-        ["heads", "hi", "--quiet", "--json"],
-        ["scaling", "hi", "--quiet", "--json"],
-        ["heads", "hi", "--quiet", "--model", os.path.join(folder, "missing")],
+    argvs = [  # on the CPU: the parent initialises no accelerator, so its children may fork
+        ["heads", "hi", "--quiet", "--json", "--device", "cpu"],
+        ["scaling", "hi", "--quiet", "--json", "--device", "cpu"],
+        ["heads", "hi", "--quiet", "--device", "cpu", "--model", os.path.join(folder, "missing")],
         ["kv-cache", "minilm", "--json"],
         ["mask-doctor", mask, "--json"],
     ]
@@ -149,10 +175,13 @@ def warm() -> None:
 
 
 class Child:
-    """One forked run in progress; :meth:`wait` (or :meth:`poll` until it returns an Outcome) ends it."""
+    """One forked run in progress (spawned where :func:`fork_hazard` says a fork is unsafe); :meth:`wait` (or
+    :meth:`poll` until it returns an Outcome) ends it."""
 
     def __init__(self, argv: list[str], *, timeout: float, memory_mb: int, env: dict | None = None) -> None:
-        warm()
+        self.hazard = fork_hazard()
+        if self.hazard is None:
+            warm()
         self.argv, self.timeout, self.memory_mb = list(argv), timeout, memory_mb
         self.folder = tempfile.mkdtemp(prefix="attnviz-forked-")
         self.paths = [os.path.join(self.folder, name) for name in ("out", "err", "result")]
@@ -161,12 +190,28 @@ class Child:
         sys.stdout.flush()
         sys.stderr.flush()
         self.started = time.monotonic()
-        self.pid = os.fork()
-        if self.pid == 0:
-            _child(self.argv, *self.paths, memory_mb, env or {})
-        self.rss0 = _status(self.pid).get("VmRSS", 0)
-        self.peak = self.rss0
+        self.start_path = ""
+        if self.hazard is None:
+            self.pid = os.fork()
+            if self.pid == 0:
+                _child(self.argv, *self.paths, memory_mb, env or {})
+            self.rss0: int | None = _status(self.pid).get("VmRSS", 0)
+        else:  # a fresh interpreter, our own child all the same: waitpid and /proc read it as a forked one
+            self.start_path = os.path.join(self.folder, "start")
+            args = (self.argv, *self.paths, memory_mb, env or {}, self.start_path)
+            process = multiprocessing.get_context("spawn").Process(target=_child, args=args)
+            process.start()
+            self.pid = process.pid
+            self.rss0 = None  # known once the child has imported what it needs and starts the case
+        self.peak = self.rss0 or 0
         self.outcome: Outcome | None = None
+
+    def _baseline(self) -> int | None:
+        """The child's resident memory (KiB) as it started the case: at the fork, or as a spawned child wrote it."""
+        if self.rss0 is None:
+            with contextlib.suppress(OSError, ValueError), open(self.start_path) as file:
+                self.rss0 = self.peak = int(file.read())
+        return self.rss0
 
     def _kill(self, failure: str) -> Outcome:
         with contextlib.suppress(ProcessLookupError):
@@ -177,7 +222,8 @@ class Child:
     def _finish(self, failure: str | None, status: int = 0) -> Outcome:
         outcome = Outcome(self.argv, seconds=time.monotonic() - self.started)
         outcome.out, outcome.err = (self._read(p) for p in self.paths[:2])
-        outcome.grew_mb = max(0, self.peak - self.rss0) / 1024
+        base = self._baseline()
+        outcome.grew_mb = 0.0 if base is None else max(0, self.peak - base) / 1024
         if failure is None:
             try:
                 with open(self.paths[2], "rb") as file:
@@ -196,7 +242,7 @@ class Child:
                 elif outcome.grew_mb > self.memory_mb:
                     failure = "memory"
         outcome.failure = failure
-        for path in self.paths:
+        for path in [*self.paths, self.start_path]:
             with contextlib.suppress(OSError):
                 os.unlink(path)
         os.rmdir(self.folder)
@@ -215,9 +261,11 @@ class Child:
         pid, status = os.waitpid(self.pid, os.WNOHANG)
         if pid:
             return self._finish(None, status)
-        self.peak = max(self.peak, _status(self.pid).get("VmRSS", 0))
-        if self.peak - self.rss0 > self.memory_mb * 1024:
-            return self._kill("memory")
+        base = self._baseline()
+        if base is not None:  # a spawned child's imports are not the case's growth
+            self.peak = max(self.peak, _status(self.pid).get("VmRSS", 0))
+            if self.peak - base > self.memory_mb * 1024:
+                return self._kill("memory")
         if time.monotonic() - self.started > self.timeout:
             return self._kill("timeout")
         return None

@@ -34,6 +34,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from attnviz.core.attention import fused_attention, group_size, naive_attention, scaled_dot_product_attention
+from attnviz.core.devices import synchronize
 from attnviz.core.masks import causal_mask
 from attnviz.labs.cost.paths import HEAD_DIM, N_HEAD, N_KV_HEAD
 from attnviz.labs.cost.peak_memory import maxrss_bytes, reset_peak_rss, run_child, status_bytes
@@ -140,14 +141,18 @@ def time_interleaved(
     if repeats < 1:
         raise ValueError(f"repeats ({repeats}) must be >= 1")
     for _ in range(warmup):
-        ours()
-        reference()
+        for call in (ours, reference):
+            result = call()
+            if isinstance(result, torch.Tensor):
+                synchronize(result.device)
     times: dict[int, list[float]] = {0: [], 1: []}
     calls = (ours, reference)
     for i in range(repeats):
         for which in (0, 1) if i % 2 == 0 else (1, 0):
             start = time.perf_counter()
             result = calls[which]()
+            if isinstance(result, torch.Tensor):
+                synchronize(result.device)  # an accelerator's kernels run ahead of Python: time their end
             times[which].append(time.perf_counter() - start)
             del result
     return times[0], times[1]

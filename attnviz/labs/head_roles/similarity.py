@@ -1,5 +1,9 @@
 """How alike heads are: the Jensen–Shannon distance between every pair of heads' patterns, average-linkage
 clustering, and the groups of heads closer than a threshold (the tutorial's "too many heads" pitfall, measured).
+
+The rows compared and their divergences are computed on the model's device when given one (a record keeps q and k
+on the host: each picked row's window goes there); only the (N, N) distances come back. The clustering is host work
+on N² numbers.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from attnviz.core.capture import weights_window
 from attnviz.core.head_stats import entropy
 from attnviz.i18n.message import Message, msg
 from attnviz.models.record import AttentionRecord
@@ -60,7 +65,7 @@ def js_distance_matrix(patterns: Tensor) -> Tensor:
     n, r, k = patterns.shape
     patterns = patterns.float()
     own = entropy(patterns)  # (N, R)
-    divergence = torch.zeros(n, n)
+    divergence = torch.zeros(n, n, device=patterns.device)
     step = max(1, SIMILARITY_BLOCK // max(1, r * k))
     for a in range(n - 1):
         for b0 in range(a + 1, n, step):
@@ -124,8 +129,8 @@ def redundant_groups(merges: np.ndarray, n: int, threshold: float, order: list[i
     return sorted(groups, key=lambda g: rank[g[0]])
 
 
-def similarity_rows(record: AttentionRecord) -> tuple[Tensor, Message]:
-    """The rows heads are compared on: (N, R, K) weights, and a note saying which.
+def similarity_rows(record: AttentionRecord, device: torch.device | str | None = None) -> tuple[Tensor, Message]:
+    """The rows heads are compared on: (N, R, K) weights on ``device`` (the CPU when None), and a note saying which.
 
     The first min(q_len, SIMILARITY_TOKENS) tokens; of their rows that see at
     least two keys in every layer, R evenly spaced so that pairs x R x K stays
@@ -141,8 +146,10 @@ def similarity_rows(record: AttentionRecord) -> tuple[Tensor, Message]:
     n_rows = max(SIMILARITY_MIN_ROWS, SIMILARITY_MAX_CELLS // (pairs * tokens))
     picked = live if len(live) <= n_rows else live[torch.linspace(0, len(live) - 1, n_rows).round().long()]
     patterns = []
-    for layer in range(record.n_layer):
-        w = torch.cat([record.weights(layer, None, (int(i), int(i) + 1), (0, tokens)) for i in picked], dim=1)
+    for capture in record.layers:  # record.weights(layer, None, ...), each window computed on the device
+        w = torch.cat(
+            [weights_window(capture, None, (int(i), int(i) + 1), (0, tokens), device=device) for i in picked], 1
+        )
         patterns.append(w)  # (n_head, R, K)
     rows = torch.cat(patterns)  # (N, R, K)
     total = rows.sum(dim=-1, keepdim=True)
@@ -157,9 +164,10 @@ def similarity_rows(record: AttentionRecord) -> tuple[Tensor, Message]:
     return rows, msg("head_roles_lib.note", rows=len(picked), spaced=spaced, over=over, cut=cut)
 
 
-def head_similarity(record: AttentionRecord) -> HeadSimilarity:
-    """Every pair of the record's heads compared by JS distance, clustered by average linkage."""
-    rows, note = similarity_rows(record)
-    distance = js_distance_matrix(rows).numpy()
+def head_similarity(record: AttentionRecord, device: torch.device | str | None = None) -> HeadSimilarity:
+    """Every pair of the record's heads compared by JS distance on ``device`` (the model's; the CPU when None),
+    clustered by average linkage on the host."""
+    rows, note = similarity_rows(record, device)
+    distance = js_distance_matrix(rows).cpu().numpy()
     merges = average_linkage(distance)
     return HeadSimilarity(distance, merges, leaf_order(merges, len(distance)), record.n_head, note)

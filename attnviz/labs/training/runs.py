@@ -36,6 +36,11 @@ Losses and accuracies are recorded once per step, on that step's fresh batch
 and before the update, so every value is measured on data the model has not
 trained on. The final loss and accuracy are measured after the last step on a
 held-out set of ``settings.TRAIN_EVAL_SEQUENCES`` sequences.
+
+The runs train on ``TrainingConfig.device`` (the CPU by default). The weights
+and the batches are drawn on the host, from the seed, then moved, so every
+device starts from the same model and sees the same data; a step reads its
+loss and accuracy back once (the live curve needs them), an evaluation once.
 """
 
 from __future__ import annotations
@@ -92,8 +97,13 @@ class TrainingConfig:
     keys: int = settings.TRAIN_KEYS.default
     values: int = settings.TRAIN_VALUES.default
     batch: int = settings.TRAIN_BATCH.default
+    device: str = "cpu"  # where the runs train: part of the config, so a cached result names its device
 
     def __post_init__(self) -> None:
+        try:
+            torch.device(self.device)
+        except (RuntimeError, TypeError):
+            raise ValueError(f"device must name a torch device, not {self.device!r}") from None
         settings.TRAIN_HEAD_DIM.check(self.head_dim)
         settings.TRAIN_N_HEAD.check(self.n_head)
         settings.TRAIN_STEPS.check(self.steps)
@@ -185,6 +195,12 @@ class RetrievalBatch:
             *(t[start:stop] for t in (self.keys, self.values, self.query, self.answer, self.answer_position))
         )
 
+    def to(self, device: torch.device | str) -> RetrievalBatch:
+        """The same sequences on ``device``."""
+        return RetrievalBatch(
+            *(t.to(device) for t in (self.keys, self.values, self.query, self.answer, self.answer_position))
+        )
+
 
 def retrieval_batch(batch: int, pairs: int, n_keys: int, n_values: int, generator: torch.Generator) -> RetrievalBatch:
     """``batch`` random sequences of ``pairs`` (key, value) pairs and one query, drawn from ``generator``."""
@@ -267,9 +283,8 @@ def summarise_attention(weights: Tensor, answer_position: Tensor, scores: Tensor
     answer = answer_position[:, None].expand_as(top)  # (batch, n_head)
     on_answer = w.gather(-1, answer[..., None])[..., 0]  # (batch, n_head)
     wrong = (top >= SATURATED) & (where != answer)  # (batch, n_head)
-    return AttentionSummary(
-        float(top.mean()), float(on_answer.mean()), float(wrong.float().mean()), float(scores.std())
-    )
+    means = torch.stack([top.mean(), on_answer.mean(), wrong.float().mean(), scores.std()])  # read back once
+    return AttentionSummary(*means.cpu().tolist())
 
 
 @dataclass(frozen=True)
@@ -281,9 +296,10 @@ class Evaluation:
 
 @torch.no_grad()
 def evaluate(model: RetrievalModel, data: RetrievalBatch, scale: float) -> Evaluation:
-    """Mean cross-entropy, accuracy and the attention summary on ``data``, in chunks of ``EVAL_CHUNK`` sequences."""
-    loss = correct = 0.0
-    weights, positions, scores = [], [], []
+    """Mean cross-entropy, accuracy and the attention summary on ``data``, in chunks of ``EVAL_CHUNK`` sequences,
+    on the model's device (``data`` is moved there)."""
+    data = data.to(next(model.parameters()).device)
+    sums, weights, positions, scores = [], [], [], []
 
     def keep_scores(q: Tensor, k: Tensor, v: Tensor) -> None:
         scores.append(attention_scores(q, k, scale))  # (b, n_head, 1, pairs)
@@ -291,10 +307,14 @@ def evaluate(model: RetrievalModel, data: RetrievalBatch, scale: float) -> Evalu
     for start in range(0, len(data), EVAL_CHUNK):
         chunk = data.rows(start, start + EVAL_CHUNK)
         logits, w = model(chunk, scale, need_weights=True, on_qkv=keep_scores)  # (b, values), (b, n_head, 1, pairs)
-        loss += float(F.cross_entropy(logits, chunk.answer, reduction="sum"))
-        correct += float((logits.argmax(dim=-1) == chunk.answer).sum())
+        loss = F.cross_entropy(logits, chunk.answer, reduction="sum")
+        sums.append(torch.stack([loss, (logits.argmax(dim=-1) == chunk.answer).sum().to(loss.dtype)]))
         weights.append(w)
         positions.append(chunk.answer_position)
+    loss = correct = 0.0
+    for chunk_loss, chunk_correct in torch.stack(sums).cpu().tolist():  # one read back; summed on the host, in order
+        loss += chunk_loss
+        correct += chunk_correct
     summary = summarise_attention(torch.cat(weights), torch.cat(positions), torch.cat(scores))  # (N, n_head, 1, pairs)
     return Evaluation(loss / len(data), correct / len(data), summary)
 
@@ -344,7 +364,7 @@ class _Run:
         started = time.perf_counter()
         c = self.config
         self.scale = scale_for(self.kind, c.head_dim, c.d_model)
-        self.model = build_model(c)
+        self.model = build_model(c).to(c.device)  # drawn on the host: the same weights on every device
         self.optimiser = make_optimiser(c, self.model.parameters())
         # every variant draws the same held-out set and then the same batches, in the same order
         self.data = torch.Generator().manual_seed(c.seed)
@@ -356,14 +376,15 @@ class _Run:
         """One SGD/Adam step on a fresh batch; returns its loss and accuracy, measured before the update."""
         started = time.perf_counter()
         c = self.config
-        batch = retrieval_batch(c.batch, c.pairs, c.keys, c.values, self.data)
+        batch = retrieval_batch(c.batch, c.pairs, c.keys, c.values, self.data).to(c.device)  # drawn on the host
         logits, _ = self.model(batch, self.scale)  # (batch, values)
         loss = F.cross_entropy(logits, batch.answer)
-        accuracy = float((logits.detach().argmax(dim=-1) == batch.answer).float().mean())
+        accuracy = (logits.detach().argmax(dim=-1) == batch.answer).float().mean()
         self.optimiser.zero_grad(set_to_none=True)
         loss.backward()
         self.optimiser.step()
-        self.losses.append(float(loss.detach()))
+        step_loss, accuracy = torch.stack([loss.detach(), accuracy]).cpu().tolist()  # the step's one read back
+        self.losses.append(step_loss)
         self.accuracies.append(accuracy)
         self.seconds += time.perf_counter() - started
         return self.losses[-1], accuracy

@@ -108,7 +108,7 @@ def ablating(layers: Sequence[OutputProjection], n_head: int, ablation: HeadAbla
             if threading.get_ident() != owner or not args:
                 return None
             x = args[0]  # (R, T, n_head * head_dim)
-            heads = ablation.heads_of(index, x.shape[0], x.device)
+            heads = ablation.heads_of(index, x.shape[0])  # on the host: read without waiting for the GPU
             z = x.view(*x.shape[:-1], n_head, -1)  # (R, T, n_head, head_dim)
             return (ablate_output(z, z, heads, ablation.mode).reshape(x.shape), *args[1:])
 

@@ -47,6 +47,7 @@ from accelerate.utils import align_module_device
 from torch import Tensor, nn
 
 from attnviz.core.capture import CaptureSession
+from attnviz.models.hf.placement import main_device
 
 PROBE_TOKENS = 5  # the probe pass reads this many token ids: enough for every shape, next to nothing in time
 
@@ -181,7 +182,7 @@ def find_output_projections(model: nn.Module, n_head: int, vocab_size: int | Non
     hooks = [m.register_forward_pre_hook(hook) for m in model.modules() if is_projection(m)]
     vocab = vocab_size or getattr(getattr(model, "config", None), "vocab_size", None) or 100
     ids = (torch.arange(PROBE_TOKENS) * 7 + 3) % max(1, int(vocab))
-    device = next((p.device for p in model.parameters()), torch.device("cpu"))
+    device = main_device(model, "cpu")  # not a parameter's: an offloaded one is on the meta device
     n_layer = int(getattr(getattr(model, "config", None), "num_hidden_layers", 1) or 1)
     session = _ProbeSession(events, PROBE_TOKENS, n_layer * n_head)
     try:

@@ -351,7 +351,7 @@ class HFSource:
         input_ids = torch.tensor([ids], dtype=torch.long, device=self.device)
         with reference() as run:
             out = self.forward(input_ids, output_attentions=True)
-        weights = torch.stack([a[0] for a in out.attentions]).float().cpu()
+        weights = torch.stack([a[0].float().cpu() for a in out.attentions])  # each layer's from its own device
         return weights, [keys[0] for keys in run.keys]
 
     @torch.no_grad()

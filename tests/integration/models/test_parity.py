@@ -7,6 +7,7 @@ from attnviz.errors import ParityUnsupportedError
 from attnviz.models.hf import parity as parity_module
 from attnviz.models.hf.parity import reproduce
 from attnviz.models.record import PARITY_TOLERANCE
+from tests.tolerances import assert_exact_on_cpu
 
 TEXT = "The trophy did not fit in the suitcase because it was too big. 注意力机制很有用。"
 
@@ -17,7 +18,7 @@ def test_every_head_of_every_layer_matches_exactly(name, request):
     ids = model.encode(TEXT, 128).ids
     result = reproduce(model, ids)
     assert result.max_abs_diff.shape == (model.n_layer, model.n_head)
-    assert result.worst == 0.0, result.max_abs_diff  # the same float32 operations in the same order
+    assert_exact_on_cpu(result.worst, 0.0, model.device)  # the same float32 operations in the same order
     assert result.matches
     assert result.ours.shape == result.theirs.shape == (model.n_layer, model.n_head, len(ids), len(ids))
     assert set(map(str, result.masks)) == {"causal" if model.causal else "no mask (every key)"}

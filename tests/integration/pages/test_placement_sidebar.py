@@ -104,3 +104,19 @@ def test_out_of_memory_in_a_page_is_one_line_and_the_next_run_works(monkeypatch)
     monkeypatch.setattr(EmbeddedModel, "run", real_run)
     at.run()
     assert not at.exception and not at.error and at.get("plotly_chart")
+
+
+def test_a_model_offloaded_to_disk_keeps_value_norms_equal_to_the_plain_loads(llama, tmp_path):
+    """The output projection is found by a probe pass on the model's main device, not on a parameter's (an
+    offloaded parameter is on the meta device): value-weighted attention stays available, and equal."""
+    import torch
+
+    from attnviz.core.devices import Placement
+    from attnviz.models.hf.loading import load_hf_source
+
+    plain = load_hf_source(str(llama))
+    offloaded = load_hf_source(str(llama), placement=Placement("auto", "sequential", (("cpu", 2**20),), str(tmp_path)))
+    assert offloaded.placement == (("", "disk"),) and plain.placement == ()
+    assert plain.has_value_norms and offloaded.has_value_norms
+    a, b = plain.run("hello there world of cats", 32), offloaded.run("hello there world of cats", 32)
+    assert all(torch.equal(x.value_norms, y.value_norms) for x, y in zip(a.layers, b.layers, strict=True))

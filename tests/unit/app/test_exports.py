@@ -1,8 +1,10 @@
 """Exports: the camera's SVG/PNG config, offline HTML, CSV, safetensors / npz round-trips and the size bound."""
 
+import gc
 import io
 import json
 import re
+import weakref
 
 import numpy as np
 import pandas as pd
@@ -130,3 +132,20 @@ def test_walkthrough_export_holds_every_steps_tensors(source):
     for name, tensor in expected.items():
         torch.testing.assert_close(loaded[name], tensor, rtol=0, atol=0, equal_nan=True)
     assert torch.equal(loaded["mask"], walk.mask)
+
+
+def test_an_export_on_screen_does_not_keep_its_record_alive(source):
+    """Streamlit keeps a download button's callable until its session's next run or end: an export that held its
+    record kept every idle session's last record in memory after the result cache dropped it. The export reads
+    the record while something else holds it, and says it has gone once nothing does."""
+    record = source.run(TEXT, 64)
+    head, stats = exports.head_export(record, 1, 2), exports.statistics_export(record)
+    assert load_safetensors(exports.tensor_file(head, "safetensors"))["weights"].shape == (record.q_len,) * 2
+    assert "rows.entropy" in load_safetensors(exports.tensor_file(stats, "safetensors"))
+    gone = weakref.ref(record)
+    del record
+    gc.collect()
+    assert gone() is None  # only the exports referred to it: they let it go
+    for export in (head, stats):
+        with pytest.raises(LookupError, match="left the server's result cache"):
+            exports.tensor_file(export, "safetensors")
