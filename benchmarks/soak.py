@@ -15,8 +15,9 @@ idle session must hold nothing large of its own. Before issue 27 each idle sessi
 (see attnviz/app/cache.py). Also: every visitor's time from submission to its chart, the sessions open at
 once, and the bytes the server admitted in flight (from its log).
 
-Defaults are issue 27's figure: 20 sessions over 10 minutes, at 2,048 tokens (a 342 MB record; the cache of
-1,024 MB holds two). ``--root`` serves another checkout (``/work/before``, the code before the fix).
+Defaults: issue 27's figure, 20 sessions over 10 minutes, at 512 tokens (a 192 MB record, quick to capture on
+2 cores; the cache of 512 MB holds two, so most idle sessions show a record the cache has dropped).
+``--root`` serves another checkout (``/work/before``, the code before the fix).
 """
 
 from __future__ import annotations
@@ -167,9 +168,9 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=20)
     parser.add_argument("--duration-s", type=float, default=600, help="the last visitor arrives stay-s before this")
     parser.add_argument("--stay-s", type=float, default=90, help="how long a visitor stays idle with its result")
-    parser.add_argument("--tokens", type=int, default=2048)
+    parser.add_argument("--tokens", type=int, default=512)
     parser.add_argument("--memory-mb", type=int, default=1024)
-    parser.add_argument("--cache-mb", type=int, default=1024)
+    parser.add_argument("--cache-mb", type=int, default=512)
     parser.add_argument("--settle-s", type=float, default=30, help="after the last visitor left")
     parser.add_argument("--timeout-s", type=float, default=1800, help="one visitor's wait for its result")
     parser.add_argument("--script", default="serve.py")
