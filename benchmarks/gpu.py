@@ -217,11 +217,16 @@ def source_rows(source, dtype: str, args: argparse.Namespace) -> list[dict]:
         rows.append(step(f"decode {mode}", dtype, device, functools.partial(decode, mode), warm_up))
 
     def sweep() -> dict:
-        baseline = ablation.sweep_baseline(source, text, args.sweep_tokens)
+        baseline = ablation.sweep_baseline(source, text, args.sweep_tokens)  # its first batched pass included
+        if args.sweep == "first":
+            values = [v for v in baseline.first.values() if v is not None]
+            return {"tokens": baseline.n_tokens, "heads": len(values), "of_heads": len(baseline.heads),
+                    "rows_per_pass": baseline.rows, "predicted_rest_s": baseline.seconds(baseline.first),
+                    "largest_kl_mean": max(values)}  # fmt: skip
         result = ablation.sweep_result(baseline, ablation.run_pieces(source, text, baseline, {}))
         values = [v for row in result.values for v in row if v is not None]
-        return {"tokens": baseline.n_tokens, "heads": len(values), "rows_per_pass": result.rows_per_pass,
-                "largest_kl_mean": max(values)}  # fmt: skip
+        return {"tokens": baseline.n_tokens, "heads": len(values), "of_heads": len(baseline.heads),
+                "rows_per_pass": result.rows_per_pass, "largest_kl_mean": max(values)}  # fmt: skip
 
     rows.append(step("sweep", dtype, device, sweep, lambda: ablation.ablation_effect(source, small, 32, [(0, 0)])))
     return rows
@@ -267,7 +272,7 @@ def table(result: dict) -> str:
         f"SmolLM2-135M on {about['device']}"
         + (f" ({', '.join(about['gpus'])})" if about.get("gpus") else f", {about['cpus']} CPUs")
         + f"; {result['tokens']} tokens (eager {result['eager_tokens']}, sweep {result['sweep_tokens']}),"
-        f" {result['new']} new tokens decoded; torch {about['torch']}",
+        f" {result['new']} new tokens decoded, sweep: {result['sweep']}; torch {about['torch']}",
         f"{'dtype':<9} {'step':<17}{'seconds':>9}  {'peak memory (MB)':<34} notes",
     ]
     for row in result["rows"]:
@@ -287,7 +292,9 @@ def table(result: dict) -> str:
         if row.get("same_tokens_as_cache") is not None:
             notes.append("same tokens as the cache" if row["same_tokens_as_cache"] else "tokens DIFFER from the cache")
         if "heads" in row:
-            notes.append(f"{row['heads']} heads at {row['tokens']} tokens, largest KL {row['largest_kl_mean']:.3g}")
+            notes.append(f"{row['heads']} of {row['of_heads']} heads at {row['tokens']} tokens")
+            if "predicted_rest_s" in row:
+                notes.append(f"the other {row['of_heads'] - row['heads']} predicted {row['predicted_rest_s']:.0f} s")
         lines.append(f"{row['dtype']:<9} {row['step']:<17}{row['seconds']:>9.3f}  {peaks:<34} {'; '.join(notes)}")
     lines.append(f"total {result['seconds']:.0f} s")
     return "\n".join(lines)
@@ -300,6 +307,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--eager-tokens", type=int, default=1024, help="the eager reference's length (at most)")
     parser.add_argument("--new", type=int, default=None, help="tokens decoded (default 128 on a GPU, 8 on the CPU)")
     parser.add_argument("--sweep-tokens", type=int, default=None, help="the sweep's length (default 256; CPU 32)")
+    parser.add_argument(
+        "--sweep", choices=("full", "first"), default=None,
+        help="full: every head; first: the sweep's first batched pass and its prediction of the rest (the CPU's default)",
+    )  # fmt: skip
     parser.add_argument("--dtypes", nargs="+", choices=DTYPES, default=list(DTYPES))
     parser.add_argument("--threads", type=int, default=None, help="torch's CPU threads (default: torch's own)")
     parser.add_argument("--json", action="store_true", help="print the JSON summary only")
@@ -314,6 +325,7 @@ def main(argv: list[str] | None = None) -> int:
     args.device = resolve_device(args.device)
     args.new = args.new or (8 if on_cpu else 128)
     args.sweep_tokens = args.sweep_tokens or (32 if on_cpu else 256)
+    args.sweep = args.sweep or ("first" if on_cpu else "full")
     if args.threads:
         torch.set_num_threads(args.threads)
     started = time.perf_counter()
@@ -326,6 +338,7 @@ def main(argv: list[str] | None = None) -> int:
         "tokens": args.tokens,
         "eager_tokens": min(args.eager_tokens, args.tokens),
         "sweep_tokens": args.sweep_tokens,
+        "sweep": args.sweep,
         "new": args.new,
         "rows": rows,
         "seconds": time.perf_counter() - started,

@@ -43,7 +43,8 @@ def projection_factors(blocks: Tensor) -> Tensor:
     # once per layer, on the CPU in float64 whatever the model runs in and on: float64 keeps the factor exact to
     # float32's last bit, and MPS has neither float64 nor a QR
     wide = blocks.detach().to("cpu", torch.float64)
-    _, r = torch.linalg.qr(wide.transpose(-2, -1), mode="reduced")  # (n_head, r, head_dim)
+    _, r = torch.linalg.qr(wide.transpose(-2, -1), mode="r")  # (n_head, r, head_dim); Q is not needed
+
     return r.transpose(-2, -1).to(blocks.device, torch.float32).contiguous()  # (n_head, head_dim, r)
 
 

@@ -105,8 +105,9 @@ class OutputProjection:
 
     def bias(self) -> Tensor | None:
         """The projection's bias (d_model,), added once after the heads are summed; None without one."""
-        bias = getattr(self.module, "bias", None)
-        return None if bias is None else bias.detach().float()
+        with align_module_device(self.module):  # an offloaded projection keeps its bias on disk outside a pass
+            bias = getattr(self.module, "bias", None)
+            return None if bias is None else bias.detach().float().clone()
 
     def head_slice(self, head: int) -> slice:
         """Where head ``head`` sits in the projection's input (the last dimension)."""
