@@ -5,9 +5,9 @@ The scenario of ``benchmarks/admission.py`` scaled down for CI (the full one, Sm
 measured), a budget of 1,000 MB, so two run at once and six wait. Every session gets its result; the pages
 showed places in the queue beyond the first; the admitted bytes in flight never passed the budget; and the
 server's peak RSS stayed within its base (models loaded, sessions open) plus the budget plus the result cache's
-bound (an idle session holds no record of its own: before issue 27 each kept its last one alive through its
-download buttons, about one record each, outside what admission bounds). What admission itself bounds is
-checked from the server's log: never more than two requests' predicted bytes in flight. The last session cancels while it waits
+bound plus one record per session (an idle session keeps its last result alive until its next run: measured,
+about one record each, outside what admission bounds). What admission itself bounds is checked from the
+server's log: never more than two requests' predicted bytes in flight. The last session cancels while it waits
 (the page says so at once), then runs it again.
 """
 
