@@ -7,21 +7,27 @@ and bounded by what they hold: a hosted server's memory stays within
 ``max_bytes`` (plus the one result being computed per key).
 
 What a large computation frees (its forward's activations, the chunks it reduced) and what the cache drops goes
-back to the allocator, and glibc's allocator keeps it: each thread's arena holds its freed pages, so every capture
-left about 0.8 x its record resident for good (measured: benchmarks/soak.py). After computing or dropping
-anything of :data:`RELEASE_ABOVE_BYTES` or more, the cache hands those pages back to the system
-(:func:`return_free_memory`, ``malloc_trim``; 0.2 s with 1.5 GB of arenas).
+back to the allocator, and glibc's allocator keeps it: its arenas hold the freed pages, so every capture left
+about 0.8 x its record resident for good (measured: benchmarks/soak.py), and a capture in a server's thread
+peaked at about 2 x its record above the base where admission prices it at 1.45 x (SmolLM2, 2,048 / 8,192
+tokens: 610-740 / 1,970-2,400 MB). So the cache hands those pages back to the system
+(:func:`return_free_memory`, ``malloc_trim``; 8-170 ms): after computing or dropping anything of
+:data:`RELEASE_ABOVE_BYTES` or more, and every :data:`RELEASE_EVERY_S` while a computation runs (then the same
+captures peak at 515-550 / 1,480-1,500 MB, for 2-5 % more time; after every layer it was 13 %, and keeping large
+blocks out of the arenas, ``M_MMAP_THRESHOLD`` 1 MB, 31 %).
 """
 
 from __future__ import annotations
 
 import ctypes
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Any
 
 RELEASE_ABOVE_BYTES = 16 * 2**20  # a computed or dropped value this large hands the allocator's free pages back
+RELEASE_EVERY_S = 1.0  # and while a computation runs, this often
 
 
 def nbytes_of(value: Any) -> int:
@@ -54,8 +60,9 @@ class BoundedCache:
     """``get_or_compute(key, compute)``: one computation per key at a time, LRU eviction by bytes and count.
 
     A value larger than ``max_bytes`` is returned but not kept. Exceptions are not cached. ``release`` runs after
-    a computation that returned ``release_above`` bytes or more, or raised, and after dropping that many bytes
-    (by default :func:`return_free_memory`).
+    a computation that returned ``release_above`` bytes or more, or raised, after dropping that many bytes, and
+    every ``release_every_s`` while any computation runs (by default :func:`return_free_memory`; None: never
+    while computing), in a thread of the cache's own.
     """
 
     def __init__(
@@ -65,11 +72,15 @@ class BoundedCache:
         size: Callable[[Any], int] = nbytes_of,
         release: Callable[[], object] = return_free_memory,
         release_above: int = RELEASE_ABOVE_BYTES,
+        release_every_s: float | None = RELEASE_EVERY_S,
     ) -> None:
         if max_bytes < 0 or max_entries < 1:
             raise ValueError(f"max_bytes ({max_bytes}) must be >= 0 and max_entries ({max_entries}) >= 1")
         self.max_bytes, self.max_entries, self._size = max_bytes, max_entries, size
-        self._release, self.release_above = release, release_above
+        self._release, self.release_above, self.release_every_s = release, release_above, release_every_s
+        self._busy = threading.Condition()  # guards the count of computations running and the releasing thread
+        self._n_running = 0
+        self._releaser: threading.Thread | None = None
         self._items: OrderedDict[Hashable, tuple[Any, int]] = OrderedDict()
         self._lock = threading.Lock()
         self._computing: dict[Hashable, threading.Lock] = {}
@@ -107,7 +118,7 @@ class BoundedCache:
                 return value
             release = True  # a computation that raised may have freed all it built
             try:
-                value = compute()
+                value = self._while_releasing(compute)
                 release = self._store(key, value)
             finally:
                 with self._lock:  # only this key's own lock: a newer waiter's lock stays for the others
@@ -116,6 +127,34 @@ class BoundedCache:
                 if release:
                     self._release()
         return value
+
+    def _while_releasing(self, compute: Callable[[], Any]) -> Any:
+        """``compute()``, counted among the computations running (the releasing thread works while any runs)."""
+        with self._busy:
+            self._n_running += 1
+            if self._releaser is None and self.release_every_s:
+                self._releaser = threading.Thread(target=self._release_while_running, name="attnviz-release")
+                self._releaser.daemon = True
+                self._releaser.start()
+            self._busy.notify_all()
+        try:
+            return compute()
+        finally:
+            with self._busy:
+                self._n_running -= 1
+
+    def _release_while_running(self) -> None:
+        """The releasing thread: every ``release_every_s`` that a computation has been running, ``release()``."""
+        while True:
+            with self._busy:
+                while not self._n_running:
+                    self._busy.wait()
+                deadline = time.monotonic() + self.release_every_s
+                while self._n_running and (left := deadline - time.monotonic()) > 0:
+                    self._busy.wait(left)
+                if not self._n_running:
+                    continue
+            self._release()
 
     def _store(self, key: Hashable, value: Any) -> bool:
         """Keep ``value`` (evicting the least recent past the bounds); whether it or what it evicted is large

@@ -5,8 +5,10 @@ The scenario of ``benchmarks/admission.py`` scaled down for CI (the full one, Sm
 measured), a budget of 1,000 MB, so two run at once and six wait. Every session gets its result; the pages
 showed places in the queue beyond the first; the admitted bytes in flight never passed the budget; and the
 server's peak RSS stayed within its base (models loaded, sessions open) plus the budget plus the result cache's
-bound plus one record per session (an idle session keeps its last result alive until its next run: measured,
-about one record each, outside what admission bounds). What admission itself bounds is checked from the
+bound: an idle session holds no record of its own (before issue 27 each kept its last one alive through its
+download buttons), and a capture hands the pages it frees back while it runs (without that, two captures at
+once in a server's threads peaked at about 2 x their records above the base: 3,255 MB against a bound of
+3,177 MB; with it, 2,893 MB against 3,163 MB). What admission itself bounds is checked from the
 server's log: never more than two requests' predicted bytes in flight. The last session cancels while it waits
 (the page says so at once), then runs it again.
 """
