@@ -210,6 +210,9 @@ def placement_caption(source: AttentionSource) -> None:
     if runs:
         where = ", ".join(f"{markdown_text(part) or t('sources.whole_model')} → {device}" for part, device in runs)
         text += " " + t("sources.split", where=where)
+    loaded = getattr(source, "load_note", None)  # a multimodal checkpoint's text model: said, not hidden
+    if loaded is not None:
+        text += " " + tr(loaded)
     st.sidebar.caption(text)
 
 

@@ -23,6 +23,14 @@ from attnviz.models.hf.bundled import Progress
 from attnviz.models.hf.paths import resolve_source
 from attnviz.models.hf.placement import chosen_dtype, load_arguments, main_device
 from attnviz.models.hf.source import HFSource, attention_modules
+from attnviz.models.hf.text_model import (
+    checkpoint_keys,
+    expected_keys,
+    has_head,
+    key_mapping,
+    other_parts,
+    text_config,
+)
 
 LM_SUFFIXES = ("ForCausalLM", "LMHeadModel")
 UNREAD_MODULES = ("pooler.",)
@@ -123,47 +131,50 @@ def check_config(config, name: str) -> None:
         positive("max_position_embeddings", positions)
 
 
-MULTIMODAL_PARTS = ("vision_config", "audio_config", "speech_config")
-
-
-def check_text_model(config, name: str) -> None:
-    """One line for a config attnviz cannot read from text: an encoder-decoder, or a multimodal model."""
-    parts = [part for part in MULTIMODAL_PARTS if getattr(config, part, None) is not None]
-    if parts:
-        text = getattr(config, "text_config", None)
-        text_type = getattr(text, "model_type", None) or "?"
-        raise ModelUnavailableError(
-            msg("model_errors.multimodal", name=name, parts=", ".join(parts), text_type=repr(text_type))
-        )
-    if getattr(config, "is_encoder_decoder", False):
-        raise ModelUnavailableError(msg("model_errors.encoder_decoder", name=name))
-
-
 def _text_model_first(folder: Path) -> None:
-    """What a folder's config alone refuses (an encoder-decoder, a multimodal model), said before its weights."""
+    """What a folder's config alone refuses (an encoder-decoder, a multimodal model without a text model of its
+    own), said before its weights."""
     from transformers import AutoConfig
 
     try:
         config = AutoConfig.from_pretrained(str(folder), trust_remote_code=False)
     except Exception:  # an unreadable config is reported, in one line, where it is read for loading
         return
-    check_text_model(config, folder.name)
+    text_config(config, folder.name)
 
 
-def attention_route(auto_class, config) -> str:
-    """ "interface" when the architecture calls transformers' AttentionInterface (so attnviz's attention runs
-    inside it), else "eager" (its own eager attention, read through ``output_attentions``). Decided from the
-    class before any weight is read: loading an architecture that ignores the interface with our name fails
-    inside its own code (Falcon: a KeyError)."""
+def _model_class(auto_class, config):
+    """The class ``auto_class`` builds for ``config`` (ModelUnavailableError, one line, for none)."""
     from transformers.models.auto.auto_factory import _get_model_class
 
     try:
-        model_class = _get_model_class(config, auto_class._model_mapping)
+        return _get_model_class(config, auto_class._model_mapping)
     except (KeyError, ValueError) as err:
         raise ModelUnavailableError(
             msg("model_errors.unknown_architecture", model_type=repr(config.model_type))
         ) from err
-    return "interface" if getattr(model_class, "_supports_attention_backend", False) else "eager"
+
+
+def text_class(auto_class, config, outer):
+    """The class ``auto_class`` builds for ``config``, None for none. A multimodal checkpoint's text config with no
+    mapping of its own takes the class the outer config's mapping names when that class is built from such a
+    config (Mllama: ``MllamaForCausalLM`` on a ``MllamaTextConfig``)."""
+    from transformers.models.auto.auto_factory import _get_model_class
+
+    for candidate in (config, outer):
+        try:
+            model_class = _get_model_class(candidate, auto_class._model_mapping)
+        except (KeyError, ValueError):
+            continue
+        if candidate is config or getattr(model_class, "config_class", None) is type(config):
+            return model_class
+    return None
+
+
+def _base_prefix(model_class, expected: list[str]) -> str:
+    """The prefix of the base model's weights in ``model_class``'s names ("model."), "" for a base model."""
+    prefix = getattr(model_class, "base_model_prefix", "") or ""
+    return f"{prefix}." if prefix and any(key.startswith(f"{prefix}.") for key in expected) else ""
 
 
 PROBE_TOKENS = 8
@@ -306,19 +317,39 @@ def _load(source: str, device: str, allow_pickle: bool, progress: Progress | Non
     report = progress or (lambda fraction, message: None)
     report(0.9, msg("model_errors.loading", name=name))
     try:
-        config = AutoConfig.from_pretrained(where, trust_remote_code=False)
-        check_text_model(config, name)
+        outer = AutoConfig.from_pretrained(where, trust_remote_code=False)
+        config = text_config(outer, name)  # a multimodal checkpoint's text model, else the config itself
         check_config(config, name)
         check_tokenizer_files(where, name)
-        with_lm_head = _has_lm_head(config, where) and type(config) in AutoModelForCausalLM._model_mapping
-        cls = AutoModelForCausalLM if with_lm_head else AutoModel
-        route = attention_route(cls, config)
+        parts = other_parts(outer)
+        keys = checkpoint_keys(where) if parts else None
+        if parts:  # the text model alone: its own class, its weights found under the checkpoint's prefixes
+            lm_class = text_class(AutoModelForCausalLM, config, outer)
+            with_lm_head = lm_class is not None and has_head(keys, config)
+            loader = lm_class if with_lm_head else text_class(AutoModel, config, outer)
+            if loader is None:
+                raise ModelUnavailableError(
+                    msg("model_errors.unknown_architecture", model_type=repr(config.model_type))
+                )
+            text_only = {"config": config}
+            if keys is not None:
+                expected = expected_keys(loader, config)
+                text_only["key_mapping"] = key_mapping(keys, expected, _base_prefix(loader, expected))
+        else:
+            with_lm_head = _has_lm_head(config, where) and type(config) in AutoModelForCausalLM._model_mapping
+            auto_class = AutoModelForCausalLM if with_lm_head else AutoModel
+            loader = _model_class(auto_class, config)
+            text_only = {}
+        # from the class, before any weight is read: loading an architecture that ignores the AttentionInterface
+        # with attnviz's name fails inside its own code (Falcon: a KeyError)
+        route = "interface" if getattr(loader, "_supports_attention_backend", False) else "eager"
         dtype = chosen_dtype(placement, device, config, where)
         with _quiet_load_report():
-            model, info = cls.from_pretrained(
+            model, info = (loader if parts else auto_class).from_pretrained(
                 where,
                 attn_implementation=IMPLEMENTATION if route == "interface" else "eager",
                 **load_arguments(placement, device, dtype),
+                **text_only,
                 trust_remote_code=False,
                 use_safetensors=safetensors,
                 ignore_mismatched_sizes=True,  # so that the mismatch is ours to report, in one line
@@ -364,4 +395,5 @@ def _load(source: str, device: str, allow_pickle: bool, progress: Progress | Non
         causal=causal,
         can_generate=with_lm_head and causal,
         route=route,
+        text_model_of=(str(getattr(outer, "model_type", "?")), tuple(parts)) if parts else None,
     )

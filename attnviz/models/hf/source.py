@@ -41,7 +41,7 @@ from attnviz import settings
 from attnviz.core.capture import CaptureSession
 from attnviz.core.masks import pad_row, padding_mask, positions_from_mask
 from attnviz.core.progress import Progress, or_none
-from attnviz.core.token_display import display_tokens, generated_tokens
+from attnviz.core.token_display import display_tokens, generated_tokens, markdown_text
 from attnviz.core.tokenizer import Token
 from attnviz.core.value_norms import projection_factors
 from attnviz.errors import GenerationUnsupportedError, ModelUnavailableError, ParityUnsupportedError
@@ -86,6 +86,7 @@ class HFSource:
     causal: bool
     can_generate: bool
     route: str = "interface"
+    text_model_of: tuple[str, tuple[str, ...]] | None = None  # a multimodal checkpoint's type and its other parts
     random_weights = False
 
     @property
@@ -189,6 +190,19 @@ class HFSource:
         if self.route == "interface":  # something (a gate, a norm) sits between attention and W_O: zero stays exact
             return ("zero",)
         return ("zero", "mean") if self.output_projections.found else ()
+
+    @property
+    def load_note(self) -> Text | None:
+        """What of the checkpoint was loaded, where it was not all of it (a multimodal checkpoint's text model)."""
+        if self.text_model_of is None:
+            return None
+        outer, parts = self.text_model_of  # shown as Markdown: the config's words are escaped
+        return msg(
+            "sources.text_model_of",
+            text_type=markdown_text(str(getattr(self.config, "model_type", "?"))),
+            outer=markdown_text(outer),
+            parts=", ".join(markdown_text(part.removesuffix("_config")) for part in parts),
+        )
 
     @property
     def route_note(self) -> Text:

@@ -25,16 +25,17 @@ import time
 from pathlib import Path
 
 from attnviz.core.files import file_lock
+from attnviz.models.hf.text_model import other_parts
 
 KINDS = ("causal", "masked", "seq2seq")
-VERSION = 3
+VERSION = 4
 BUILD_TIMEOUT_S = 120  # per child, for every type it still has to build; a busy machine, several times quiet
 MEMORY_LIMIT = 3 * 2**30  # address space of a building child: a config that needs more is not tiny
 
 # Why a type has no zoo model, by the first words of its reason: what transformers itself cannot run from text
 REASONS = {
     "encoder-decoder": "an encoder-decoder: attnviz refuses it in one line (shows encoders and decoders)",
-    "multimodal": "a multimodal model: attnviz refuses it in one line, naming its text model's type",
+    "multimodal": "a multimodal model whose whole tiny wrapper does not build; attnviz loads its text model",
     "no text input": "its forward takes no input_ids (audio, vision or other modalities)",
     "does not build": "the zoo's generic tiny sizes do not give a config of it that runs (it needs sizes by hand)",
     "too slow": "building it took over the child's time limit",
@@ -151,18 +152,97 @@ def _check_runs(model, kind: str) -> None:
         model(input_ids=ids, output_attentions=True)
 
 
+def _save(model, folder: Path) -> None:
+    """The model and MiniLM's tokenizer files, in ``folder``."""
+    from attnviz.models.hf.bundled import minilm_dir
+
+    model.save_pretrained(folder)
+    for file in minilm_dir().iterdir():
+        if file.name.startswith(("tokenizer", "vocab", "special_tokens")):
+            shutil.copy(file, folder / file.name)
+
+
+def _clear(folder: Path) -> None:
+    """Nothing half-built for a loader to find."""
+    for file in folder.iterdir():
+        if file.name != ".building":
+            shutil.rmtree(file) if file.is_dir() else file.unlink()
+
+
+def text_part(model):
+    """A multimodal wrapper's language model (the module its text passes through), and its LM head or None."""
+    for owner in (model, getattr(model, "model", None)):
+        for name in ("language_model", "text_model", "llm"):
+            part = getattr(owner, name, None) if owner is not None else None
+            if part is not None:
+                inner = getattr(part, "model", None)
+                if inner is not None and hasattr(part, "lm_head"):  # a *ForCausalLM kept whole
+                    return inner, part.lm_head
+                return part, getattr(model, "lm_head", None)
+    return model.base_model, getattr(model, "lm_head", None)  # a text class built from the whole config
+
+
+def wrapper_class(kind: str):
+    """The auto class a multimodal model of ``kind`` is built with when it is no image-text-to-text model."""
+    from transformers import AutoModelForCausalLM, AutoModelForMaskedLM, AutoModelForSeq2SeqLM
+
+    return {"causal": AutoModelForCausalLM, "masked": AutoModelForMaskedLM, "seq2seq": AutoModelForSeq2SeqLM}[kind]
+
+
+MULTIMODAL_LIMIT = 20_000_000  # parameters of a whole tiny wrapper, its other parts included
+
+
+def build_multimodal(model_type: str, kind: str, default, folder: Path) -> dict:
+    """A multimodal model's whole tiny wrapper (every part made tiny by the generic rule), saved as its own class
+    saves it, so that attnviz's loader finds the text model among the other parts' weights as in a real
+    checkpoint. Its text model must run on token ids alone (that is what attnviz reads)."""
+    import torch
+    from transformers import AutoConfig, AutoModelForImageTextToText
+
+    from attnviz.errors import first_line
+    from attnviz.models.hf.text_model import TEXT_SECTIONS
+
+    # the class a real checkpoint is saved as: the wrapper (Llama 4's causal-LM mapping names its text class)
+    image_text = type(default) in AutoModelForImageTextToText._model_mapping
+    cls = AutoModelForImageTextToText if image_text else wrapper_class(kind)
+    sections = [s for s in (*TEXT_SECTIONS, *other_parts(default)) if getattr(default, s, None) is not None]
+    errors = []
+    for n_kv_head, n_layer in ((2, 2), (None, 2), (2, 8)):  # 8: a hybrid whose first attention layer comes later
+        try:
+            kwargs = {}
+            for section in sections:
+                sub_type = getattr(getattr(default, section), "model_type", None)
+                text = section in TEXT_SECTIONS
+                kwargs[section] = tiny_kwargs(sub_type, n_kv_head if text else None, True, n_layer if text else 2)
+            config = AutoConfig.for_model(model_type, **kwargs)
+            torch.manual_seed(0)
+            model = cls.from_config(config, attn_implementation="eager").eval()
+            if sum(p.numel() for p in model.parameters()) > MULTIMODAL_LIMIT:
+                raise ValueError("still over 20 M parameters")
+            if not other_parts(model.config):
+                raise ValueError(f"{type(model).__name__} keeps the text model alone")
+            language, _ = text_part(model)
+            with torch.no_grad():
+                language(input_ids=torch.arange(10, 17)[None], output_attentions=True)
+        except Exception as err:
+            errors.append(f"{type(err).__name__}: {first_line(err)}"[:200])
+            continue
+        _save(model, folder)
+        return {"status": "built", "class": type(model).__name__, "multimodal": cls.__name__}
+    _clear(folder)
+    return {"status": "refused", "reason": "multimodal", "errors": errors}
+
+
 def build_one(model_type: str, kind: str, folder: Path) -> dict:
     """Build and save one tiny model, trying the generic sizes with GQA, then MHA, then the standard fields only."""
     import torch
     from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM
 
     from attnviz.errors import first_line
-    from attnviz.models.hf.bundled import minilm_dir
 
     default = AutoConfig.for_model(model_type)
-    if any(getattr(default, part, None) is not None for part in ("vision_config", "audio_config", "speech_config")):
-        default.save_pretrained(folder)  # the config alone: attnviz's loader refuses it before any weight
-        return {"status": "refused", "reason": "multimodal"}
+    if other_parts(default):
+        return build_multimodal(model_type, kind, default, folder)
     if getattr(default, "is_encoder_decoder", False):
         default.save_pretrained(folder)
         return {"status": "refused", "reason": "encoder-decoder"}
@@ -184,14 +264,9 @@ def build_one(model_type: str, kind: str, folder: Path) -> dict:
         except Exception as err:
             errors.append(f"{type(err).__name__}: {first_line(err)}"[:200])
             continue
-        model.save_pretrained(folder)
-        for file in minilm_dir().iterdir():
-            if file.name.startswith(("tokenizer", "vocab", "special_tokens")):
-                shutil.copy(file, folder / file.name)
+        _save(model, folder)
         return {"status": "built", "class": type(model).__name__}
-    for file in folder.iterdir():  # nothing half-built for a loader to find
-        if file.name != ".building":
-            shutil.rmtree(file) if file.is_dir() else file.unlink()
+    _clear(folder)
     text_input = "input_ids" in str(errors) or "pixel_values" in str(errors) or "input_features" in str(errors)
     return {"status": "refused", "reason": "no text input" if text_input else "does not build", "errors": errors}
 
@@ -282,6 +357,8 @@ def report() -> str:
             rows.append((model_type, "refused by attnviz", ATTNVIZ_REFUSALS.get(err.args[0].key, str(err))))
             continue
         limits = []
+        if source.text_model_of is not None:
+            limits.append(f"the text model ({source.config.model_type}) of a multimodal checkpoint")
         if source.route == "eager":
             fit = source.eager_max_tokens()
             limits.append(f"full weights: at most ~{fit:,} tokens; no q/k (no logit parts, Scaling, Mask lab, parity)")

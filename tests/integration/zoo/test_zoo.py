@@ -4,7 +4,10 @@ Exact means: attnviz's record of a text (through the AttentionInterface route
 or the eager route, whichever the loader chose) equals the weights
 transformers' own eager attention returns on a fresh copy of the model, loaded
 with ``attn_implementation="eager"``, to 1e-5, and so do the row statistics.
-A type with no zoo model (an encoder-decoder, a multimodal model, one
+A multimodal checkpoint is built whole (its other parts tiny too) and saved
+as its own class saves it; attnviz loads its text model alone, and the
+reference is the wrapper's language model, loaded by transformers, on the
+same token ids. A type with no zoo model (an encoder-decoder, one
 transformers cannot build tiny) is refused by attnviz's loader in one line, or
 has no folder to load at all.
 """
@@ -20,7 +23,7 @@ import torch
 from attnviz.core.capture import SINK_STAT
 from attnviz.core.head_stats import row_statistics
 from attnviz.errors import ConfigError, ModelUnavailableError
-from tests.integration.zoo.build import ATTNVIZ_REFUSALS, REASONS, architectures, build_zoo, zoo_dir
+from tests.integration.zoo.build import ATTNVIZ_REFUSALS, REASONS, architectures, build_zoo, text_part, zoo_dir
 
 TEXT = "the cat sat on the mat because it was warm, and the dog slept by the door"
 N_TOKENS = 12
@@ -32,6 +35,23 @@ RESULTS: dict[str, dict] = {}
 @pytest.fixture(scope="module")
 def zoo() -> dict[str, dict]:
     return build_zoo(TYPES)
+
+
+def _multimodal_reference(folder, auto: str, ids: list[int]) -> tuple[list[torch.Tensor], torch.Tensor | None]:
+    """A multimodal checkpoint's reference: its whole wrapper loaded as transformers loads it, its language model
+    run on the token ids ([(n_head, T, T)] per layer), and the wrapper's next-token logits on the ids alone where
+    it takes them (None where it asks for its other inputs too)."""
+    import transformers
+
+    model = getattr(transformers, auto).from_pretrained(folder, attn_implementation="eager", dtype=torch.float32).eval()
+    language, _ = text_part(model)
+    with torch.no_grad():
+        out = language(input_ids=torch.tensor([ids]), output_attentions=True)
+        try:
+            logits = model(input_ids=torch.tensor([ids])).logits[0, -1].float()
+        except Exception:  # the wrapper's own forward wants audio or images beside the text
+            logits = None
+    return [a[0].float() for a in out.attentions if a is not None], logits
 
 
 def _reference(folder, source, ids: list[int]) -> tuple[list[torch.Tensor], torch.Tensor | None]:
@@ -73,7 +93,12 @@ def test_every_architecture_is_exact_or_refused_in_one_line(zoo, model_type):
         return
     ids = source.encode(TEXT, N_TOKENS).ids
     record = source.run(TEXT, N_TOKENS)
-    theirs, logits = _reference(folder, source, ids)
+    if status.get("multimodal"):
+        assert source.text_model_of == (model_type, source.text_model_of[1]) and source.text_model_of[1]
+        theirs, logits = _multimodal_reference(folder, status["multimodal"], ids)
+        logits = logits if source.can_generate else None
+    else:
+        theirs, logits = _reference(folder, source, ids)
     T = len(ids)
     softmax_layers = [a for a in theirs if a.shape[-2:] == (T, T) and float(a.sum(dim=-1).max()) <= 1 + TOLERANCE]
     if len(softmax_layers) < len(theirs):  # a hybrid: its linear-attention layers return other tensors
@@ -111,6 +136,7 @@ def test_every_architecture_is_exact_or_refused_in_one_line(zoo, model_type):
         "max_abs_diff": worst,
         "class": status["class"],
         "special": special,
+        "multimodal": bool(status.get("multimodal")),
     }
     assert not math.isnan(worst)
 
@@ -130,14 +156,20 @@ KV_BATCH, KV_TOKENS = 2, 11
 KV_RESULTS: dict[str, dict] = {}
 
 
-def _real_cache_bytes(folder) -> int | None:
-    """K, V (and indexer-key) bytes of the cache transformers returns after a float32 prefill; None: no cache."""
+def _real_cache_bytes(folder, multimodal: bool) -> int | None:
+    """K, V (and indexer-key) bytes of the cache transformers returns after a float32 prefill; None: no cache.
+    A multimodal checkpoint's cache is its text model's (loaded alone, as attnviz loads it: text fills no other)."""
     from transformers import AutoModelForCausalLM
 
     from attnviz.models.hf.cache_layout import CACHE_TENSORS
     from attnviz.models.hf.kv import output_cache
+    from attnviz.models.hf.loading import load_hf_source
 
-    model = AutoModelForCausalLM.from_pretrained(folder, attn_implementation="eager", dtype=torch.float32).eval()
+    if multimodal:
+        model = load_hf_source(str(folder)).model
+        model.set_attn_implementation("eager")
+    else:
+        model = AutoModelForCausalLM.from_pretrained(folder, attn_implementation="eager", dtype=torch.float32).eval()
     with torch.no_grad():
         ids = torch.arange(10, 10 + KV_TOKENS).repeat(KV_BATCH, 1)  # (2, 11)
         cache = output_cache(model(input_ids=ids, use_cache=True))
@@ -148,7 +180,9 @@ def _real_cache_bytes(folder) -> int | None:
 
 
 def _decoders() -> list[str]:
-    return [t for t, kind in architectures().items() if kind == "causal"]
+    """The causal-LM mapping's types, and the seq2seq mapping's (an audio-to-text model's text model is a decoder;
+    an encoder-decoder has no zoo model)."""
+    return [t for t, kind in architectures().items() if kind in ("causal", "seq2seq")]
 
 
 @pytest.mark.parametrize("model_type", sorted(_decoders()))
@@ -161,9 +195,15 @@ def test_the_kv_estimate_of_every_decoder_is_what_its_real_cache_holds(zoo, mode
     if status["status"] != "built":
         return  # nothing built: test_every_architecture_... says why
     config = json.loads((folder / "config.json").read_text())
-    if not status["class"].endswith(("ForCausalLM", "LMHeadModel")) or not config.get("is_decoder", True):
+    multimodal = bool(status.get("multimodal"))
+    if multimodal:
+        from attnviz.models.hf.loading import load_hf_source
+
+        if not load_hf_source(str(folder)).causal:  # an encoder's text model: no cache
+            return
+    elif not status["class"].endswith(("ForCausalLM", "LMHeadModel")) or not config.get("is_decoder", True):
         return
-    real = _real_cache_bytes(folder)
+    real = _real_cache_bytes(folder, multimodal)
     if real is None:  # a model that keeps no cache (GPT-1, RWKV, an encoder run with an LM head)
         KV_RESULTS[model_type] = {"real": None}
         return
