@@ -16,8 +16,9 @@ from attnviz.app.widgets import export_menu, layer_head_picker, plotly
 from attnviz.core.token_display import markdown_text
 from attnviz.figures.base import HEATMAP_SIDE_PX, PAGE_WIDTH_PX, column_width, head_label
 from attnviz.figures.heads import flag_names, grid_show_labels, grid_show_options, grid_view, selected_tile
-from attnviz.i18n.translate import t, tr
-from pages.widgets.heads import grid_figure, stats_section
+from attnviz.figures.lines import MAX_POINTS, fits, most_tokens
+from attnviz.i18n.translate import language, t, tr
+from pages.widgets.heads import grid_figure, lines, lines_figure, stats_section
 
 SQRT_BY_ITSELF_TOKENS = 128  # longer inputs are coloured by √weight unless the user turns it off
 TALL_GRID_LAYERS = 12  # above this many layers the grid is compact and the large view sits beside it
@@ -27,6 +28,37 @@ BESIDE_GRID_WIDTH = column_width((2, 3), 1, gap_px=32)  # the width of its colum
 
 def open_head(layer: int, head: int | str) -> None:
     st.session_state["heads_layer"], st.session_state["heads_head"] = layer, head
+
+
+def heat_map_grid(record, key: tuple, gamma: float, tall: bool):
+    """The layer x head grid of heat maps, with what to show; the areas for the grid and the large view (side by
+    side for a tall model: the compact grid beside the large view)."""
+    b = record.bin_size
+    st.caption(t("heads.grid_caption") + (t("heads.grid_pooled", b=b) if b > 1 else ""))
+    cols = st.columns(2)
+    options = grid_show_options(record.stat_columns)
+    show = cols[0].selectbox(t("heads.show"), options, key="heads_grid_show", format_func=grid_show_labels(options).get)
+    if tall:  # beside the large view, half the width: always compact, or its tiles leave a tall empty band
+        compact = True
+        cols[1].caption(t("heads.tall", n_layer=record.n_layer))
+    else:
+        compact = cols[1].toggle(t("heads.compact"), key="heads_compact")
+    # the compact grid is narrow (a few hundred pixels for 10 heads); the large view beside it gets the wider share
+    grid_area, view_area = st.columns([2, 3], gap="medium") if tall else (st.container(), st.container())
+    with grid_area:
+        plotly(
+            grid_figure(key, gamma, record, show, compact),
+            key="heads_grid",
+            on_select="rerun",
+            selection_mode=("points",),
+        )
+        if (shown := grid_view(record.statistics, record.n_layer, record.n_head, show)["shown"]) is not None:
+            names = ", ".join(f"L{layer} {head_label(int(head))}" for layer, head in zip(*shown.nonzero(), strict=True))
+            flag = flag_names(show.removeprefix("only heads flagged "))
+            st.caption(
+                t("heads.flagged", n=int(shown.sum()), total=shown.size, flag=flag, names=names or t("heads.none"))
+            )
+    return grid_area, view_area
 
 
 st.title(t("heads.title"))
@@ -53,11 +85,12 @@ if record.has_sinks:
     st.caption(t("heads.sinks"))
 
 link_layer_head("heads", range(record.n_layer), [*range(record.n_head), "mean"])  # a link opens its head once
-tile = selected_tile(st.session_state.get("heads_grid"))
-if tile is not None and tile != st.session_state.get("heads_grid_opened"):  # a new click opens its head once
-    st.session_state["heads_grid_opened"] = tile
-    if tile[0] < record.n_layer and (tile[1] == "mean" or tile[1] < record.n_head):
-        open_head(*tile)
+for chart in ("heads_grid", "heads_lines"):  # a tile of the grid, or a query of the lines view
+    tile = selected_tile(st.session_state.get(chart))
+    if tile is not None and tile != st.session_state.get(f"{chart}_opened"):  # a new click opens its head once
+        st.session_state[f"{chart}_opened"] = tile
+        if tile[0] < record.n_layer and (tile[1] == "mean" or tile[1] < record.n_head):
+            open_head(*tile)
 
 # past a hundred-odd tokens most weights are tiny and a linear scale draws a dark square: √ is on by itself there
 long_input = record.q_len > SQRT_BY_ITSELF_TOKENS
@@ -73,26 +106,37 @@ key = settings.key()
 tall = record.n_layer > TALL_GRID_LAYERS
 
 st.subheader(t("heads.grid"))
-b = record.bin_size
-st.caption(t("heads.grid_caption") + (t("heads.grid_pooled", b=b) if b > 1 else ""))
-cols = st.columns(2)
-options = grid_show_options(record.stat_columns)
-show = cols[0].selectbox(t("heads.show"), options, key="heads_grid_show", format_func=grid_show_labels(options).get)
-if tall:  # beside the large view, half the width: always compact, or its tiles leave a tall empty band
-    compact = True
-    cols[1].caption(t("heads.tall", n_layer=record.n_layer))
-else:
-    compact = cols[1].toggle(t("heads.compact"), key="heads_compact")
-# the compact grid is narrow (a few hundred pixels for 10 heads); the large view beside it gets the wider share
-grid_area, view_area = st.columns([2, 3], gap="medium") if tall else (st.container(), st.container())
-with grid_area:
-    plotly(
-        grid_figure(key, gamma, record, show, compact), key="heads_grid", on_select="rerun", selection_mode=("points",)
+styles = {"maps": t("heads.grid_style_maps"), "lines": t("heads.grid_style_lines")}
+style = st.radio(t("heads.grid_style"), list(styles), format_func=styles.get, key="heads_grid_style", horizontal=True)
+as_lines = style == "lines" and fits(record.q_len, record.n_layer, record.n_head)
+if as_lines:  # in place of the heat maps: every head on one screen, the large view below it
+    drawn_lines = lines(record)
+    st.caption(
+        t(
+            "heads.lines_caption",
+            threshold=drawn_lines.threshold,
+            n_drawn=drawn_lines.n_drawn,
+            n_visible=drawn_lines.n_visible,
+        )
     )
-    if (shown := grid_view(record.statistics, record.n_layer, record.n_head, show)["shown"]) is not None:
-        names = ", ".join(f"L{layer} {head_label(int(head))}" for layer, head in zip(*shown.nonzero(), strict=True))
-        flag = flag_names(show.removeprefix("only heads flagged "))
-        st.caption(t("heads.flagged", n=int(shown.sum()), total=shown.size, flag=flag, names=names or t("heads.none")))
+    plotly(
+        lines_figure(key, record, drawn_lines, language()),
+        key="heads_lines",
+        on_select="rerun",
+        selection_mode=("points",),
+    )
+elif style == "lines":
+    most = most_tokens(record.n_layer, record.n_head)
+    dims = {"n_layer": record.n_layer, "n_head": record.n_head}
+    st.info(
+        t("heads.lines_too_long", most=most, n=record.q_len, **dims)
+        if most
+        else t("heads.lines_too_many_heads", points=MAX_POINTS, **dims)
+    )
+if not as_lines:
+    grid_area, view_area = heat_map_grid(record, key, gamma, tall)
+else:
+    grid_area, view_area = st.container(), st.container()
 
 with view_area:
     st.subheader(t("heads.large"))
@@ -104,7 +148,8 @@ with view_area:
     values = value_switch(record, key="heads_values")
     if values and not record.full_view:
         st.caption(t("value_weighted.pooled_raw"))
-    side, width = (BESIDE_GRID_SIDE, BESIDE_GRID_WIDTH) if tall else (HEATMAP_SIDE_PX[1], PAGE_WIDTH_PX)
+    beside = tall and not as_lines  # the large view beside the compact grid of heat maps
+    side, width = (BESIDE_GRID_SIDE, BESIDE_GRID_WIDTH) if beside else (HEATMAP_SIDE_PX[1], PAGE_WIDTH_PX)
     drawn = head_view(record, layer, head, key="heads", gamma=gamma, max_side=side, max_width=width, values=values)
     export_menu(  # the head as drawn: the window at full resolution, and the pooled map above it on a long text
         "heads_head_export",

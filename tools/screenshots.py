@@ -29,6 +29,7 @@ LONG_TEXT = (
     "Attention lets every token look at every other token and decide how much each one matters. "
     "注意力机制让每个词都能看到句子里的其他词。 The cat sat on the mat because it was tired. "
 ) * 260  # over 8,192 SmolLM2 tokens
+SHORT_TEXT = "When Mary and John went to the store, John gave a drink to Mary because she was thirsty."
 # name -> (page path, sidebar choices (selectbox label, option) or (input label, value), charts to wait for,
 #          a button, toggle or radio option to press first, ("search", query) to find a token first,
 #          [("pick", multiselect label, option), ...] to choose options first, or None,
@@ -81,6 +82,7 @@ SHOTS = {
     "rollout-smollm2": ("rollout", SMOLLM2, 1, None, None),
     "compare": ("compare", [], 3, None, None),
     "heads-values-smollm2": ("heads", SMOLLM2, 3, "value-weighted", "One head, large"),
+    "heads-lines-smollm2": ("heads", [*SMOLLM2, ("Text to analyse", SHORT_TEXT)], 1, "lines between the tokens", None),
     # the long text on the new pages: each reads its own bound of it (1,024 / 512 tokens), Side by side all of it
     "ablation-smollm2-8192": (
         "ablation",

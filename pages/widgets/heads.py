@@ -6,14 +6,16 @@ the record itself (the capture) is cached once for every language.
 
 from __future__ import annotations
 
+import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
 from attnviz.app.widgets import plotly
 from attnviz.core.head_stats import describe_flags
 from attnviz.figures.heads import grid_view, make_head_grid_figure, make_head_stats_figure, stat_name, stats_in_words
+from attnviz.figures.lines import Lines, line_threshold, make_lines_figure
 from attnviz.i18n.translate import language, t
-from attnviz.models.record import AttentionRecord
+from attnviz.models.record import AttentionRecord, token_labels
 
 
 def grid_figure(
@@ -35,6 +37,18 @@ def _grid_figure(
     return make_head_grid_figure(
         _record.pooled_grid("max"), mean=_record.mean_grid(), gamma=gamma, max_height=900 if compact else None, **view
     )
+
+
+def lines(record: AttentionRecord) -> Lines:
+    """Every head's exact weights on a short text, and which of them the lines view draws."""
+    return line_threshold(np.stack([record.weights(layer, None).numpy() for layer in range(record.n_layer)]))
+
+
+@st.cache_data(max_entries=8, show_spinner=False)
+def lines_figure(record_key: tuple, _record: AttentionRecord, _lines: Lines, lang: str) -> go.Figure:
+    """The lines view of a short text (keyed by what produced the record, and the language)."""
+    labels = token_labels(_record.tokens)
+    return make_lines_figure(_lines, labels, labels)
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
