@@ -268,8 +268,11 @@ def _quiet_load_report() -> Iterator[None]:
         _QUIET_REPORT.local.loading = False
 
 
-def check_loading(info: dict, name: str) -> None:
-    """Refuse weights that do not fit the model: a mismatched or missing tensor would run with random values."""
+def check_loading(info: dict, name: str, multimodal: bool = False) -> None:
+    """Refuse weights that do not fit the model: a mismatched or missing tensor would run with random values.
+
+    For a multimodal checkpoint's text model, a missing tensor means the checkpoint stores the text model in a
+    layout of its own that only its whole wrapper converts (fused experts, a native format's names)."""
     mismatched = sorted(info.get("mismatched_keys") or ())
     if mismatched:
         key, stored, expected = mismatched[0]
@@ -288,7 +291,8 @@ def check_loading(info: dict, name: str) -> None:
     missing = sorted(key for key in info.get("missing_keys") or () if not key.startswith(UNREAD_MODULES))
     if missing:
         more = msg("model_errors.and_more", n=len(missing) - 1) if len(missing) > 1 else ""
-        raise ModelUnavailableError(msg("model_errors.missing", name=name, key=missing[0], more=more))
+        key = "model_errors.multimodal_layout" if multimodal else "model_errors.missing"
+        raise ModelUnavailableError(msg(key, name=name, key=missing[0], more=more))
 
 
 def load_hf_source(
@@ -327,9 +331,9 @@ def _load(source: str, device: str, allow_pickle: bool, progress: Progress | Non
             lm_class = text_class(AutoModelForCausalLM, config, outer)
             with_lm_head = lm_class is not None and has_head(keys, config)
             loader = lm_class if with_lm_head else text_class(AutoModel, config, outer)
-            if loader is None:
+            if loader is None:  # a text config that only its wrapper builds (Kosmos-2's)
                 raise ModelUnavailableError(
-                    msg("model_errors.unknown_architecture", model_type=repr(config.model_type))
+                    msg("model_errors.multimodal_no_class", name=name, text_type=repr(config.model_type))
                 )
             text_only = {"config": config}
             if keys is not None:
@@ -355,7 +359,7 @@ def _load(source: str, device: str, allow_pickle: bool, progress: Progress | Non
                 ignore_mismatched_sizes=True,  # so that the mismatch is ours to report, in one line
                 output_loading_info=True,
             )
-        check_loading(info, name)
+        check_loading(info, name, multimodal=bool(parts))
         tokenizer = AutoTokenizer.from_pretrained(where, trust_remote_code=False)
         check_tokenizer(tokenizer, model, name)
     except ModelUnavailableError:

@@ -32,7 +32,8 @@ def text_config(config, name: str):
     """The config attnviz reads text with: ``config`` itself, or a multimodal checkpoint's text model's config.
 
     ModelUnavailableError, in one line, for an encoder-decoder, and for a multimodal config whose text model is
-    not a model of its own (nothing to load apart from the rest) or is an encoder-decoder.
+    not a model of its own (nothing to load apart from the rest), is an encoder-decoder, or is a prefix-LM (its
+    wrapper's mask reads the prompt both ways and the answer causally: which is which, text alone does not say).
     """
     parts = other_parts(config)
     if not parts:
@@ -51,6 +52,8 @@ def text_config(config, name: str):
         raise ModelUnavailableError(
             msg("model_errors.multimodal_encoder_decoder", name=name, text_type=repr(text.model_type))
         )
+    if getattr(text, "use_bidirectional_attention", False):  # PaliGemma: the wrapper's mask says which tokens
+        raise ModelUnavailableError(msg("model_errors.multimodal_prefix_lm", name=name))  # are read both ways
     if getattr(text, "dtype", None) is None and getattr(config, "dtype", None) is not None:
         text.dtype = config.dtype  # the checkpoint's dtype is said once, on the outer config
     return text

@@ -27,8 +27,8 @@ from pathlib import Path
 from attnviz.core.files import file_lock
 from attnviz.models.hf.text_model import other_parts
 
-KINDS = ("causal", "masked", "seq2seq")
-VERSION = 4
+KINDS = ("causal", "masked", "seq2seq", "multimodal")
+VERSION = 5
 BUILD_TIMEOUT_S = 120  # per child, for every type it still has to build; a busy machine, several times quiet
 MEMORY_LIMIT = 3 * 2**30  # address space of a building child: a config that needs more is not tiny
 
@@ -39,15 +39,20 @@ REASONS = {
     "no text input": "its forward takes no input_ids (audio, vision or other modalities)",
     "does not build": "the zoo's generic tiny sizes do not give a config of it that runs (it needs sizes by hand)",
     "too slow": "building it took over the child's time limit",
+    "round trip": "transformers does not load back what it saved of it (its own save and load lose weights)",
 }
 
-# what attnviz itself refuses of a model transformers builds, by message key: each is a model with no
-# token-to-token attention to show
+# what attnviz itself refuses of a model transformers builds, by message key: a model with no token-to-token
+# attention to show, or a multimodal checkpoint whose text model attnviz cannot take out of it alone
 ATTNVIZ_REFUSALS = {
     "model_errors.no_attention": "no attention heads: a state-space, recurrent or Fourier-mixing model",
     "model_errors.no_attentions": "its eager attention returns no weights (sparse or hashed attention)",
     "model_errors.not_square": "its weights are not (T, T) per head: local windows or pooled lengths",
     "model_errors.not_weights": "its eager attention returns scores, not weights (a transformers quirk)",
+    "model_errors.multimodal_prefix_lm": "a multimodal prefix-LM: its wrapper's mask reads the prompt both ways",
+    "model_errors.multimodal_no_class": "a multimodal model whose text model has no class of its own in transformers",
+    "model_errors.multimodal_layout": "a multimodal model whose checkpoint stores its text model in a layout only "
+    "its whole wrapper converts (fused experts, a native format's names)",
 }
 STANDARD = {  # the config's standard names (through its attribute_map) and their tiny sizes
     "hidden_size": 32,
@@ -83,7 +88,8 @@ def zoo_dir() -> Path:
 
 
 def architectures() -> dict[str, str]:
-    """Every model type of transformers' causal-LM, masked-LM and seq2seq mappings, with its kind (first wins)."""
+    """Every model type of transformers' causal-LM, masked-LM, seq2seq and multimodal-LM mappings, with its kind
+    (first wins: a multimodal type of the causal-LM mapping is "causal")."""
     from transformers.models.auto import modeling_auto as auto
 
     kinds: dict[str, str] = {}
@@ -93,6 +99,7 @@ def architectures() -> dict[str, str]:
             auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
             auto.MODEL_FOR_MASKED_LM_MAPPING_NAMES,
             auto.MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES,
+            auto.MODEL_FOR_MULTIMODAL_LM_MAPPING_NAMES,
         ),
         strict=True,
     ):
@@ -182,10 +189,13 @@ def text_part(model):
     return model.base_model, getattr(model, "lm_head", None)  # a text class built from the whole config
 
 
-def wrapper_class(kind: str):
-    """The auto class a multimodal model of ``kind`` is built with when it is no image-text-to-text model."""
-    from transformers import AutoModelForCausalLM, AutoModelForMaskedLM, AutoModelForSeq2SeqLM
+def wrapper_class(kind: str, config):
+    """The auto class a multimodal model is built with: the multimodal-LM mapping's (the wrapper a real checkpoint
+    is saved as: Llama 4's causal-LM mapping names its text class), else its kind's."""
+    from transformers import AutoModelForCausalLM, AutoModelForMaskedLM, AutoModelForMultimodalLM, AutoModelForSeq2SeqLM
 
+    if type(config) in AutoModelForMultimodalLM._model_mapping:
+        return AutoModelForMultimodalLM
     return {"causal": AutoModelForCausalLM, "masked": AutoModelForMaskedLM, "seq2seq": AutoModelForSeq2SeqLM}[kind]
 
 
@@ -197,23 +207,26 @@ def build_multimodal(model_type: str, kind: str, default, folder: Path) -> dict:
     saves it, so that attnviz's loader finds the text model among the other parts' weights as in a real
     checkpoint. Its text model must run on token ids alone (that is what attnviz reads)."""
     import torch
-    from transformers import AutoConfig, AutoModelForImageTextToText
+    from transformers import AutoConfig
 
     from attnviz.errors import first_line
     from attnviz.models.hf.text_model import TEXT_SECTIONS
 
-    # the class a real checkpoint is saved as: the wrapper (Llama 4's causal-LM mapping names its text class)
-    image_text = type(default) in AutoModelForImageTextToText._model_mapping
-    cls = AutoModelForImageTextToText if image_text else wrapper_class(kind)
+    cls = wrapper_class(kind, default)
     sections = [s for s in (*TEXT_SECTIONS, *other_parts(default)) if getattr(default, s, None) is not None]
     errors = []
-    for n_kv_head, n_layer in ((2, 2), (None, 2), (2, 8)):  # 8: a hybrid whose first attention layer comes later
+    # 8 layers: a hybrid whose first attention layer comes later; mrope: Qwen2-VL-style rotary sections that must sum
+    # to half the tiny head (4), where the default's [16, 24, 24] sums to 64
+    for n_kv_head, n_layer, mrope in ((2, 2, False), (None, 2, False), (2, 8, False), (2, 2, True)):
         try:
             kwargs = {}
             for section in sections:
-                sub_type = getattr(getattr(default, section), "model_type", None)
+                sub = getattr(default, section)
                 text = section in TEXT_SECTIONS
-                kwargs[section] = tiny_kwargs(sub_type, n_kv_head if text else None, True, n_layer if text else 2)
+                kwargs[section] = tiny_kwargs(sub.model_type, n_kv_head if text else None, True, n_layer if text else 2)
+                rope = getattr(sub, "rope_parameters", None)
+                if mrope and text and isinstance(rope, dict):
+                    kwargs[section]["rope_parameters"] = {**rope, "mrope_section": [1, 1, 2]}
             config = AutoConfig.for_model(model_type, **kwargs)
             torch.manual_seed(0)
             model = cls.from_config(config, attn_implementation="eager").eval()
@@ -228,6 +241,11 @@ def build_multimodal(model_type: str, kind: str, default, folder: Path) -> dict:
             errors.append(f"{type(err).__name__}: {first_line(err)}"[:200])
             continue
         _save(model, folder)
+        reloaded, _ = text_part(cls.from_pretrained(folder, attn_implementation="eager"))
+        saved = language.state_dict()
+        if any(not torch.equal(saved[k], v) for k, v in reloaded.state_dict().items() if k in saved):
+            _clear(folder)  # the zoo's reference would be a model with other weights (ShieldGemma 2)
+            return {"status": "refused", "reason": "round trip"}
         return {"status": "built", "class": type(model).__name__, "multimodal": cls.__name__}
     _clear(folder)
     return {"status": "refused", "reason": "multimodal", "errors": errors}
@@ -248,7 +266,7 @@ def build_one(model_type: str, kind: str, folder: Path) -> dict:
         return {"status": "refused", "reason": "encoder-decoder"}
     if kind == "seq2seq":  # a seq2seq model whose config does not say so: nothing for attnviz's loader to read
         return {"status": "refused", "reason": "encoder-decoder"}
-    cls = {"causal": AutoModelForCausalLM, "masked": AutoModelForMaskedLM}.get(kind, AutoModel)
+    cls = {"causal": AutoModelForCausalLM, "masked": AutoModelForMaskedLM}.get(kind, AutoModel)  # multimodal: base
     errors = []
     variants = ((2, True, 2, False), (None, True, 2, False), (2, False, 2, False), (None, False, 2, False))
     variants += ((2, True, 8, False), (None, True, 2, True))

@@ -109,3 +109,9 @@ def test_what_has_no_text_model_to_load_is_refused_in_one_line():
         text_config(lonely, "eyes-only")
     assert err.value.args[0].key == "model_errors.multimodal_no_text"
     assert "eyes-only" in str(err.value) and "vision_config" in str(err.value)
+
+
+def test_a_prefix_lm_is_refused_as_text_alone_cannot_say_which_tokens_are_read_both_ways():
+    with pytest.raises(ModelUnavailableError) as err:
+        text_config(AutoConfig.for_model("paligemma"), "pali")
+    assert err.value.args[0].key == "model_errors.multimodal_prefix_lm" and "\n" not in str(err.value)
