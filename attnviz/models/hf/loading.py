@@ -30,6 +30,7 @@ from attnviz.models.hf.text_model import (
     key_mapping,
     other_parts,
     text_config,
+    usual_mapping,
 )
 
 LM_SUFFIXES = ("ForCausalLM", "LMHeadModel")
@@ -335,10 +336,10 @@ def _load(source: str, device: str, allow_pickle: bool, progress: Progress | Non
                 raise ModelUnavailableError(
                     msg("model_errors.multimodal_no_class", name=name, text_type=repr(config.model_type))
                 )
-            text_only = {"config": config}
-            if keys is not None:
-                expected = expected_keys(loader, config)
-                text_only["key_mapping"] = key_mapping(keys, expected, _base_prefix(loader, expected))
+            expected = expected_keys(loader, config)
+            base = _base_prefix(loader, expected)
+            found = key_mapping(keys, expected, base) if keys is not None else usual_mapping(base)
+            text_only = {"config": config, "key_mapping": found}
         else:
             with_lm_head = _has_lm_head(config, where) and type(config) in AutoModelForCausalLM._model_mapping
             auto_class = AutoModelForCausalLM if with_lm_head else AutoModel

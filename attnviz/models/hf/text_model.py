@@ -121,6 +121,17 @@ def key_mapping(keys: Iterable[str], expected: Iterable[str], base_prefix: str) 
     return mapping
 
 
+def usual_mapping(base_prefix: str) -> dict[str, str]:
+    """The renaming for a checkpoint whose names attnviz cannot read before loading (a pickle): the two layouts
+    multimodal checkpoints use, the hub's (``language_model.model.…``, ``language_model.lm_head.…``) and
+    transformers 5's (``model.language_model.…``, ``lm_head.…``); each pattern matches its layout only."""
+    return {
+        r"^language_model\.lm_head\.": "lm_head.",
+        r"^language_model\.model\.": base_prefix,
+        r"^model\.language_model\.": base_prefix,
+    }
+
+
 def has_head(keys: Iterable[str] | None, config) -> bool:
     """Whether the checkpoint holds a language-model head for the text model (or ties it to the embedding)."""
     if getattr(config, "tie_word_embeddings", False):

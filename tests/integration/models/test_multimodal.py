@@ -5,7 +5,8 @@ image-text-to-text model: ``language_model.model.…`` beside a vision tower), M
 class of its own: ``MllamaForCausalLM`` is found through the outer config) and Qwen2-Audio (an audio-to-text
 model). Each is compared with the wrapper transformers loads, its language model run on the same token ids:
 within tests/tolerances.py's bound for the dtype (attnviz's capture against eager attention). A
-sharded checkpoint and one spread by a device map over the CPU and disk give exactly what the plain load gives;
+sharded checkpoint, a pickle one (its names unread before loading) and one spread by a device map over the CPU and
+disk give exactly what the plain load gives;
 ``heads`` on the command line keeps its JSON contract; the sidebar says what was loaded.
 """
 
@@ -97,6 +98,25 @@ def test_a_sharded_and_an_offloaded_checkpoint_give_what_the_plain_load_gives(fo
         for layer in range(plain.n_layer):
             assert torch.equal(record.weights(layer, None), plain.weights(layer, None))
         assert torch.equal(record.outputs.next_token_logits, plain.outputs.next_token_logits)
+
+
+def test_a_pickle_checkpoint_loads_its_text_model_through_the_usual_layouts(folders, tmp_path):
+    """Its names are not read before loading (a pickle is opened only by the load the user allowed): the renaming
+    covers the hub's layout, which the checkpoint has; the text model is the one the safetensors gave."""
+    from safetensors.torch import load_file
+
+    pickled = tmp_path / "pickled"
+    pickled.mkdir()
+    for file in folders["gemma3"].iterdir():
+        if file.suffix != ".safetensors":
+            (pickled / file.name).write_bytes(file.read_bytes())
+    torch.save(load_file(folders["gemma3"] / "model.safetensors"), pickled / "pytorch_model.bin")
+    plain = load_hf_source(str(folders["gemma3"])).run(TEXT, N_TOKENS)
+    record = load_hf_source(str(pickled), allow_pickle=True).run(TEXT, N_TOKENS)
+    for layer in range(plain.n_layer):
+        assert torch.equal(record.weights(layer, None), plain.weights(layer, None))
+    worst = float((record.outputs.next_token_logits - plain.outputs.next_token_logits).abs().max())
+    assert worst <= 1e-6, worst  # the LM head's product over weights laid out otherwise in memory
 
 
 def test_heads_on_the_command_line_keeps_its_contract(folders, smollm2, tmp_path):

@@ -12,7 +12,7 @@ import pytest
 from transformers import AutoConfig, PretrainedConfig
 
 from attnviz.errors import ModelUnavailableError
-from attnviz.models.hf.text_model import has_head, key_mapping, other_parts, text_config
+from attnviz.models.hf.text_model import has_head, key_mapping, other_parts, text_config, usual_mapping
 
 TEXT_CLASS = [  # a *ForCausalLM's names: its base model under "model.", its head outside
     "model.embed_tokens.weight",
@@ -115,3 +115,12 @@ def test_a_prefix_lm_is_refused_as_text_alone_cannot_say_which_tokens_are_read_b
     with pytest.raises(ModelUnavailableError) as err:
         text_config(AutoConfig.for_model("paligemma"), "pali")
     assert err.value.args[0].key == "model_errors.multimodal_prefix_lm" and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("prefix", "head_prefix"), [("language_model.model.", "language_model."), ("model.language_model.", "")]
+)
+def test_a_checkpoint_whose_names_are_unread_gets_the_two_usual_layouts(prefix, head_prefix):
+    """A pickle is not opened before loading: the renaming covers the hub's layout and transformers 5's."""
+    keys = checkpoint(prefix, head_prefix)
+    assert set(TEXT_CLASS) <= set(renamed(keys, usual_mapping("model.")))
