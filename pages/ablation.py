@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from attnviz.app.loading import cached_job, require_source
+from attnviz.app.loading import attention_kinds, cached_job, require_source, target_inputs
 from attnviz.app.navigation import frame_settings
 from attnviz.app.state import valid_choice
 from attnviz.app.widgets import show_error, show_info
@@ -15,6 +15,17 @@ from pages.widgets.ablation import limit_text, show_result, sweep_section
 st.title(t("ablation.title"))
 settings = frame_settings()
 source = require_source(settings)
+view_key: tuple = ()
+if len(kinds := attention_kinds(source)) > 1:  # an encoder-decoder: one kind's heads, measured on the target
+    kind = st.radio(
+        t("ablation.kind"), kinds, key="ablation_kind", horizontal=True, format_func=lambda k: t(f"heads.kind_{k}")
+    )
+    target, n_generate = target_inputs()
+    if not n_generate and not target.strip():
+        st.info(t("sources.type_target"))
+        st.stop()
+    st.caption(t("ablation.on_target"))
+    source, view_key = source.ablation_view(kind, target, n_generate), (kind, target, n_generate)
 n_tokens = ablation.token_limit(settings.max_tokens)
 limit = limit_text("ablation.limit", n_tokens, settings.max_tokens, ablation.ABLATION_TOKENS)
 st.caption(t("ablation.intro", limit=limit))
@@ -59,7 +70,7 @@ else:
     try:
         result = cached_job(
             "ablation",
-            (settings.spec, settings.text, n_tokens, mode, tuple(heads)),
+            (settings.spec, settings.text, n_tokens, mode, tuple(heads), *view_key),
             lambda progress: ablation.ablation_effect(source, settings.text, n_tokens, heads, mode),
             t("ablation.ablating", n=len(heads)),
         )
@@ -70,6 +81,6 @@ else:
         show_result(result, source.name)
 
 try:
-    sweep_section(source, settings, mode)
+    sweep_section(source, settings, mode, view_key)
 except (ModelUnavailableError, ValueError) as err:
     show_error(err)

@@ -12,11 +12,17 @@ from attnviz.core.token_display import markdown_text
 from attnviz.errors import ModelUnavailableError
 from attnviz.figures.base import head_label, make_head_heatmap_figure
 from attnviz.i18n.translate import t
+from attnviz.models.source import Capability
+from pages.widgets.generation import encoder_decoder_steps
 
 st.title(t("generation.title"))
 settings = frame_settings()
 source = require_source(settings)
-if not source.can_generate:
+if Capability.TARGET in source.capabilities:  # an encoder-decoder writes its target over the source
+    require_text(settings, t("generation.type_a_source"))
+    encoder_decoder_steps(source, settings)
+    st.stop()
+if Capability.GENERATE not in source.capabilities:
     st.info(t("generation.needs_decoder"))
     st.stop()
 require_text(settings, t("generation.type_a_prompt"))

@@ -9,7 +9,7 @@ import streamlit as st
 from attnviz.app import exports
 from attnviz.app.head_view import head_view, show_token, value_switch
 from attnviz.app.links import keep_layer_head_in_link, link_layer_head
-from attnviz.app.loading import current_record
+from attnviz.app.loading import attention_kinds, current_part, current_record, current_source
 from attnviz.app.navigation import frame_settings
 from attnviz.app.search import new_focus, token_search
 from attnviz.app.widgets import export_menu, layer_head_picker, plotly
@@ -18,7 +18,7 @@ from attnviz.figures.base import HEATMAP_SIDE_PX, PAGE_WIDTH_PX, column_width, h
 from attnviz.figures.heads import flag_names, grid_show_labels, grid_show_options, grid_view, selected_tile
 from attnviz.figures.lines import MAX_POINTS, fits, most_tokens
 from attnviz.i18n.translate import language, t, tr
-from pages.widgets.heads import grid_figure, lines, lines_figure, stats_section
+from pages.widgets.heads import alignment_section, grid_figure, lines, lines_figure, stats_section
 
 SQRT_BY_ITSELF_TOKENS = 128  # longer inputs are coloured by √weight unless the user turns it off
 TALL_GRID_LAYERS = 12  # above this many layers the grid is compact and the large view sits beside it
@@ -63,7 +63,17 @@ def heat_map_grid(record, key: tuple, gamma: float, tall: bool):
 
 st.title(t("heads.title"))
 settings = frame_settings()
-record = current_record(settings)
+source = current_source(settings)
+if source is None:
+    st.stop()
+kinds = attention_kinds(source)
+kind = None
+if len(kinds) > 1:  # an encoder-decoder: its encoder, its decoder, or the decoder's attention over the source
+    kind = st.radio(
+        t("heads.kind"), kinds, key="heads_kind", horizontal=True, format_func=lambda k: t(f"heads.kind_{k}")
+    )
+    st.caption(t(f"heads.kind_{kind}_caption"))
+record = current_record(settings) if kind is None else current_part(settings, kind)
 if record is None:
     st.stop()
 
@@ -102,13 +112,23 @@ emphasise = st.toggle(
 gamma = 0.5 if emphasise else 1.0
 if long_input:
     st.caption(t("heads.sqrt_on" if emphasise else "heads.sqrt_off", q_len=record.q_len))
-key = settings.key()
+key = (
+    (
+        *settings.key(),
+        kind,
+        st.session_state.get("target"),
+        st.session_state.get("target_from"),
+        st.session_state.get("n_generate"),
+    )
+    if kind
+    else settings.key()
+)
 tall = record.n_layer > TALL_GRID_LAYERS
 
 st.subheader(t("heads.grid"))
 styles = {"maps": t("heads.grid_style_maps"), "lines": t("heads.grid_style_lines")}
 style = st.radio(t("heads.grid_style"), list(styles), format_func=styles.get, key="heads_grid_style", horizontal=True)
-as_lines = style == "lines" and fits(record.q_len, record.n_layer, record.n_head)
+as_lines = style == "lines" and fits(max(record.q_len, record.k_len), record.n_layer, record.n_head)
 if as_lines:  # in place of the heat maps: every head on one screen, the large view below it
     drawn_lines = lines(record)
     st.caption(
@@ -156,6 +176,9 @@ with view_area:
         tensors=exports.head_export(record, layer, head, drawn.rows, drawn.cols, pooled=drawn.pooled),
         label=t("exports.menu_head"),
     )
+
+if record.cross:
+    alignment_section(record, key)
 
 st.subheader(t("heads.stats"))
 stats_section(record, key, key="heads")

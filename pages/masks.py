@@ -58,9 +58,9 @@ if record.truncated:
 
 
 st.subheader(t("masks.build"))
-lab = lab_mask_input(labels, source.causal)
+lab = lab_mask_input(labels, source.description.causal)
 
-own = "causal" if source.causal else None
+own = "causal" if source.description.causal else None
 # the labels never change, or the radio would be drawn anew (and empty) when the model or the mask does
 choices = ("model", "built", "none", "custom")
 cols = st.columns([2, 1])
@@ -164,7 +164,7 @@ st.markdown(t("masks.leak_test", result=leak.describe()))
 plotly(make_leak_figure(leak.change, labels, leak.tolerance, leak.cuts), "mask_leak_fig")
 
 st.subheader(t("masks.gallery"))
-bugs = gallery(T, source.causal)
+bugs = gallery(T, source.description.causal)
 table(
     gallery_table(bugs, record, layer, head),
     key="mask_gallery_table",

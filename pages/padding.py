@@ -11,6 +11,7 @@ from attnviz.core.token_display import plain_text
 from attnviz.errors import ModelUnavailableError
 from attnviz.figures.padding import make_padding_mask_figure
 from attnviz.i18n.translate import t
+from attnviz.models.source import Capability
 
 SIDES = ("right", "left")  # the radio's values; its labels are the session's language
 
@@ -49,6 +50,20 @@ st.subheader(t("padding.mask_header"))
 st.caption(t("padding.mask_caption"))
 plotly(make_padding_mask_figure(batch.key_mask, token_rows), key="pad_mask")
 st.metric(t("padding.pad_weight"), f"{batch.pad_key_weight:.1e}")
+if Capability.TARGET in source.capabilities:  # an encoder-decoder pads its sources and its targets
+    try:
+        both = cached(
+            "pad_pair",
+            (settings.spec, texts, n_tokens, side),
+            lambda: source.pad_weights(list(texts), n_tokens, side),
+            t("padding.running"),
+        )
+    except (ModelUnavailableError, ValueError) as err:
+        show_error(err)
+    else:
+        st.caption(t("padding.seq2seq_caption"))
+        for column, (kind, weight) in zip(st.columns(3), both.items(), strict=True):
+            column.metric(t(f"heads.kind_{kind}"), f"{weight:.1e}")
 
 st.subheader(t("padding.attention_header"))
 first = batch.records[0]

@@ -12,16 +12,17 @@ from attnviz.figures.parity import make_parity_figure
 from attnviz.i18n.message import msg
 from attnviz.i18n.translate import t, tr
 from attnviz.models.record import token_labels
+from attnviz.models.source import Capability
 
 st.title(t("parity.title"))
 st.markdown(t("parity.intro"))
 settings = frame_settings()
 source = require_source(settings)
-if not source.supports_parity:
-    if source.random_weights:
+if Capability.REPRODUCE not in source.capabilities:
+    if source.description.random_weights:
         why = t("parity.why_embedded")
     else:
-        why = t("parity.why_unsupported") if source.keeps_qk else tr(source.route_note)
+        why = t("parity.why_unsupported") if Capability.KEEP_QK in source.capabilities else tr(source.route_note)
     st.info(t("parity.unsupported", why=why))
     st.stop()
 require_text(settings)

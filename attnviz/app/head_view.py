@@ -84,6 +84,9 @@ def head_view(
     The one-query-row view follows the window's last row (a decoder's row 0 sees only itself) until the reader picks
     a row."""
     whole = None if labels else record.labels(full=True)  # whole tokens on hover where the axis labels are cut
+    # the keys' labels: the source's tokens for cross-attention, else the queries' own
+    k_all = labels if labels and not record.cross else record.key_labels()
+    k_whole = whole if not record.cross else record.key_labels(full=True)
     cells = record.value_weighted if values else record.weights
     heatmap = make_value_weighted_heatmap_figure if values else make_head_heatmap_figure
     sink_column = _no_sink_column if values else with_sink_column  # a learned sink carries no value: 0 there
@@ -91,7 +94,7 @@ def head_view(
     title = title or f"L{layer} {head_label(head)}"
     if record.full_view:
         weights, k_labels, mask, k_hover = sink_column(
-            record, layer, head, (0, record.q_len), cells(layer, head), labels, record.mask(layer), whole
+            record, layer, head, (0, record.q_len), cells(layer, head), k_all, record.mask(layer), k_whole
         )
         fig = heatmap(
             weights,
@@ -155,9 +158,9 @@ def head_view(
         head,
         rows,
         cells(layer, head, rows, cols_),
-        labels[cols_[0] : cols_[1]],
+        k_all[cols_[0] : cols_[1]],
         record.mask(layer, rows, cols_),
-        whole and whole[cols_[0] : cols_[1]],
+        k_whole and k_whole[cols_[0] : cols_[1]],
     )
     fig = heatmap(
         window,
@@ -181,7 +184,7 @@ def head_view(
     weights = cells(layer, head, (int(row), int(row) + 1), (0, record.k_len))[0]
     plotly(
         (make_value_weighted_row_figure if values else make_row_figure)(
-            weights, labels, visible=record.mask(layer, (int(row), int(row) + 1))[0], title=plain_text(labels[row])
+            weights, k_all, visible=record.mask(layer, (int(row), int(row) + 1))[0], title=plain_text(labels[row])
         ),
         key=f"{key}_row_fig",
     )

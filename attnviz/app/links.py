@@ -1,7 +1,7 @@
 """Links: the address bar always holds the view, and a link opens it.
 
-``?text=&model=&max_tokens=`` (and the embedded model's settings when they are not the defaults) are the
-sidebar's; a page keeps its own ``?layer=&head=``. What a link holds is data: a value the app does not offer is
+``?text=&model=&max_tokens=`` (and the embedded model's settings when they are not the defaults, and an
+encoder-decoder's ``?target=`` or ``?generate=N``) are the sidebar's; a page keeps its own ``?layer=&head=``. What a link holds is data: a value the app does not offer is
 ignored with a note, and the text only fills the text box.
 """
 
@@ -49,6 +49,17 @@ def _read_link() -> list[str]:
             st.session_state[name] = number
         else:
             ignored.append(name)
+    target, generate = query.get("target"), query.get("generate")
+    if target is not None:  # an encoder-decoder's target, typed: data, like the text
+        if len(target) <= LINK_TEXT_CHARS:
+            st.session_state.target, st.session_state.target_from = target, "typed"
+        else:
+            ignored.append("target")
+    elif generate is not None:
+        if generate.isascii() and generate.isdigit() and 1 <= int(generate) <= settings.MAX_TARGET_GENERATED:
+            st.session_state.n_generate, st.session_state.target_from = int(generate), "generated"
+        else:
+            ignored.append("generate")
     if (causal := query.get("causal")) is not None:
         if causal in ("0", "1"):
             st.session_state.causal = causal == "1"
@@ -70,6 +81,11 @@ def link_values() -> tuple[dict[str, str], bool]:
             continue
         if state.get(name, DEFAULTS[name]) != DEFAULTS[name]:
             values[name] = str(int(state[name]))
+    if state.get("target_from", DEFAULTS["target_from"]) == "typed":
+        if state.get("target") and len(state.target) <= LINK_TEXT_CHARS:
+            values["target"] = state.target
+    elif state.get("n_generate", DEFAULTS["n_generate"]) != DEFAULTS["n_generate"]:
+        values["generate"] = str(int(state.n_generate))
     return values, long_text
 
 
@@ -87,7 +103,7 @@ def link_settings() -> None:
         if ignored := _read_link():
             st.sidebar.caption(t("links.ignored", names=", ".join(ignored)))
     values, long_text = link_values()
-    for name in ("text", "model", *LINK_NUMBERS, "causal"):
+    for name in ("text", "model", *LINK_NUMBERS, "causal", "target", "generate"):
         if name not in values and name in st.query_params:
             del st.query_params[name]
         elif name in values and st.query_params.get(name) != values[name]:

@@ -47,7 +47,7 @@ from attnviz.i18n.message import msg
 from attnviz.i18n.translate import t, tr
 from attnviz.models.record import LABEL_CHARS, AttentionRecord, cut_tokens
 from attnviz.models.registry import SourceSpec, largest_bundled_shape, open_source, preparation_note, prepare_source
-from attnviz.models.source import AttentionSource
+from attnviz.models.source import AttentionSource, Capability
 
 _LOAD_LOCK = threading.Lock()
 
@@ -112,7 +112,7 @@ def capture_need(source: AttentionSource, text: str, max_tokens: int) -> Need:
     """The need of ``source``'s capture of ``text`` cut to ``max_tokens`` tokens (:func:`shape_need`)."""
     n_tokens = len(source.encode(text, max_tokens).tokens)
     shape = (source.n_layer, source.n_head, source.n_kv_head, source.head_dim, n_tokens)
-    return shape_need(*shape, device=device_of(source), all_weights=not source.keeps_qk)
+    return shape_need(*shape, device=device_of(source), all_weights=Capability.KEEP_QK not in source.capabilities)
 
 
 def largest_need() -> Need:
@@ -234,7 +234,7 @@ def require_source(settings_: Settings) -> AttentionSource:
 
 def require_qk(source: AttentionSource) -> None:
     """Stop a page that recomputes attention from q and k after saying why, where the model's route keeps none."""
-    if not source.keeps_qk:
+    if Capability.KEEP_QK not in source.capabilities:
         st.info(tr(source.route_note))
         st.stop()
 
@@ -305,7 +305,7 @@ def current_record(settings_: Settings) -> AttentionRecord | None:
     note = st.session_state.pop("example_note", None)
     if note:
         st.info(tr(note))
-    if not source.keeps_qk:  # the eager route: say so, and what it cannot do
+    if Capability.KEEP_QK not in source.capabilities:  # the eager route: say so, and what it cannot do
         st.caption(tr(source.route_note))
     coverage_warning(record)
     typed = typed_special(record.tokens)
@@ -318,6 +318,68 @@ def current_record(settings_: Settings) -> AttentionRecord | None:
             else t("sources.model_limit", n=len(record.tokens))
         )
         st.warning(t("sources.truncated", n_input=record.n_input_tokens, n=len(record.tokens), why=why))
+    return record
+
+
+def attention_kinds(source: AttentionSource) -> tuple[str, ...]:
+    """The kinds of attention a source's records have: ("self",) for one stack, an encoder-decoder's three."""
+    return source.description.attention_kinds
+
+
+def target_inputs() -> tuple[str, int]:
+    """The sidebar's target, drawn only for an encoder-decoder: (typed target, 0) or ("", tokens the model writes)."""
+    with st.sidebar:
+        st.header(t("sidebar.target_header"))
+        ways = {"generated": t("sidebar.target_generated"), "typed": t("sidebar.target_typed")}
+        st.radio(t("sidebar.target_from"), list(ways), format_func=ways.get, key="target_from", horizontal=True)
+        if st.session_state.target_from == "typed":
+            st.text_area(t("sidebar.target"), key="target", height=80)
+            return st.session_state.target, 0
+        st.number_input(t("sidebar.n_generate"), 1, settings.MAX_TARGET_GENERATED, key="n_generate")
+        return "", int(st.session_state.n_generate)
+
+
+def pair_need(source: AttentionSource, text: str, max_tokens: int, n_target: int) -> Need:
+    """An encoder-decoder run's need: every weight of every kind held (the source's ``pair_nbytes``)
+    at ``settings.ADMISSION_RECORD_FACTOR``, and the time of its three kinds' captures."""
+    n_source = len(source.encode(text, max_tokens).tokens)
+    need = shape_need(source.n_layer, source.n_head, source.n_kv_head, source.head_dim, max(n_source, n_target))
+    held = source.pair_nbytes(n_source, n_target)
+    return Need(math.ceil(settings.ADMISSION_RECORD_FACTOR * held), 3 * need.seconds, 0, device_of(source))
+
+
+def current_part(settings_: Settings, kind: str) -> AttentionRecord | None:
+    """One kind of an encoder-decoder's attention ("encoder", "decoder", "cross") on the sidebar's source text and
+    target, or None after telling the user why not."""
+    source = current_source(settings_)
+    if source is None:
+        return None
+    if not settings_.text.strip():
+        st.info(t("sources.type_text"))
+        return None
+    target, n_generate = target_inputs()
+    if not n_generate and not target.strip():
+        st.info(t("sources.type_target"))
+        return None
+    n_target = n_generate + 1 if n_generate else len(source.encode_target(target, settings_.max_tokens).ids)
+    try:
+        pair = cached_job(
+            "pair",
+            (*settings_.key(), target, n_generate),
+            lambda progress: source.run_pair(
+                settings_.text, target, settings_.max_tokens, n_generate=n_generate, progress=progress
+            ),
+            t("sources.capturing"),
+            need=pair_need(source, settings_.text, settings_.max_tokens, n_target),
+        )
+    except (ModelUnavailableError, ValueError) as err:
+        show_error(err)
+        return None
+    if pair.generated:
+        st.caption(t("sources.generated_target", text=markdown_text(pair.target_text)))
+    record = pair.part(kind)
+    if record.truncated:
+        st.warning(t("sources.truncated", n_input=record.n_input_tokens, n=len(record.tokens), why=""))
     return record
 
 

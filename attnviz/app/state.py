@@ -33,6 +33,9 @@ DEFAULTS = {
     "n_layer": settings.N_LAYER.default,
     "seed": settings.SEED.default,
     "causal": False,
+    "target": "",  # an encoder-decoder's target: typed, or written by the model (the default)
+    "target_from": "generated",
+    "n_generate": 16,
 }
 
 

@@ -11,9 +11,13 @@ from attnviz.cli.arguments import add_text_and_model_arguments
 from attnviz.cli.checks import CheckFailedError, CommandError, check_text_arguments
 from attnviz.cli.output import json_number, out
 from attnviz.errors import ModelUnavailableError, ParityUnsupportedError
+from attnviz.settings import MAX_TARGET_GENERATED
 
 if TYPE_CHECKING:
-    from attnviz.models.record import AttentionRecord
+    from attnviz.models.record import AttentionRecord, EncoderDecoderRecord
+
+KIND_OF_PART = {"encoder": ("encoder", "self"), "decoder": ("decoder", "causal"), "cross": ("decoder", "cross")}
+DEFAULT_GENERATE = 16  # an encoder-decoder given neither --target nor --generate writes this many tokens itself
 
 
 def heads_json(record: AttentionRecord) -> dict:
@@ -40,11 +44,71 @@ def heads_json(record: AttentionRecord) -> dict:
     }
 
 
+def pair_json(pair: EncoderDecoderRecord) -> dict:
+    """An encoder-decoder's per-head statistics: the keys of :func:`heads_json` (its encoder's shape), the target,
+    and each head entry with its ``stack`` and ``kind`` ("self", "causal" or "cross") and that kind's statistics."""
+    result = heads_json(pair.encoder)
+    result.update(
+        target_tokens=[t.text for t in pair.target_tokens],
+        target=pair.target_text,
+        generated=pair.generated,
+        target_loss=json_number(float(pair.losses.mean())),
+        n_decoder_layer=pair.decoder.n_layer,
+        n_decoder_head=pair.decoder.n_head,
+    )
+    result["stats"] = [
+        {"stack": stack, "kind": kind, **entry}
+        for part, (stack, kind) in KIND_OF_PART.items()
+        for entry in heads_json(pair.part(part))["stats"]
+    ]
+    return result
+
+
+def _pair_command(args: argparse.Namespace, source) -> int:
+    if args.parity:
+        raise CommandError("--parity: an encoder-decoder runs on its own eager attention; there is nothing to compare")
+    n_generate = args.generate if args.generate is not None else (0 if args.target is not None else DEFAULT_GENERATE)
+    if args.target is not None and not args.target.strip():
+        raise CommandError("--target is empty; give the target text, or --generate N")
+    try:
+        pair = source.run_pair(args.text, args.target or "", args.max_tokens, n_generate=n_generate)
+    except (ValueError, ModelUnavailableError) as err:
+        raise CommandError(str(err)) from err
+    result = pair_json(pair)
+    if args.json:
+        out.json(result, indent=2)
+        return 0
+    out.line(
+        f"{pair.model_name}: a source of {len(pair.source_tokens)} tokens, a target of {len(pair.target_tokens)}"
+        f"{' (written by the model)' if pair.generated else ''}: {pair.target_text}"
+    )
+    for part, (stack, kind) in KIND_OF_PART.items():
+        record = pair.part(part)
+        out.line(f"{stack} {kind}: {record.n_layer} layers x {record.n_head} heads")
+        out.line(record.statistics.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    return 0
+
+
 def heads_command(args: argparse.Namespace) -> int:
     check_text_arguments(args)
-    from attnviz.cli.loading import capture_for
+    if args.generate is not None and args.target is not None:
+        raise CommandError("give --target TEXT or --generate N, not both")
+    if args.generate is not None and not 1 <= args.generate <= MAX_TARGET_GENERATED:
+        raise CommandError(f"--generate must be 1 to {MAX_TARGET_GENERATED}, not {args.generate}")
+    from attnviz.cli.loading import capture_for, load_cli_source
+    from attnviz.models.source import Capability
 
-    source, record = capture_for(args, keep_qk=False)  # statistics only: no q, k kept
+    try:
+        loaded = load_cli_source(args)
+    except (ValueError, ModelUnavailableError) as err:
+        raise CommandError(str(err)) from err
+    if Capability.TARGET in loaded.capabilities:
+        return _pair_command(args, loaded)
+    if args.target is not None or args.generate is not None:
+        raise CommandError(
+            f"--target and --generate are for encoder-decoders; {loaded.name} reads one text (a decoder or an encoder)"
+        )
+    source, record = capture_for(args, keep_qk=False, source=loaded)  # statistics only: no q, k kept
     stats = record.statistics
     result = heads_json(record)
     failed = None
@@ -80,4 +144,12 @@ def add_command(sub: argparse._SubParsersAction) -> None:
     heads = sub.add_parser("heads", help="per-head attention statistics for a text")
     add_text_and_model_arguments(heads)
     heads.add_argument("--parity", action="store_true", help="also run our attention on the model's layers and compare")
+    target = heads.add_argument_group("encoder-decoders (T5, BART, Marian, …): the decoder's text")
+    target.add_argument("--target", help="the target text, teacher-forced (default: the model writes one)")
+    target.add_argument(
+        "--generate",
+        type=int,
+        metavar="N",
+        help=f"the model writes N target tokens itself, greedy (1-{MAX_TARGET_GENERATED}; {DEFAULT_GENERATE} by default)",
+    )
     heads.set_defaults(func=heads_command, parser=heads)

@@ -56,12 +56,14 @@ def load_cli_source(args: argparse.Namespace) -> AttentionSource:
     return open_source(spec, progress=progress)
 
 
-def capture_for(args: argparse.Namespace, keep_qk: bool) -> tuple[AttentionSource, AttentionRecord]:
-    """The source --model names and its capture of the text, within the request budget unless --over-budget;
-    CommandError for any bad input (the text and the numbers are the caller's to check first, with
-    :func:`~attnviz.cli.checks.check_text_arguments`)."""
+def capture_for(
+    args: argparse.Namespace, keep_qk: bool, source: AttentionSource | None = None
+) -> tuple[AttentionSource, AttentionRecord]:
+    """The source --model names (or ``source``, already loaded) and its capture of the text, within the request
+    budget unless --over-budget; CommandError for any bad input (the text and the numbers are the caller's to
+    check first, with :func:`~attnviz.cli.checks.check_text_arguments`)."""
     try:
-        source = load_cli_source(args)
+        source = source or load_cli_source(args)
         check_budget(source, args)
         return source, source.run(args.text, args.max_tokens, keep_qk=keep_qk)
     except (ValueError, ModelUnavailableError) as err:

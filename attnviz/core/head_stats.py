@@ -127,14 +127,14 @@ def head_statistics(attention: Tensor, mask: Tensor | None = None, offset: int |
     return summarize_rows(row_statistics(attention, mask, offset))
 
 
-def summarize_rows(rows: dict[str, Tensor]) -> pd.DataFrame:
+def summarize_rows(rows: dict[str, Tensor], first: tuple[str, ...] = STAT_COLUMNS) -> pd.DataFrame:
     """Per-row statistics {name: (n_layer, n_head, q_len)}, NaN on rows left out -> one row per head.
 
-    Each of :data:`STAT_COLUMNS` is averaged over the rows that are not NaN; a
-    head with no such row gets NaN and no flags.
+    Each of ``first`` (:data:`STAT_COLUMNS`: self-attention's), then every other statistic ``rows`` holds, is
+    averaged over the rows that are not NaN; a head with no such row gets NaN and no flags.
     """
     n_layer, n_head = rows["entropy"].shape[:2]
-    columns = [*STAT_COLUMNS, *(name for name in rows if name not in STAT_COLUMNS and name != "entropy")]
+    columns = [*first, *(name for name in rows if name not in first and name != "entropy")]
     means = {name: torch.nanmean(rows[name].float(), dim=-1) for name in columns}  # (n_layer, n_head)
     frame = pd.DataFrame(
         {

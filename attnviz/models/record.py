@@ -21,6 +21,7 @@ import pandas as pd
 import torch
 from torch import Tensor
 
+from attnviz.core.alignment import CROSS_COLUMNS, coverage, monotonicity
 from attnviz.core.capture import FULL_VIEW_TOKENS, SINK_STAT, WINDOW_CELLS, LayerCapture, weights_window
 from attnviz.core.head_stats import STAT_COLUMNS, summarize_rows
 from attnviz.core.masks import KeyRanges
@@ -67,11 +68,15 @@ class ModelOutputs:
 
 @dataclass(eq=False)
 class AttentionRecord:
-    """What a model's attention did to one text, in bounded memory.
+    """What a model's attention did to one text, in bounded memory: one kind of attention of one stack.
 
     layers: one :class:`LayerCapture` per layer (same q_len, k_len and pooling).
     n_input_tokens: how many tokens the text had before truncation to max_tokens.
     implementation: which code produced the weights.
+    kind: what the layers' queries attend over: "self" (their own text; ``causal`` says whether only its
+    past) or "cross" (another text, ``key_tokens``: an encoder-decoder's target over its source).
+    stack: "" for a model of one stack (a decoder or an encoder), else "encoder" or "decoder".
+    key_tokens: the keys' tokens where they are not the queries' (cross-attention), else None.
     """
 
     model_name: str
@@ -83,6 +88,18 @@ class AttentionRecord:
     n_input_tokens: int
     random_weights: bool = False
     outputs: ModelOutputs = field(default_factory=ModelOutputs)
+    kind: str = "self"
+    stack: str = ""
+    key_tokens: list[Token] | None = None
+
+    @property
+    def keys_tokens(self) -> list[Token]:
+        """The tokens the keys read: the source for cross-attention, else the queries' own."""
+        return self.tokens if self.key_tokens is None else self.key_tokens
+
+    @property
+    def cross(self) -> bool:
+        return self.kind == "cross"
 
     @property
     def n_layer(self) -> int:
@@ -134,6 +151,8 @@ class AttentionRecord:
     def stat_columns(self) -> tuple[str, ...]:
         """The per-head statistics this record has: :data:`STAT_COLUMNS`, ``sink_weight`` with sinks and
         ``low_norm_weight`` with value norms."""
+        if self.cross:
+            return CROSS_COLUMNS
         extra = (*((SINK_STAT,) if self.has_sinks else ()), *((LOW_NORM_STAT,) if self.has_value_norms else ()))
         return (*STAT_COLUMNS, *extra)
 
@@ -261,9 +280,12 @@ class AttentionRecord:
 
     @functools.cached_property
     def statistics(self) -> pd.DataFrame:
-        """One row per head: the row-averaged statistics and flags (computed once per record)."""
+        """One row per head: the row-averaged statistics and flags (computed once per record); for cross-attention,
+        :data:`~attnviz.core.alignment.CROSS_COLUMNS` (monotonicity and coverage per head)."""
         live = self.live_rows()[:, None, :]  # (n_layer, 1, q_len)
         visible = torch.stack([self.keys(layer).visible() for layer in range(self.n_layer)])[:, None, :].float()
+        if self.cross:
+            return self._cross_statistics(live, visible)
         names = ("entropy", *_AVERAGED, *((SINK_STAT,) if self.has_sinks else ()))
         names += (LOW_NORM_STAT,) if self.has_value_norms else ()
         rows = {name: self.row_stat(name) for name in names}
@@ -271,9 +293,26 @@ class AttentionRecord:
         rows = {name: value.masked_fill(~live, math.nan) for name, value in rows.items()}
         return summarize_rows(rows)
 
+    def _cross_statistics(self, live: Tensor, visible: Tensor) -> pd.DataFrame:
+        names = ("entropy", "max_weight", "first_token_weight", "alignment_offset")
+        rows = {name: self.row_stat(name) for name in names}
+        rows["entropy_norm"] = rows["entropy"] / visible.log().clamp_min(1e-12)
+        rows = {name: value.masked_fill(~live, math.nan) for name, value in rows.items()}
+        frame = summarize_rows(rows, CROSS_COLUMNS[:5])
+        real = torch.tensor([not t.pad for t in self.tokens], dtype=torch.bool)  # (T,) target rows
+        n_source = sum(not t.pad for t in self.keys_tokens)
+        whole = [layer.weights for layer in self.layers]  # (n_head, T, S) each: a cross capture keeps its weights
+        frame["monotonicity"] = torch.cat([monotonicity(w, real) for w in whole]).numpy()
+        frame["coverage"] = torch.cat([coverage(w, n_source, real) for w in whole]).numpy()
+        return frame[["layer", "head", *CROSS_COLUMNS, "flags"]]
+
     def labels(self, full: bool = False) -> list[str]:
-        """Axis labels, "index token", cut to a readable width (``full``: whole, for hover)."""
+        """Axis labels of the queries, "index token", cut to a readable width (``full``: whole, for hover)."""
         return token_labels(self.tokens, None if full else LABEL_CHARS)
+
+    def key_labels(self, full: bool = False) -> list[str]:
+        """Axis labels of the keys (the source's tokens for cross-attention), as :meth:`labels`."""
+        return token_labels(self.keys_tokens, None if full else LABEL_CHARS)
 
 
 _AVERAGED = ("max_weight", "first_token_weight", "prev_token_weight", "self_weight", "mean_distance")
@@ -358,6 +397,55 @@ class GenerationRecord:
         ]
 
 
+KINDS = ("encoder", "decoder", "cross")  # an encoder-decoder's three kinds of attention, as a page picks them
+STACKS = {"encoder": ("encoder",), "decoder": ("decoder", "cross")}  # each stack's kinds, in a layer's order
+
+
+@dataclass(eq=False)
+class EncoderDecoderRecord:
+    """What an encoder-decoder's attention did to a source and a target: two stacks of layers.
+
+    The encoder stack's layers attend within the source (kind "self"); each layer of the decoder stack attends
+    within the target, causally ("self", ``causal``), then from the target over the source ("cross",
+    ``key_tokens`` the source's). Each kind is an :class:`AttentionRecord` of its own (:meth:`part`), so every
+    view of one kind reads it as it reads a decoder's or an encoder's.
+
+    target_tokens are the decoder's input (its start token, then the whole target), the queries of the decoder and
+    cross parts; ``target_ids`` the target's ids, position i predicting the i-th (teacher-forced); ``losses``
+    (len(target_ids),) the model's loss on each, float32; ``generated``: the target is the model's own greedy output.
+    """
+
+    encoder: AttentionRecord
+    decoder: AttentionRecord
+    cross: AttentionRecord
+    target_ids: list[int]
+    losses: Tensor
+    generated: bool
+    target_text: str
+
+    def part(self, kind: str) -> AttentionRecord:
+        """One kind's record: "encoder", "decoder" or "cross" (ValueError for any other)."""
+        if kind not in KINDS:
+            raise ValueError(f"kind must be one of {KINDS}, not {kind!r}")
+        return getattr(self, kind)
+
+    @property
+    def model_name(self) -> str:
+        return self.encoder.model_name
+
+    @property
+    def source_tokens(self) -> list[Token]:
+        return self.encoder.tokens
+
+    @property
+    def target_tokens(self) -> list[Token]:
+        return self.decoder.tokens
+
+    @property
+    def nbytes(self) -> int:
+        return sum(self.part(kind).nbytes for kind in KINDS) + self.losses.numel() * 4
+
+
 PARITY_TOLERANCE = 1e-5  # float32: the largest |ours - model| over every weight that counts as equal
 # bfloat16, float16: one eps of the dtype, a weight near 1 rounded one step apart (the model's own eager attention
 # softmaxes in its dtype or in float32, by family; ours always in float32). Measured on the CPU: 0 in bfloat16,
@@ -398,11 +486,14 @@ class Parity:
 
 __all__ = [
     "FULL_VIEW_TOKENS",
+    "KINDS",
     "PARITY_TOLERANCE",
     "PARITY_TOLERANCES",
+    "STACKS",
     "WINDOW_CELLS",
     "AttentionRecord",
     "BatchRecord",
+    "EncoderDecoderRecord",
     "GenerationRecord",
     "Head",
     "ModelOutputs",

@@ -1,11 +1,12 @@
 """The interface every model source implements, and what it hands back besides records.
 
-Pages and the CLI talk to an :class:`AttentionSource` and ask what it can do
-(``causal``, ``can_generate``, ``supports_parity``, ``random_weights``); they
-never look at concrete classes or model names. Adding a model family means
-adding one class that satisfies this protocol; no page changes. A capability
-outside that shared part is a narrow protocol a source implements or not
-(:class:`Rotates`), asked with ``isinstance``.
+Pages and the CLI talk to an :class:`AttentionSource`: a typed description of the model (its stacks of layers
+and their shapes, :class:`ModelDescription`) and the set of things it can do (:class:`Capability`: capture keeping
+q and k, generate, reproduce its layers, ablate, fill a KV cache, take a mask, read a target), each decided by the
+source itself, none derived from another. They never look at concrete classes or model names. Adding a model
+family means adding one class that satisfies this protocol; no page changes. A capability's own methods beyond
+the shared part are a narrow protocol (:class:`Rotates`, :class:`TakesTarget`), asked with ``isinstance`` or by
+the capability.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import TYPE_CHECKING, NamedTuple, Protocol, runtime_checkable
 
 import torch
@@ -26,7 +28,7 @@ if TYPE_CHECKING:
     from attnviz.core.attention import MultiHeadAttention, PositionRotation
     from attnviz.core.progress import Progress
     from attnviz.i18n.message import Text
-    from attnviz.models.record import AttentionRecord, BatchRecord, GenerationRecord, Parity
+    from attnviz.models.record import AttentionRecord, BatchRecord, EncoderDecoderRecord, GenerationRecord, Parity
 
 
 @contextmanager
@@ -185,13 +187,79 @@ class GreedyDecoder(Protocol):
         ...
 
 
+class Capability(StrEnum):
+    """What a source can do beyond capturing a text's attention, each decided by the source, none from another."""
+
+    KEEP_QK = "keep_qk"  # records keep q and k: logit parts, rescaled softmaxes (Scaling), the Mask lab's effects
+    VALUE_NORMS = "value_norms"  # records keep ‖v_j W_O^h‖ per head and key: value-weighted attention
+    GENERATE = "generate"  # generate(): greedy decoding of a prompt, captured
+    REPRODUCE = "reproduce"  # attention_layer(s), check_parity: attnviz's module reproduces its layers
+    ABLATE = "ablate"  # ablated_outputs() in the modes of ablation_modes
+    KV_CACHE = "kv_cache"  # prefill_kv(), greedy_decoder(): a decoder's cache, filled and decoded with
+    MASK = "mask"  # states_under_mask(): every layer attends under a mask the user gives
+    TARGET = "target"  # a second text the decoder reads over the first (an encoder-decoder): :class:`TakesTarget`
+
+
+@dataclass(frozen=True)
+class Stack:
+    """One stack of a model's layers: ``name`` "" for a model of one stack (a decoder or an encoder), else
+    "encoder" or "decoder"; ``kinds`` the attention each of its layers runs, in order ("self", then "cross" in an
+    encoder-decoder's decoder); ``n_layer`` layers of ``n_head`` query heads of ``head_dim`` sharing ``n_kv_head``
+    key/value heads; ``causal``: its self-attention reads only the past."""
+
+    name: str
+    kinds: tuple[str, ...]
+    n_layer: int
+    n_head: int
+    n_kv_head: int
+    head_dim: int
+    causal: bool
+
+    def __post_init__(self) -> None:
+        for field_name in ("n_layer", "n_head", "n_kv_head", "head_dim"):
+            if getattr(self, field_name) < 1:
+                raise ValueError(f"{field_name} must be at least 1, not {getattr(self, field_name)}")
+        if not self.kinds or set(self.kinds) - {"self", "cross"}:
+            raise ValueError(f"a stack's kinds are 'self' and 'cross', not {self.kinds}")
+
+
+@dataclass(frozen=True)
+class ModelDescription:
+    """What a model is, as pages read it: its stacks (one, or an encoder and a decoder), its width, the longest
+    input it reads, and whether its weights are random (the embedded model)."""
+
+    stacks: tuple[Stack, ...]
+    d_model: int
+    max_positions: int
+    random_weights: bool = False
+
+    @property
+    def attention_kinds(self) -> tuple[str, ...]:
+        """The kinds of attention its records have: ("self",) for one stack; an encoder-decoder's "encoder",
+        "decoder" and "cross"."""
+        if len(self.stacks) == 1:
+            return ("self",)
+        return (*(stack.name for stack in self.stacks), *("cross" for stack in self.stacks if "cross" in stack.kinds))
+
+    @property
+    def causal(self) -> bool:
+        """Whether the one stack (or an encoder-decoder's decoder) reads only the past."""
+        return self.stacks[-1].causal
+
+
+def one_stack(n_layer: int, n_head: int, n_kv_head: int, head_dim: int, causal: bool, **rest) -> ModelDescription:
+    """The description of a decoder or an encoder: one stack of self-attention."""
+    return ModelDescription((Stack("", ("self",), n_layer, n_head, n_kv_head, head_dim, causal),), **rest)
+
+
 @runtime_checkable
 class AttentionSource(Protocol):
     """A model whose attention attnviz can capture.
 
-    Shapes: ``n_head`` query heads of ``head_dim`` sharing ``n_kv_head`` key/value
-    heads (MHA when equal, GQA/MQA when fewer), in ``n_layer`` layers of width
-    ``d_model``. ``max_positions`` is the longest input the model reads; ``device`` where it runs.
+    ``description``: its stacks and their shapes; ``capabilities``: what it can do besides capturing a text
+    (:class:`Capability`). ``n_layer``, ``n_head``, ``n_kv_head``, ``head_dim``, ``d_model`` and ``max_positions``
+    are its first stack's (the one :meth:`run` reads): ``n_head`` query heads of ``head_dim`` sharing ``n_kv_head``
+    key/value heads, ``n_layer`` layers of width ``d_model``; ``device`` where it runs.
     """
 
     name: str
@@ -203,14 +271,8 @@ class AttentionSource(Protocol):
     d_model: int
     max_positions: int
     implementation: str
-    random_weights: bool
-    causal: bool
-    can_generate: bool
-    supports_parity: bool
-    route: str  # "attnviz" (its own attention), "interface" (transformers' AttentionInterface) or "eager"
-    keeps_qk: bool  # records keep q and k: logit parts, rescaled softmaxes (Scaling), the Mask lab's effects
-    supports_mask_override: bool  # states_under_mask can make every layer attend under another mask
-    has_value_norms: bool  # records keep ‖v_j W_O^h‖ per head and key: value-weighted attention (Kobayashi et al.)
+    description: ModelDescription
+    capabilities: frozenset[Capability]
     route_note: Text  # which route runs, and what it cannot do, for the pages
     ablation_modes: tuple[str, ...]  # head ablation modes ablated_outputs honours (attnviz.models.ablation); () none
 
@@ -239,13 +301,13 @@ class AttentionSource(Protocol):
     def generate(
         self, prompt: str, n_new: int, max_tokens: int, *, progress: Progress | None = None
     ) -> GenerationRecord:
-        """Greedy decoding; GenerationUnsupportedError unless ``can_generate``. ``progress``: a step per new
+        """Greedy decoding; GenerationUnsupportedError without :attr:`Capability.GENERATE`. ``progress``: a step per new
         token (stage "progress.token"), then one per captured layer."""
         ...
 
     def check_parity(self, text: str, max_tokens: int, bug: str | None = None) -> Parity:
         """attnviz's own layers on this model's weights against its attention; ParityUnsupportedError
-        unless ``supports_parity``. ``bug`` (a key of :meth:`parity_bugs`) breaks our layers on purpose."""
+        without :attr:`Capability.REPRODUCE`. ``bug`` (a key of :meth:`parity_bugs`) breaks our layers on purpose."""
         ...
 
     def parity_bugs(self) -> dict[str, Text]:
@@ -270,7 +332,7 @@ class AttentionSource(Protocol):
         """Layer ``layer``'s attention as our module, with the input, mask, RoPE and scale it really had.
 
         Reads at most settings.PARITY_TOKENS tokens. ParityUnsupportedError when our
-        module cannot reproduce this source's layers (see ``supports_parity``).
+        module cannot reproduce this source's layers (without :attr:`Capability.REPRODUCE`).
         """
         ...
 
@@ -333,4 +395,32 @@ class Rotates(Protocol):
 
     def rope_frequencies(self, head_dim: int) -> RotaryFrequencies | None:
         """The frequencies of its RoPE for heads of ``head_dim``; None when its attention has none of that width."""
+        ...
+
+
+@runtime_checkable
+class TakesTarget(Protocol):
+    """A source with :attr:`Capability.TARGET`: an encoder-decoder, whose decoder reads a target over the source."""
+
+    def run_pair(
+        self, text: str, target: str, max_tokens: int, *, n_generate: int = 0, progress: Progress | None = None
+    ) -> EncoderDecoderRecord:
+        """Every kind of attention on the source ``text`` and ``target`` (or the model's own greedy output of
+        ``n_generate`` tokens)."""
+        ...
+
+    def target(self, text: str, target: str | None, max_tokens: int, n_generate: int = 0) -> Encoding:
+        """The target the decoder reads: ``target``, or the model's greedy output on ``text``."""
+        ...
+
+    def encode_target(self, target: str, max_tokens: int) -> Encoding:
+        """The target's tokens as the decoder predicts them."""
+        ...
+
+    def pair_nbytes(self, n_source: int, n_target: int) -> int:
+        """What one :meth:`run_pair` holds, in bytes."""
+        ...
+
+    def ablation_view(self, kind: str, target: str | None, n_generate: int = 0) -> AttentionSource:
+        """The model seen from one kind of its heads and one target, as the Ablation page reads a source."""
         ...

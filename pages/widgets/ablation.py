@@ -101,13 +101,14 @@ def show_sweep(sweep: AblationSweep) -> None:
     table(top, key="ablation_ranked", headers=headers, hide_index=True)
 
 
-def sweep_section(source: AttentionSource, settings: Settings, mode: str) -> None:
+def sweep_section(source: AttentionSource, settings: Settings, mode: str, view_key: tuple = ()) -> None:
     """Every head ablated alone: the time it will take here, then a Run button; while it runs, a progress bar and
     a Stop button. It runs a pass at a time, each pass's heads kept in the session as it ends, so a Stop (any click:
-    Streamlit stops a running script at its next drawing) keeps what was done: the partial map, and Continue."""
+    Streamlit stops a running script at its next drawing) keeps what was done: the partial map, and Continue.
+    ``view_key``: what else chose the heads and the text measured (an encoder-decoder's kind and target)."""
     st.subheader(t("ablation.sweep"))
     sweep_tokens = ablation.token_limit(settings.max_tokens, ablation.SWEEP_TOKENS)
-    key = (settings.spec, settings.text, sweep_tokens, mode)
+    key = (settings.spec, settings.text, sweep_tokens, mode, *view_key)
     found, sweep = result_cache().lookup(("ablation_sweep", key))
     if found:
         limit = limit_text("ablation.sweep_limit", sweep.n_tokens, settings.max_tokens, ablation.SWEEP_TOKENS)

@@ -10,11 +10,14 @@ import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
+from attnviz.app.state import valid_choice
 from attnviz.app.widgets import plotly
 from attnviz.core.head_stats import describe_flags
+from attnviz.figures.alignment import make_alignment_figure
 from attnviz.figures.heads import grid_view, make_head_grid_figure, make_head_stats_figure, stat_name, stats_in_words
 from attnviz.figures.lines import Lines, line_threshold, make_lines_figure
 from attnviz.i18n.translate import language, t
+from attnviz.labs.alignment import RANKED_HEADS, alignment, alignment_table, ranked_heads
 from attnviz.models.record import AttentionRecord, token_labels
 
 
@@ -47,8 +50,7 @@ def lines(record: AttentionRecord) -> Lines:
 @st.cache_data(max_entries=8, show_spinner=False)
 def lines_figure(record_key: tuple, _record: AttentionRecord, _lines: Lines, lang: str) -> go.Figure:
     """The lines view of a short text (keyed by what produced the record, and the language)."""
-    labels = token_labels(_record.tokens)
-    return make_lines_figure(_lines, labels, labels)
+    return make_lines_figure(_lines, token_labels(_record.tokens), token_labels(_record.keys_tokens))
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
@@ -71,3 +73,29 @@ def stats_section(record: AttentionRecord, record_key: tuple, key: str) -> None:
     st.caption(t("views.stats_caption", flags=describe_flags()))
     if record.has_value_norms:
         st.caption(t("value_weighted.statistic"))
+
+
+def alignment_section(record: AttentionRecord, record_key: tuple) -> None:
+    """The alignment view of a cross-attention record: its heads ranked by monotonicity, the mean map of the ones
+    picked with each target token's most-attended source token marked, and that hard alignment listed."""
+    st.subheader(t("alignment.title"))
+    st.caption(t("alignment.caption"))
+    ranking = ranked_heads(record)
+    names = [f"L{int(r.layer)} H{int(r.head)}" for r in ranking.itertuples()]
+    pairs = {name: (int(r.layer), int(r.head)) for name, r in zip(names, ranking.itertuples(), strict=True)}
+    shown = ranking.head(RANKED_HEADS).rename(columns=stat_name)
+    shown.insert(0, t("alignment.rank"), range(1, len(shown) + 1))
+    st.dataframe(shown, key="alignment_ranking", hide_index=True, width="stretch")
+    valid_choice("alignment_heads", names, names[:1])
+    chosen = st.multiselect(t("alignment.heads"), names, key="alignment_heads", help=t("alignment.heads_help"))
+    if not chosen:
+        st.info(t("alignment.pick"))
+        return
+    found = alignment(record, [pairs[name] for name in chosen])
+    title = t("alignment.map_title", heads=", ".join(chosen))
+    fig = make_alignment_figure(found, record.labels(), record.key_labels()[: found.weights.shape[1]], title=title)
+    plotly(fig, key="alignment_map")
+    st.caption(t("alignment.hard_caption"))
+    table = alignment_table(record, found)
+    table.columns = [t("alignment.target"), t("alignment.source"), t("alignment.weight")]
+    st.dataframe(table, key="alignment_table", hide_index=True, width="stretch")

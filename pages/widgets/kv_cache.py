@@ -9,7 +9,7 @@ import streamlit as st
 
 from attnviz import settings
 from attnviz.app import hosted
-from attnviz.app.loading import cached, current_source, require_source
+from attnviz.app.loading import cached, current_source, require_source, target_inputs
 from attnviz.app.state import Settings
 from attnviz.app.widgets import plotly, show_error, show_info, table
 from attnviz.core.token_display import markdown_text
@@ -18,11 +18,13 @@ from attnviz.figures.kv import make_decode_figure, make_whatif_figure
 from attnviz.i18n.message import msg
 from attnviz.i18n.translate import t, tr
 from attnviz.labs.kv.config import KVConfig, config_from_dict, kv_config_of, load_config, parse_config_json
+from attnviz.labs.kv.encoder_decoder import CHECK_HEADERS, seq2seq_cache_check
 from attnviz.labs.kv.gqa import gqa_whatif
 from attnviz.labs.kv.measure import decode_timing
 from attnviz.labs.kv.presets import PRESETS
 from attnviz.labs.kv.report import KV_MEASURE_LENGTHS, MEASURED_HEADERS, measured_vs_estimated, whatif_summary
 from attnviz.models.registry import BUNDLED_CHOICES
+from attnviz.models.source import Capability
 
 KV_DEFAULT_PRESET = "gemma-2-9b"  # sliding and full layers: the plateau, and engines that differ
 KV_SOURCES = ("preset", "bundled", "upload", "folder", "sidebar")  # titled by kv_ui.source_<how>
@@ -142,6 +144,9 @@ def kv_checks(settings_: Settings) -> None:
     if not settings_.text.strip():  # every check below runs the model on the sidebar's text
         show_info(msg("page_extremes.kv_checks_need_text"))
         return
+    if Capability.TARGET in source.capabilities:
+        encoder_decoder_check(source, settings_)
+        return
     measured, speed, whatif = st.tabs([t("kv_ui.tab_measured"), t("kv_ui.tab_speed"), t("kv_ui.tab_whatif")])
     with measured:
         st.markdown(t("kv_ui.measured_intro"))
@@ -201,3 +206,25 @@ def kv_checks(settings_: Settings) -> None:
             else:
                 plotly(make_whatif_figure(summary), "kv_whatif_fig")
                 table(summary, key="kv_whatif_table", hide_index=True, width="stretch")
+
+
+def encoder_decoder_check(source, settings_: Settings) -> None:
+    """An encoder-decoder's cache on the sidebar's source and target: the decoder's self-attention part (grows
+    with the target) and its cross-attention part (fixed by the source), estimated and measured after a prefill."""
+    st.markdown(t("kv_ui.seq2seq_intro"))
+    target, n_generate = target_inputs()
+    if not n_generate and not target.strip():
+        st.info(t("sources.type_target"))
+        return
+    try:
+        checks = cached(
+            "kv_seq2seq",
+            (*settings_.key(), target, n_generate),
+            lambda: seq2seq_cache_check(source, settings_.text, target, settings_.max_tokens, n_generate),
+            t("kv_ui.measure_spinner"),
+        )
+    except (ValueError, ModelUnavailableError) as err:
+        show_info(msg("kv_ui.no_cache", error=err))
+        return
+    table(checks, key="kv_seq2seq_table", headers=CHECK_HEADERS, hide_index=True, width="stretch")
+    st.caption(t("kv_ui.seq2seq_caption", worst=int(checks["error (bytes)"].abs().max())))

@@ -36,11 +36,14 @@ from attnviz.models.record import AttentionRecord, BatchRecord, GenerationRecord
 from attnviz.models.source import (
     AblatedOutputs,
     CachedKV,
+    Capability,
     Encoding,
     LayerInput,
+    ModelDescription,
     check_batch,
     check_layer,
     check_square_mask,
+    one_stack,
     tiled,
 )
 
@@ -118,6 +121,18 @@ class EmbeddedModel(nn.Module):
     @property
     def route_note(self) -> Text:
         return msg("model_errors.route_attnviz")
+
+    @property
+    def description(self) -> ModelDescription:
+        """One stack of the sidebar's sizes, random weights."""
+        shape = (self.n_layer, self.n_head, self.n_kv_head, self.head_dim, self.causal)
+        return one_stack(*shape, d_model=self.d_model, max_positions=self.max_positions, random_weights=True)
+
+    @property
+    def capabilities(self) -> frozenset[Capability]:
+        """Its own attention: q and k kept, value norms, any mask, every ablation; a KV cache when causal."""
+        found = {Capability.KEEP_QK, Capability.VALUE_NORMS, Capability.MASK, Capability.ABLATE}
+        return frozenset(found | ({Capability.KV_CACHE} if self.config.causal else set()))
 
     implementation = "attnviz.attention.MultiHeadAttention + attnviz.capture (chunked, exact)"
 

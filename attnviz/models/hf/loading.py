@@ -296,6 +296,54 @@ def check_loading(info: dict, name: str, multimodal: bool = False) -> None:
         raise ModelUnavailableError(msg(key, name=name, key=missing[0], more=more))
 
 
+def _load_seq2seq(where, name: str, config, device: str, placement: Placement, safetensors, report) -> HFSource:
+    """An encoder-decoder, on its own eager attention (:mod:`attnviz.models.hf.seq2seq`)."""
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    from attnviz.models.hf.seq2seq import Seq2SeqSource, seq2seq_shapes
+
+    loader = _model_class(AutoModelForSeq2SeqLM, config)
+    dtype = chosen_dtype(placement, device, config, where)
+    with _quiet_load_report():
+        model, info = loader.from_pretrained(
+            where,
+            attn_implementation="eager",
+            **load_arguments(placement, device, dtype),
+            trust_remote_code=False,
+            use_safetensors=safetensors,
+            ignore_mismatched_sizes=True,
+            output_loading_info=True,
+        )
+    check_loading(info, name)
+    tokenizer = AutoTokenizer.from_pretrained(where, trust_remote_code=False)
+    check_tokenizer(tokenizer, model, name)
+    model.eval().requires_grad_(False)
+    device = main_device(model, device)
+    try:
+        shapes = seq2seq_shapes(model, int(config.vocab_size), name)
+    except ModelUnavailableError:
+        raise
+    except Exception as err:
+        if is_out_of_memory(err):
+            raise one_line(err, device) from err
+        raise ModelUnavailableError(
+            msg("model_errors.could_not_run", name=name, error=first_line(err), n=PROBE_TOKENS)
+        ) from err
+    report(1.0, msg("model_errors.loaded", name=name))
+    return Seq2SeqSource(
+        name=name,
+        source=where,
+        model=model.get_encoder(),
+        tokenizer=tokenizer,
+        device=device,
+        causal=False,
+        can_generate=False,
+        route="eager",
+        whole=model,
+        shapes=shapes,
+    )
+
+
 def load_hf_source(
     source: str,
     device: str = "cpu",
@@ -327,6 +375,8 @@ def _load(source: str, device: str, allow_pickle: bool, progress: Progress | Non
         check_config(config, name)
         check_tokenizer_files(where, name)
         parts = other_parts(outer)
+        if getattr(config, "is_encoder_decoder", False) and not parts:
+            return _load_seq2seq(where, name, config, device, placement, safetensors, report)
         keys = checkpoint_keys(where) if parts else None
         if parts:  # the text model alone: its own class, its weights found under the checkpoint's prefixes
             lm_class = text_class(AutoModelForCausalLM, config, outer)

@@ -58,11 +58,14 @@ from attnviz.models.hf.rope import rope_frequencies
 from attnviz.models.record import AttentionRecord, BatchRecord, GenerationRecord, ModelOutputs, Parity
 from attnviz.models.source import (
     AblatedOutputs,
+    Capability,
     Encoding,
     LayerInput,
+    ModelDescription,
     RotaryFrequencies,
     check_layer,
     check_square_mask,
+    one_stack,
     perturbed_ids,
     running,
 )
@@ -190,6 +193,25 @@ class HFSource:
         if self.route == "interface":  # something (a gate, a norm) sits between attention and W_O: zero stays exact
             return ("zero",)
         return ("zero", "mean") if self.output_projections.found else ()
+
+    @functools.cached_property
+    def description(self) -> ModelDescription:
+        """One stack: a decoder or an encoder, of the config's shape."""
+        shape = (self.n_layer, self.n_head, self.n_kv_head, self.head_dim, self.causal)
+        return one_stack(*shape, d_model=self.d_model, max_positions=self.max_positions)
+
+    @functools.cached_property
+    def capabilities(self) -> frozenset[Capability]:
+        """The interface route sees q, k and v (q and k kept, any mask); the eager route only the weights. Each
+        of the rest is what this model has: an LM head (generate), layers attnviz's module reproduces, output
+        projections found (ablate), a causal stack (its KV cache)."""
+        found = {Capability.KEEP_QK, Capability.MASK} if self.route == "interface" else set()
+        found |= {Capability.VALUE_NORMS} if self.has_value_norms else set()
+        found |= {Capability.GENERATE} if self.can_generate else set()
+        found |= {Capability.REPRODUCE} if self.supports_parity else set()
+        found |= {Capability.ABLATE} if self.ablation_modes else set()
+        found |= {Capability.KV_CACHE} if self.causal else set()
+        return frozenset(found)
 
     @property
     def load_note(self) -> Text | None:

@@ -31,14 +31,12 @@ def other_parts(config) -> list[str]:
 def text_config(config, name: str):
     """The config attnviz reads text with: ``config`` itself, or a multimodal checkpoint's text model's config.
 
-    ModelUnavailableError, in one line, for an encoder-decoder, and for a multimodal config whose text model is
-    not a model of its own (nothing to load apart from the rest), is an encoder-decoder, or is a prefix-LM (its
+    An encoder-decoder's config is itself (:mod:`attnviz.models.hf.seq2seq` loads it). ModelUnavailableError, in one
+    line, for a multimodal config whose text model is not a model of its own (nothing to load apart from the rest), is an encoder-decoder, or is a prefix-LM (its
     wrapper's mask reads the prompt both ways and the answer causally: which is which, text alone does not say).
     """
     parts = other_parts(config)
     if not parts:
-        if getattr(config, "is_encoder_decoder", False):
-            raise ModelUnavailableError(msg("model_errors.encoder_decoder", name=name))
         return config
     try:
         text = config.get_text_config(decoder=True)

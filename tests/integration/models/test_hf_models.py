@@ -13,7 +13,7 @@ from attnviz.errors import GenerationUnsupportedError, ModelUnavailableError
 from attnviz.models.hf import bundled
 from attnviz.models.hf.bundled import convert_gguf, converted_dir, is_converted, smollm2_gguf
 from attnviz.models.hf.loading import load_hf_source as load_model
-from attnviz.models.source import AttentionSource
+from attnviz.models.source import AttentionSource, Capability, Stack
 from tests.conftest import TEST_CACHE
 
 TOL = 1e-5
@@ -40,6 +40,17 @@ def test_bundled_models_load_offline_with_their_real_shapes(minilm, smollm2):
     assert (minilm.causal, minilm.can_generate, minilm.supports_parity) == (False, False, True)
     assert (smollm2.causal, smollm2.can_generate, smollm2.supports_parity) == (True, True, True)
     assert not minilm.random_weights and minilm.max_positions == 512
+    # what the pages read: the capabilities and the description, each decided by the source
+    assert minilm.capabilities == {
+        Capability.KEEP_QK,
+        Capability.MASK,
+        Capability.REPRODUCE,
+        Capability.ABLATE,
+        Capability.VALUE_NORMS,
+    }
+    assert smollm2.capabilities == minilm.capabilities | {Capability.GENERATE, Capability.KV_CACHE}
+    assert minilm.description.stacks == (Stack("", ("self",), 6, 12, 12, 32, causal=False),)
+    assert smollm2.description.attention_kinds == ("self",) and smollm2.description.causal
 
 
 def test_smollm2_is_cached_under_xdg_cache_home(smollm2):

@@ -28,13 +28,14 @@ from attnviz.core.files import file_lock
 from attnviz.models.hf.text_model import other_parts
 
 KINDS = ("causal", "masked", "seq2seq", "multimodal")
-VERSION = 5
+VERSION = 6
 BUILD_TIMEOUT_S = 120  # per child, for every type it still has to build; a busy machine, several times quiet
 MEMORY_LIMIT = 3 * 2**30  # address space of a building child: a config that needs more is not tiny
 
 # Why a type has no zoo model, by the first words of its reason: what transformers itself cannot run from text
 REASONS = {
-    "encoder-decoder": "an encoder-decoder: attnviz refuses it in one line (shows encoders and decoders)",
+    "seq2seq does not build": "a seq2seq model whose tiny config by the zoo's rule does not run (sizes by hand)",
+    "seq2seq without a config": "in the seq2seq mapping, but its config is a decoder's: no source to read",
     "multimodal": "a multimodal model whose whole tiny wrapper does not build; attnviz loads its text model",
     "no text input": "its forward takes no input_ids (audio, vision or other modalities)",
     "does not build": "the zoo's generic tiny sizes do not give a config of it that runs (it needs sizes by hand)",
@@ -48,6 +49,7 @@ ATTNVIZ_REFUSALS = {
     "model_errors.no_attention": "no attention heads: a state-space, recurrent or Fourier-mixing model",
     "model_errors.no_attentions": "its eager attention returns no weights (sparse or hashed attention)",
     "model_errors.not_square": "its weights are not (T, T) per head: local windows or pooled lengths",
+    "model_errors.seq2seq_no_weights": "an encoder-decoder whose eager attention returns no weights of one kind",
     "model_errors.not_weights": "its eager attention returns scores, not weights (a transformers quirk)",
     "model_errors.multimodal_prefix_lm": "a multimodal prefix-LM: its wrapper's mask reads the prompt both ways",
     "model_errors.multimodal_no_class": "a multimodal model whose text model has no class of its own in transformers",
@@ -251,6 +253,33 @@ def build_multimodal(model_type: str, kind: str, default, folder: Path) -> dict:
     return {"status": "refused", "reason": "multimodal", "errors": errors}
 
 
+def build_seq2seq(model_type: str, folder: Path) -> dict:
+    """An encoder-decoder's tiny model (its seq2seq-LM class), by the generic sizes, that runs a source and a target
+    with every weight returned."""
+    import torch
+    from transformers import AutoConfig, AutoModelForSeq2SeqLM
+
+    from attnviz.errors import first_line
+
+    errors = []
+    for n_kv_head, every_field in ((None, True), (2, True), (None, False)):
+        try:
+            config = AutoConfig.for_model(model_type, **tiny_kwargs(model_type, n_kv_head, every_field))
+            torch.manual_seed(0)
+            model = AutoModelForSeq2SeqLM.from_config(config, attn_implementation="eager").eval()
+            if sum(p.numel() for p in model.parameters()) > 20_000_000:
+                raise ValueError("still over 20 M parameters")
+            with torch.no_grad():
+                model(input_ids=torch.arange(10, 17)[None], decoder_input_ids=torch.arange(10, 14)[None])
+        except Exception as err:
+            errors.append(f"{type(err).__name__}: {first_line(err)}"[:200])
+            continue
+        _save(model, folder)
+        return {"status": "built", "class": type(model).__name__, "seq2seq": True}
+    _clear(folder)
+    return {"status": "refused", "reason": "seq2seq does not build", "errors": errors}
+
+
 def build_one(model_type: str, kind: str, folder: Path) -> dict:
     """Build and save one tiny model, trying the generic sizes with GQA, then MHA, then the standard fields only."""
     import torch
@@ -262,10 +291,9 @@ def build_one(model_type: str, kind: str, folder: Path) -> dict:
     if other_parts(default):
         return build_multimodal(model_type, kind, default, folder)
     if getattr(default, "is_encoder_decoder", False):
-        default.save_pretrained(folder)
-        return {"status": "refused", "reason": "encoder-decoder"}
+        return build_seq2seq(model_type, folder)
     if kind == "seq2seq":  # a seq2seq model whose config does not say so: nothing for attnviz's loader to read
-        return {"status": "refused", "reason": "encoder-decoder"}
+        return {"status": "refused", "reason": "seq2seq without a config"}
     cls = {"causal": AutoModelForCausalLM, "masked": AutoModelForMaskedLM}.get(kind, AutoModel)  # multimodal: base
     errors = []
     variants = ((2, True, 2, False), (None, True, 2, False), (2, False, 2, False), (None, False, 2, False))
@@ -375,6 +403,16 @@ def report() -> str:
             rows.append((model_type, "refused by attnviz", ATTNVIZ_REFUSALS.get(err.args[0].key, str(err))))
             continue
         limits = []
+        if len(source.description.stacks) > 1:
+            pair = source.run_pair("the cat sat on the mat because it was warm", "die Katze sass", 12)
+            shapes = ", ".join(
+                f"{kind} {pair.part(kind).n_layer}x{pair.part(kind).n_head}" for kind in ("encoder", "decoder", "cross")
+            )
+            limits.append(
+                f"encoder-decoder ({shapes}); full weights: at most ~{source.pair_max_tokens():,} tokens each"
+            )
+            rows.append((model_type, "seq2seq", "; ".join(limits)))
+            continue
         if source.text_model_of is not None:
             limits.append(f"the text model ({source.config.model_type}) of a multimodal checkpoint")
         if source.route == "eager":

@@ -7,7 +7,9 @@ with ``attn_implementation="eager"``, to 1e-5, and so do the row statistics.
 A multimodal checkpoint is built whole (its other parts tiny too) and saved
 as its own class saves it; attnviz loads its text model alone, and the
 reference is the wrapper's language model, loaded by transformers, on the
-same token ids. A type with no zoo model (an encoder-decoder, one
+same token ids. An encoder-decoder is read on a source and a target: its
+encoder's, decoder's and cross-attention's weights against the ones its own
+eager attention returns on a fresh load. A type with no zoo model (one
 transformers cannot build tiny) is refused by attnviz's loader in one line, or
 has no folder to load at all.
 """
@@ -23,6 +25,8 @@ import torch
 from attnviz.core.capture import SINK_STAT
 from attnviz.core.head_stats import row_statistics
 from attnviz.errors import ConfigError, ModelUnavailableError
+from attnviz.models.record import KINDS
+from attnviz.models.source import Capability
 from tests.integration.zoo.build import ATTNVIZ_REFUSALS, REASONS, architectures, build_zoo, text_part, zoo_dir
 
 TEXT = "the cat sat on the mat because it was warm, and the dog slept by the door"
@@ -71,6 +75,49 @@ def _reference(folder, source, ids: list[int]) -> tuple[list[torch.Tensor], torc
     return [a[0].float() for a in out.attentions if a is not None], logits
 
 
+TARGET = "die Katze sass auf der Matte"
+
+
+def _check_seq2seq(folder, source, status: dict, model_type: str) -> None:
+    """An encoder-decoder: every kind of attnviz's record (teacher-forced on TARGET) equals the weights transformers'
+    own eager attention returns on a fresh load, to 1e-5, and the target's losses its logits'."""
+    from transformers import AutoModelForSeq2SeqLM
+
+    assert Capability.TARGET in source.capabilities and source.description.attention_kinds == KINDS
+    pair = source.run_pair(TEXT, TARGET, N_TOKENS)
+    ids = source.encode(TEXT, N_TOKENS).ids
+    decoder_ids = [source.start_id, *pair.target_ids]
+    model = AutoModelForSeq2SeqLM.from_pretrained(folder, attn_implementation="eager", dtype=torch.float32).eval()
+    with torch.no_grad():
+        out = model(
+            input_ids=torch.tensor([ids]),
+            decoder_input_ids=torch.tensor([decoder_ids]),
+            output_attentions=True,
+            use_cache=False,
+        )
+    theirs = {"encoder": out.encoder_attentions, "decoder": out.decoder_attentions, "cross": out.cross_attentions}
+    worst = {}
+    for kind, layers in theirs.items():
+        record = pair.part(kind)
+        assert record.n_layer == len(layers) >= 1
+        worst[kind] = max(float((record.weights(i, None) - w[0].float()).abs().max()) for i, w in enumerate(layers))
+    losses = torch.nn.functional.cross_entropy(
+        out.logits[0, :-1].float(), torch.tensor(pair.target_ids), reduction="none"
+    )
+    assert torch.allclose(pair.losses, losses, atol=1e-4)
+    assert max(worst.values()) <= TOLERANCE, worst
+    RESULTS[model_type] = {
+        "route": "seq2seq",
+        "causal": False,
+        "max_abs_diff": max(worst.values()),
+        "max_abs_diff_by_kind": worst,
+        "class": status["class"],
+        "layers": {kind: len(layers) for kind, layers in theirs.items()},
+        "special": None,
+        "multimodal": False,
+    }
+
+
 @pytest.mark.parametrize("model_type", TYPES)
 def test_every_architecture_is_exact_or_refused_in_one_line(zoo, model_type):
     from attnviz.models.hf.loading import load_hf_source
@@ -90,6 +137,9 @@ def test_every_architecture_is_exact_or_refused_in_one_line(zoo, model_type):
         key = refused.args[0].key
         assert key in ATTNVIZ_REFUSALS and "\n" not in str(refused), str(refused)
         RESULTS[model_type] = {"route": "refused by attnviz", "reason": ATTNVIZ_REFUSALS[key]}
+        return
+    if status.get("seq2seq"):
+        _check_seq2seq(folder, source, status, model_type)
         return
     ids = source.encode(TEXT, N_TOKENS).ids
     record = source.run(TEXT, N_TOKENS)
@@ -187,7 +237,7 @@ def _real_cache_bytes(folder, multimodal: bool) -> int | None:
 
 def _decoders() -> list[str]:
     """The causal-LM mapping's types, the seq2seq and the multimodal-LM mappings' (a multimodal checkpoint's text
-    model is a decoder; an encoder-decoder has no zoo model)."""
+    model is a decoder; an encoder-decoder's cache is its own, checked by tests/integration/models/test_seq2seq.py)."""
     return [t for t, kind in architectures().items() if kind in ("causal", "seq2seq", "multimodal")]
 
 

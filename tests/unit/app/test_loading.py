@@ -8,6 +8,7 @@ from streamlit.testing.v1 import AppTest
 
 from attnviz.app.loading import result_cache
 from attnviz.models.embedded.model import EmbeddedModel
+from attnviz.models.source import Capability
 
 
 def script():
@@ -203,7 +204,7 @@ class FakeSource:
     """SmolLM2's shape (30 layers, 9 heads, 3 KV heads, head_dim 64); one token per word, cut at max_tokens."""
 
     n_layer, n_head, n_kv_head, head_dim = 30, 9, 3, 64
-    device, keeps_qk = "cpu", True
+    device, capabilities = "cpu", frozenset({Capability.KEEP_QK})
 
     def encode(self, text, max_tokens):
         from types import SimpleNamespace

@@ -1,0 +1,544 @@
+"""An encoder-decoder (T5, BART, Marian, mBART, Pegasus, M2M100, …) as an attention source with two stacks.
+
+The encoder reads a source text; each decoder layer attends within the target, causally, then from the target
+over the source (cross-attention). The model runs its own eager attention with ``output_attentions=True``, and
+the record is built from the weights it returns (``encoder_attentions``, ``decoder_attentions``,
+``cross_attentions``): T5's relative position bias, BART's scaling and every family's masks are the model's own,
+so the record is exact by construction; tests hold it against an independent recomputation of the layers. Every
+weight is held (O(S² + T² + T·S) per head), so a run is bounded before it starts (:func:`pair_bytes`).
+
+The source is the encoder, as an :class:`~attnviz.models.hf.source.HFSource` of its own: every view that reads one
+text (Tokens, Padding, Side by side, Rollout …) reads the encoder on the source text. :meth:`Seq2SeqSource.run_pair`
+reads both texts; the target is given (teacher-forced) or the model's own greedy output.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from attnviz import settings
+from attnviz.core.capture import capture_weights, pool_bin
+from attnviz.core.capture.cross import capture_cross
+from attnviz.core.masks import KeyRanges
+from attnviz.core.progress import Progress, or_none
+from attnviz.core.token_display import display_tokens
+from attnviz.core.tokenizer import Token
+from attnviz.errors import ModelUnavailableError
+from attnviz.i18n.message import Text, msg
+from attnviz.models.ablation import HeadAblation
+from attnviz.models.hf.eager import ablating, eager_keys
+from attnviz.models.hf.projections import OutputProjection
+from attnviz.models.hf.source import HFSource, attention_modules
+from attnviz.models.record import KINDS, AttentionRecord, EncoderDecoderRecord
+from attnviz.models.source import (
+    AblatedOutputs,
+    Capability,
+    Encoding,
+    ModelDescription,
+    Stack,
+    check_layer,
+    running,
+)
+
+MAX_GENERATE = settings.MAX_TARGET_GENERATED
+CROSS_MODULE = re.compile(r"encoder_attn|encdecattention|cross|src_attn", re.IGNORECASE)  # a decoder's cross-attention
+OUT_NAMES = ("out_proj", "o", "o_proj", "out", "dense", "output")  # an attention module's output projection
+
+
+def pair_bytes(shapes: dict[str, tuple[int, int]], n_source: int, n_target: int) -> int:
+    """What one run holds: every weight of every kind, float32. ``shapes``: {kind: (n_layer, n_head)}."""
+    sides = {"encoder": n_source * n_source, "decoder": n_target * n_target, "cross": n_target * n_source}
+    return sum(n_layer * n_head * sides[kind] * 4 for kind, (n_layer, n_head) in shapes.items())
+
+
+def pair_max_tokens(shapes: dict[str, tuple[int, int]]) -> int:
+    """The longest source (and target) of equal length that fits the bound (:func:`attnviz.settings.cache_bytes`)."""
+    per_token2 = pair_bytes(shapes, 1, 1)
+    return max(1, math.isqrt(settings.cache_bytes() // max(1, per_token2)))
+
+
+@dataclass(eq=False)
+class Seq2SeqSource(HFSource):
+    """An encoder-decoder: ``model`` is its encoder (what one-text views read), ``whole`` the model."""
+
+    whole: torch.nn.Module | None = None
+    shapes: tuple[tuple[str, int, int], ...] = ()  # (kind, n_layer, n_head) of each kind, read from a probe pass
+
+    can_generate = False  # the Generation page's decoder-only steps; an encoder-decoder generates in run_pair
+
+    @property
+    def kind_shapes(self) -> dict[str, tuple[int, int]]:
+        return {kind: (n_layer, n_head) for kind, n_layer, n_head in self.shapes}
+
+    @property
+    def config(self):
+        return self.whole.config
+
+    @functools.cached_property
+    def description(self) -> ModelDescription:
+        """Two stacks: the encoder's self-attention layers, the decoder's causal self- and cross-attention."""
+        (n_enc, h_enc), (n_dec, h_dec) = self.kind_shapes["encoder"], self.kind_shapes["decoder"]
+        _, n_kv_head, head_dim = self.decoder_kv_shape
+        stacks = (
+            Stack("encoder", ("self",), n_enc, h_enc, h_enc, self.head_dim, causal=False),
+            Stack("decoder", ("self", "cross"), n_dec, h_dec, n_kv_head, head_dim, causal=True),
+        )
+        return ModelDescription(stacks, d_model=self.d_model, max_positions=self.max_positions)
+
+    @functools.cached_property
+    def capabilities(self) -> frozenset[Capability]:
+        """A target; heads of each kind ablated on it where every output projection is found."""
+        ablate = {Capability.ABLATE} if self.output_projections_by_kind is not None else set()
+        return frozenset({Capability.TARGET, *ablate})
+
+    @property
+    def n_layer(self) -> int:
+        return self.kind_shapes["encoder"][0]
+
+    @property
+    def n_head(self) -> int:
+        return self.kind_shapes["encoder"][1]
+
+    @property
+    def n_kv_head(self) -> int:
+        return self.n_head
+
+    @property
+    def d_model(self) -> int:
+        return int(getattr(self.config, "d_model", None) or self.config.hidden_size)
+
+    @property
+    def head_dim(self) -> int:
+        return int(getattr(self.config, "d_kv", None) or getattr(self.config, "head_dim", None) or 0) or (
+            self.d_model // self.n_head
+        )
+
+    @property
+    def max_positions(self) -> int:
+        for name in ("max_position_embeddings", "n_positions", "max_source_positions"):
+            value = getattr(self.config, name, None)
+            if isinstance(value, int) and value > 0:
+                return value
+        return settings.MAX_TOKENS.high  # relative positions (T5): no limit of the model's own
+
+    @property
+    def ablation_modes(self) -> tuple[str, ...]:
+        return ()
+
+    @property
+    def route_note(self) -> Text:
+        return msg("sources.seq2seq_note", name=self.name, tokens=self.pair_max_tokens())
+
+    @property
+    def implementation(self) -> str:
+        return f"transformers {type(self.whole).__name__}, its own eager attention (output_attentions=True)"
+
+    def eager_bytes(self, n_tokens: int, batch: int = 1) -> int:
+        return batch * pair_bytes({"encoder": self.kind_shapes["encoder"]}, n_tokens, 0)
+
+    def pair_nbytes(self, n_source: int, n_target: int) -> int:
+        """What a run on a source of ``n_source`` and a target of ``n_target`` tokens holds (:func:`pair_bytes`)."""
+        return pair_bytes(self.kind_shapes, n_source, n_target)
+
+    def pair_max_tokens(self) -> int:
+        return pair_max_tokens(self.kind_shapes)
+
+    def check_pair(self, n_source: int, n_target: int) -> None:
+        """ModelUnavailableError (with the longest texts that fit) when a run would pass the bound."""
+        need = pair_bytes(self.kind_shapes, n_source, n_target)
+        if need > settings.cache_bytes():
+            raise ModelUnavailableError(
+                msg(
+                    "model_errors.seq2seq_too_long",
+                    name=self.name,
+                    source=n_source,
+                    target=n_target,
+                    need_mb=need / 2**20,
+                    bound_mb=settings.cache_bytes() / 2**20,
+                    fit=self.pair_max_tokens(),
+                )
+            )
+
+    def encode_target(self, target: str, max_tokens: int) -> Encoding:
+        """The target's token ids as the decoder predicts them (the tokenizer's target side, where it has one) and
+        their display tokens, cut to ``max_tokens``, its last (end) token kept."""
+        tok = self.tokenizer
+        fast = bool(getattr(tok, "is_fast", False))
+        asked = {"add_special_tokens": True, "return_special_tokens_mask": True, "return_offsets_mapping": fast}
+        try:
+            enc = tok(text_target=target, **asked)
+        except (TypeError, ValueError):
+            enc = tok(target, **asked)
+        ids, special = list(enc["input_ids"]), list(enc["special_tokens_mask"])
+        offsets = [tuple(o) for o in enc["offset_mapping"]] if fast else None
+        n_input = len(ids)
+        if n_input > max_tokens:
+            keep = [*range(max_tokens - 1), n_input - 1] if max_tokens > 1 else [0]
+            ids, special = [ids[i] for i in keep], [special[i] for i in keep]
+            offsets = [offsets[i] for i in keep] if offsets else None
+        return Encoding(ids=ids, tokens=display_tokens(target, ids, offsets, tok, special), n_input=n_input)
+
+    def generated_target(self, ids: list[int]) -> Encoding:
+        special = set(getattr(self.tokenizer, "all_special_ids", ()) or ())
+        flags = [int(i in special) for i in ids]
+        return Encoding(ids=ids, tokens=display_tokens("", ids, None, self.tokenizer, flags), n_input=len(ids))
+
+    @property
+    def start_id(self) -> int:
+        """The decoder's first input token: the config's ``decoder_start_token_id``, else its pad or BOS."""
+        for holder in (getattr(self.whole, "generation_config", None), self.config):
+            for name in ("decoder_start_token_id", "pad_token_id", "bos_token_id"):
+                value = getattr(holder, name, None) if holder is not None else None
+                if isinstance(value, int):
+                    return value
+        return 0
+
+    def greedy_target(self, source_ids: list[int], n_new: int) -> list[int]:
+        """The model's own greedy continuation of the source, ``n_new`` tokens at most (fewer at its end token);
+        each source's kept once (a page asks for it several times a run)."""
+        if not 1 <= n_new <= MAX_GENERATE:
+            raise ValueError(msg("model_errors.generate_range", n=n_new, most=MAX_GENERATE))
+        return list(self._greedy(tuple(source_ids), n_new))
+
+    @functools.lru_cache(maxsize=64)  # noqa: B019 (the source lives as long as the process's model cache holds it)
+    @torch.no_grad()
+    def _greedy(self, source_ids: tuple[int, ...], n_new: int) -> tuple[int, ...]:
+        input_ids = torch.tensor([source_ids], device=self.device)
+        out = self.whole.generate(
+            input_ids=input_ids,
+            attention_mask=torch.ones_like(input_ids),
+            max_new_tokens=n_new,
+            min_new_tokens=1,
+            do_sample=False,
+            num_beams=1,
+            decoder_start_token_id=self.start_id,
+        )  # (1, 1 + n): the start token, then what it wrote
+        return tuple(out[0, 1:].tolist())
+
+    def target(self, text: str, target: str | None, max_tokens: int, n_generate: int = 0) -> Encoding:
+        """The target the decoder reads on ``text``: ``target`` (teacher-forced), or with ``n_generate`` > 0 the
+        model's own greedy output on the source."""
+        if n_generate:
+            source = self.encode(text, max_tokens)
+            return self.generated_target(self.greedy_target(source.ids, n_generate))
+        return self.encode_target(target or "", max_tokens)
+
+    @functools.cached_property
+    def output_projections_by_kind(self) -> dict[str, list[OutputProjection]] | None:
+        """Each kind's attention layers' output projections, in order (a decoder's cross-attention found by its
+        module's name: ``encoder_attn``, ``EncDecAttention``, ``crossattention`` …); None where they do not add up
+        to the layers the probe pass counted, or a layer has no Linear output projection of n_head x head_dim."""
+        found: dict[str, list[OutputProjection]] = {kind: [] for kind in KINDS}
+        names = {id(m): name for name, m in self.whole.named_modules()}
+        for module in attention_modules(self.whole):
+            name = names[id(module)]
+            kind = "cross" if CROSS_MODULE.search(name) else ("decoder" if "decoder" in name else "encoder")
+            n_head = self.kind_shapes[kind][1]
+            out = next(
+                (getattr(module, n) for n in OUT_NAMES if isinstance(getattr(module, n, None), torch.nn.Linear)), None
+            )
+            if out is None or out.in_features % n_head:
+                return None
+            found[kind].append(OutputProjection(out, module, n_head, out.in_features // n_head))
+        if any(len(found[kind]) != n_layer for kind, n_layer, _ in self.shapes):
+            return None
+        return found
+
+    @property
+    def decoder_kv_shape(self) -> tuple[int, int, int]:
+        """(decoder layers, K/V heads, head_dim) of the decoder's caches: the config's ``num_key_value_heads``
+        where it has one (T5Gemma's GQA), else one per query head."""
+        n_layer, n_head = self.kind_shapes["decoder"]
+        n_kv_head = getattr(self.config, "num_key_value_heads", None)
+        decoder = getattr(self.config, "decoder", None)  # T5Gemma keeps its decoder's sizes in a section of its own
+        n_kv_head = getattr(decoder, "num_key_value_heads", None) or n_kv_head or n_head
+        head_dim = getattr(decoder, "head_dim", None) or self.head_dim
+        return n_layer, int(n_kv_head), int(head_dim)
+
+    @torch.no_grad()
+    def prefill_pair_cache(
+        self, text: str, target: str | None, max_tokens: int, batch: int = 1, n_generate: int = 0
+    ) -> dict[str, list]:
+        """A prefill of ``batch`` copies of the source and the target (:meth:`target`) with the model's own cache:
+        {"self": [(keys, values)] per decoder layer, "cross": [...]}, each (batch, n_kv_head, length, head_dim), as
+        transformers' ``EncoderDecoderCache`` holds them."""
+        from attnviz.models.hf.kv import dynamic_cache_tensors, output_cache
+
+        source = self.encode(text, max_tokens)
+        decoder_ids = [self.start_id, *self.target(text, target, max_tokens, n_generate).ids]
+        with running(self.name):
+            out = self.whole(
+                input_ids=torch.tensor([source.ids] * batch, device=self.device),
+                decoder_input_ids=torch.tensor([decoder_ids] * batch, device=self.device),
+                use_cache=True,
+                return_dict=True,
+            )
+        cache = output_cache(out)
+        if cache is None or not hasattr(cache, "self_attention_cache"):
+            raise ModelUnavailableError(msg("model_errors.no_cache", name=self.name))
+        return {
+            "self": dynamic_cache_tensors(cache.self_attention_cache),
+            "cross": dynamic_cache_tensors(cache.cross_attention_cache),
+        }
+
+    @torch.no_grad()
+    def pad_weights(
+        self, texts: Sequence[str], max_tokens: int, side: str = "right", n_generate: int = 8, masked: bool = True
+    ) -> dict[str, float]:
+        """Several sources padded to one length on ``side``, each with the model's own greedy target (of up to
+        ``n_generate`` tokens and its source's length, so the targets' lengths differ too) padded on the right: the largest weight any real
+        query puts on a pad key, for each kind ({"encoder", "decoder", "cross"}). The source's padding mask
+        reaches the encoder and cross-attention, the target's the decoder; ``masked=False`` passes neither (a
+        check that catches a leak must see one)."""
+        from attnviz.core.masks import pad_row
+
+        sources = [self.encode(text, max_tokens).ids for text in texts]
+        # each target no longer than its source, so that a batch's targets are padded too
+        targets = [[self.start_id, *self.greedy_target(ids, n_generate)[: len(ids)]] for ids in sources]
+        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        S, T = max(map(len, sources)), max(map(len, targets))
+        source_real = torch.tensor([pad_row([1] * len(ids), S, 0, side) for ids in sources], dtype=torch.bool)
+        target_real = torch.tensor([pad_row([1] * len(ids), T, 0, "right") for ids in targets], dtype=torch.bool)
+        masks = {"attention_mask": source_real.long(), "decoder_attention_mask": target_real.long()} if masked else {}
+        with running(self.name):
+            out = self.whole(
+                input_ids=torch.tensor([pad_row(ids, S, pad, side) for ids in sources], device=self.device),
+                decoder_input_ids=torch.tensor([pad_row(ids, T, pad, "right") for ids in targets], device=self.device),
+                **{name: mask.to(self.device) for name, mask in masks.items()},
+                output_attentions=True,
+                use_cache=False,
+                return_dict=True,
+            )
+        sides = {
+            "encoder": (out.encoder_attentions, source_real, source_real),
+            "decoder": (out.decoder_attentions, target_real, target_real),
+            "cross": (out.cross_attentions, target_real, source_real),
+        }
+        worst = {}
+        for kind, (layers, rows, keys) in sides.items():
+            on_pads = [w.float().cpu()[b][:, rows[b]][..., ~keys[b]] for w in layers for b in range(len(texts))]
+            worst[kind] = max((float(x.max()) for x in on_pads if x.numel()), default=0.0)
+        return worst
+
+    def ablation_view(self, kind: str, target: str | None, n_generate: int = 0) -> TargetView:
+        """This model seen from one kind of its heads and one target, as the Ablation page reads a source: its
+        layers and heads are the kind's, a text's tokens are the target's (what the loss is measured on)."""
+        if kind not in KINDS:
+            raise ValueError(f"kind must be one of {KINDS}, not {kind!r}")
+        return TargetView(self, kind, target, n_generate)
+
+    @torch.no_grad()
+    def run_pair(
+        self,
+        text: str,
+        target: str,
+        max_tokens: int,
+        *,
+        n_generate: int = 0,
+        progress: Progress | None = None,
+    ) -> EncoderDecoderRecord:
+        """Every kind of attention on ``text`` (the source) and ``target`` (teacher-forced), or, with
+        ``n_generate`` > 0, on the model's own greedy output of at most that many tokens (``target`` unread).
+
+        The decoder reads its start token and the whole target; position i predicts target token i (the last
+        position, after the target's end, predicts nothing scored). Both texts are cut to ``max_tokens``.
+        """
+        source = self.encode(text, max_tokens)
+        if not source.ids:
+            raise ValueError(msg("kv_measure.no_tokens"))
+        with running(self.name):
+            target_enc = (
+                self.generated_target(self.greedy_target(source.ids, n_generate))
+                if n_generate
+                else self.encode_target(target, max_tokens)
+            )
+            target_ids = target_enc.ids
+            if not target_ids:
+                raise ValueError(msg("model_errors.empty_target"))
+            decoder_ids = [self.start_id, *target_ids]
+            self.check_pair(len(source.ids), len(decoder_ids))
+            step = or_none(progress)
+            step.stage("progress.layer", sum(n for _, n, _ in self.shapes))
+            out = self.whole(
+                input_ids=torch.tensor([source.ids], device=self.device),
+                attention_mask=torch.ones(1, len(source.ids), dtype=torch.long, device=self.device),
+                decoder_input_ids=torch.tensor([decoder_ids], device=self.device),
+                output_attentions=True,
+                use_cache=False,  # a whole target at once: FSMT applies its causal mask only without a cache
+                return_dict=True,
+            )
+        labels = torch.tensor(target_ids)
+        losses = F.cross_entropy(out.logits[0, :-1].float().cpu(), labels, reduction="none")  # (T - 1,)
+        start = self.tokenizer.convert_ids_to_tokens([self.start_id])[0] or "<start>"
+        target_tokens = [Token(start, 0, 0, special=True, raw=start), *target_enc.tokens]
+        S, T = len(source.ids), len(decoder_ids)
+        total = sum(n_layer * n_head for _, n_layer, n_head in self.shapes)
+        b = pool_bin(max(S, T), total)
+        parts = {
+            "encoder": self._part(out.encoder_attentions, lambda w: KeyRanges.full(S), b, step, "encoder", "self"),
+            "decoder": self._part(
+                out.decoder_attentions, lambda w: eager_keys(w, True, 0, T), b, step, "decoder", "self"
+            ),
+        }
+        parts["cross"] = self._part(out.cross_attentions, None, b, step, "decoder", "cross")
+        records = {
+            kind: AttentionRecord(
+                model_name=self.name,
+                tokens=source.tokens if kind == "encoder" else target_tokens,
+                layers=layers,
+                n_kv_head=self.kind_shapes[kind][1],
+                causal=kind == "decoder",
+                implementation=self.implementation,
+                n_input_tokens=source.n_input if kind == "encoder" else T,
+                kind="cross" if kind == "cross" else "self",
+                stack=stack,
+                key_tokens=source.tokens if kind == "cross" else None,
+            )
+            for kind, (layers, stack) in parts.items()
+        }
+        return EncoderDecoderRecord(
+            **records,
+            target_ids=target_ids,
+            losses=losses,
+            generated=bool(n_generate),
+            target_text=self.tokenizer.decode(target_ids, skip_special_tokens=True),
+        )
+
+    def _part(self, attentions, keys, b: int, step, stack: str, kind: str):
+        head_dim_scale = 1.0 / math.sqrt(self.head_dim)
+        layers = []
+        for weights in attentions:  # (1, n_head, T, S) each
+            w = weights[0].float().cpu()
+            if keys is None:
+                layers.append(capture_cross(w, w.shape[-1], bin_size=b, scale=head_dim_scale))
+            else:
+                layers.append(capture_weights(w, keys(w), bin_size=b, scale=head_dim_scale))
+            step.step()
+        return layers, stack
+
+
+@dataclass(eq=False)
+class TargetView:
+    """An encoder-decoder seen from one kind of its heads ("encoder", "decoder", "cross") and one target: what the
+    Ablation page reads (:meth:`Seq2SeqSource.ablation_view`). ``encode`` gives the decoder's input on the target
+    (its start token, then the target), so the lab's next-token loss is the target's teacher-forced loss;
+    ``ablated_outputs`` runs the whole model on the source and that target with heads of this kind ablated.
+    """
+
+    whole: Seq2SeqSource
+    kind: str
+    target_text: str | None
+    n_generate: int = 0
+
+    @property
+    def name(self) -> str:
+        return self.whole.name
+
+    @property
+    def n_layer(self) -> int:
+        return self.whole.kind_shapes[self.kind][0]
+
+    @property
+    def n_head(self) -> int:
+        return self.whole.kind_shapes[self.kind][1]
+
+    @property
+    def d_model(self) -> int:
+        return self.whole.d_model
+
+    @property
+    def device(self):
+        return self.whole.device
+
+    @property
+    def route_note(self) -> Text:
+        return self.whole.route_note
+
+    @property
+    def ablation_modes(self) -> tuple[str, ...]:
+        """Zero and mean, by a hook on each output projection found (as the eager route ablates)."""
+        return ("zero", "mean") if self.whole.output_projections_by_kind is not None else ()
+
+    def encode(self, text: str, max_tokens: int, keep: str = "start") -> Encoding:
+        target = self.whole.target(text, self.target_text, max_tokens, self.n_generate)
+        start = self.whole.tokenizer.convert_ids_to_tokens([self.whole.start_id])[0] or "<start>"
+        tokens = [Token(start, 0, 0, special=True, raw=start), *target.tokens]
+        return Encoding(ids=[self.whole.start_id, *target.ids], tokens=tokens, n_input=target.n_input + 1)
+
+    def token_texts(self, ids: Sequence[int]) -> list[str]:
+        return self.whole.token_texts(ids)
+
+    @torch.no_grad()
+    def ablated_outputs(
+        self, text: str, max_tokens: int, head_sets: Sequence[Sequence[tuple[int, int]]], mode: str
+    ) -> AblatedOutputs:
+        """The decoder's logits (R, T, vocab) at every target position, row r with ``head_sets[r]`` of this kind
+        ablated by ``mode``."""
+        if mode not in self.ablation_modes:
+            raise ModelUnavailableError(msg("ablation_lib.unsupported", name=self.name, mode=mode))
+        for heads in head_sets:
+            for layer, _ in heads:
+                check_layer(layer, self.n_layer)
+        source = self.whole.encode(text, max_tokens)
+        decoder = self.encode(text, max_tokens)
+        rows = max(1, len(head_sets))
+        input_ids = torch.tensor([source.ids] * rows, device=self.device)
+        ablation = HeadAblation(rows=[list(h) for h in head_sets] or [[]], mode=mode, n_head=self.n_head)
+        with running(self.name), ablating(self.whole.output_projections_by_kind[self.kind], self.n_head, ablation):
+            out = self.whole.whole(
+                input_ids=input_ids,
+                attention_mask=torch.ones_like(input_ids),
+                decoder_input_ids=torch.tensor([decoder.ids] * rows, device=self.device),
+                use_cache=False,
+                return_dict=True,
+            )
+        return AblatedOutputs(encoding=decoder, values=out.logits.float().cpu(), logits=True, layers_run=self.n_layer)
+
+
+def seq2seq_shapes(model: torch.nn.Module, vocab_size: int, name: str, n_probe: int = 8) -> tuple:
+    """(kind, n_layer, n_head) of each kind, from a pass of the model's own eager attention on a few tokens.
+
+    ModelUnavailableError, in one line, when a kind returns no weights (its eager code does not) or weights of
+    another shape than (1, n_head, queries, keys), or rows that are not weights.
+    """
+    ids = (torch.arange(n_probe) + min(10, max(0, vocab_size - n_probe))) % max(1, vocab_size)
+    device = next(model.parameters()).device
+    with torch.no_grad():
+        out = model(
+            input_ids=ids[None].to(device),
+            decoder_input_ids=ids[None, : n_probe // 2].to(device),
+            output_attentions=True,
+            return_dict=True,
+        )
+    sides = {"encoder": (n_probe, n_probe), "decoder": (n_probe // 2, n_probe // 2), "cross": (n_probe // 2, n_probe)}
+    names = {"encoder": "encoder_attentions", "decoder": "decoder_attentions", "cross": "cross_attentions"}
+    shapes = []
+    for kind in KINDS:
+        weights = [w for w in (getattr(out, names[kind], None) or ()) if w is not None]
+        if not weights:
+            raise ModelUnavailableError(msg("model_errors.seq2seq_no_weights", name=name, kind=names[kind]))
+        odd = next(
+            (
+                tuple(w.shape) if isinstance(w, torch.Tensor) else type(w).__name__  # PEGASUS-X: {global, local}
+                for w in weights
+                if not isinstance(w, torch.Tensor) or w.ndim != 4 or tuple(w.shape[2:]) != sides[kind]
+            ),
+            None,
+        )
+        if odd is not None:
+            raise ModelUnavailableError(msg("model_errors.not_square", name=name, shape=odd, T=n_probe))
+        if float(min(w.float().min() for w in weights)) < -1e-6 or max(
+            float((w.float().sum(dim=-1) - 1).abs().max()) for w in weights
+        ) > max(1e-4, torch.finfo(weights[0].dtype).eps):
+            raise ModelUnavailableError(
+                msg("model_errors.not_weights", name=name, most=float(weights[0].sum(-1).max()))
+            )
+        shapes.append((kind, len(weights), int(weights[0].shape[1])))
+    return tuple(shapes)
