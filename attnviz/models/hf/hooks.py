@@ -29,7 +29,7 @@ def last_hidden(model: torch.nn.Module, name: str) -> Iterator[list[Tensor]]:
     grabbed: list[Tensor] = []
     inner: list[Tensor] = []
     owner = threading.get_ident()
-    base = model.base_model
+    base = getattr(model, "base_model", model)  # an encoder-decoder's encoder may be a plain module (FSMT's)
 
     def grab(module, args, output):
         hidden = output[0] if isinstance(output, tuple) else getattr(output, "last_hidden_state", None)

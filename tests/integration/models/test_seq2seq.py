@@ -241,3 +241,34 @@ def test_padding_on_both_sides_puts_no_weight_on_a_pad(folders, family, side):
     assert source.pad_weights(texts, 64, side) == {"encoder": 0.0, "decoder": 0.0, "cross": 0.0}
     leaking = source.pad_weights(texts, 64, side, masked=False)  # no padding mask: the check sees the leak
     assert leaking["encoder"] > 1e-3 and leaking["cross"] > 1e-3
+
+
+def test_bfloat16_is_the_models_own_weights(folders):
+    """In bfloat16 the record holds what the model's own eager attention returned in that dtype, widened exactly."""
+    from attnviz.core.devices import Placement
+
+    source = open_source(SourceSpec(str(folders["bart"]), "cpu", placement=Placement(dtype="bfloat16")))
+    assert source.dtype == torch.bfloat16
+    pair = source.run_pair(SOURCE, TARGET, 64)
+    ids = torch.tensor([source.encode(SOURCE, 64).ids])
+    decoder = torch.tensor([[source.start_id, *pair.target_ids]])
+    with torch.no_grad():
+        out = source.whole(input_ids=ids, decoder_input_ids=decoder, output_attentions=True, use_cache=False)
+    for kind, theirs in (("encoder", out.encoder_attentions), ("cross", out.cross_attentions)):
+        for layer, weights in enumerate(theirs):
+            assert torch.equal(pair.part(kind).weights(layer, None), weights[0].float())
+    rows = pair.cross.layers[0].weights.sum(dim=-1)
+    assert float((rows - 1).abs().max()) <= 2**-7  # bfloat16 weights, each rounded, sum to 1 within its eps
+
+
+def test_the_extremes_one_token_and_the_longest_limit(folders):
+    source = open_source(SourceSpec(str(folders["t5"]), "cpu"))
+    one = source.run_pair(SOURCE, TARGET, 1)  # both texts cut to one token
+    assert (len(one.source_tokens), len(one.target_tokens)) == (1, 2) and one.losses.shape == (1,)
+    assert one.cross.statistics["coverage"].notna().all()
+    from attnviz import settings
+
+    longest = source.run_pair(SOURCE, "", 8192, n_generate=settings.MAX_TARGET_GENERATED)  # the most it may write
+    assert len(longest.target_tokens) == 1 + settings.MAX_TARGET_GENERATED  # a random model never ends early
+    with pytest.raises(ValueError, match="1 to 64"):
+        source.run_pair(SOURCE, "", 64, n_generate=settings.MAX_TARGET_GENERATED + 1)

@@ -106,6 +106,10 @@ def _check_seq2seq(folder, source, status: dict, model_type: str) -> None:
     )
     assert torch.allclose(pair.losses, losses, atol=1e-4)
     assert max(worst.values()) <= TOLERANCE, worst
+    # the views of one text read the encoder alone on the source: the same weights as the pair's encoder part
+    alone = source.run(TEXT, N_TOKENS)
+    assert all(torch.equal(alone.weights(i, None), pair.encoder.weights(i, None)) for i in range(alone.n_layer))
+    assert source.pad_weights(["the cat", TEXT], N_TOKENS) == {"encoder": 0.0, "decoder": 0.0, "cross": 0.0}
     RESULTS[model_type] = {
         "route": "seq2seq",
         "causal": False,
