@@ -72,10 +72,11 @@ if len(kinds) > 1:  # an encoder-decoder: its encoder, its decoder, or the decod
     kind = st.radio(
         t("heads.kind"), kinds, key="heads_kind", horizontal=True, format_func=lambda k: t(f"heads.kind_{k}")
     )
-    st.caption(t(f"heads.kind_{kind}_caption"))
-record = current_record(settings) if kind is None else current_part(settings, kind)
+record = current_record(settings, source) if kind is None else current_part(settings, kind, source)
 if record is None:
     st.stop()
+if kind is not None:
+    st.caption(t(f"heads.kind_{kind}_caption", n_query=record.q_len, n_key=record.k_len))
 
 st.caption(
     t(
@@ -103,7 +104,7 @@ for chart in ("heads_grid", "heads_lines"):  # a tile of the grid, or a query of
             open_head(*tile)
 
 # past a hundred-odd tokens most weights are tiny and a linear scale draws a dark square: √ is on by itself there
-long_input = record.q_len > SQRT_BY_ITSELF_TOKENS
+long_input = max(record.q_len, record.k_len) > SQRT_BY_ITSELF_TOKENS  # a cross record: its longer side
 emphasise = st.toggle(
     t("heads.emphasise"),
     value=long_input,
@@ -111,7 +112,7 @@ emphasise = st.toggle(
 )
 gamma = 0.5 if emphasise else 1.0
 if long_input:
-    st.caption(t("heads.sqrt_on" if emphasise else "heads.sqrt_off", q_len=record.q_len))
+    st.caption(t("heads.sqrt_on" if emphasise else "heads.sqrt_off", q_len=max(record.q_len, record.k_len)))
 key = (
     (
         *settings.key(),

@@ -281,9 +281,10 @@ def record_for(source: AttentionSource, settings_: Settings) -> AttentionRecord:
     )
 
 
-def current_record(settings_: Settings) -> AttentionRecord | None:
-    """The record for the sidebar's settings, or None after telling the user why not."""
-    source = current_source(settings_)
+def current_record(settings_: Settings, source: AttentionSource | None = None) -> AttentionRecord | None:
+    """The record for the sidebar's settings (of ``source`` where the page loaded it already), or None after
+    telling the user why not."""
+    source = source or current_source(settings_)
     if source is None:
         return None
     if not settings_.text.strip():
@@ -348,10 +349,10 @@ def pair_need(source: AttentionSource, text: str, max_tokens: int, n_target: int
     return Need(math.ceil(settings.ADMISSION_RECORD_FACTOR * held), 3 * need.seconds, 0, device_of(source))
 
 
-def current_part(settings_: Settings, kind: str) -> AttentionRecord | None:
+def current_part(settings_: Settings, kind: str, source: AttentionSource | None = None) -> AttentionRecord | None:
     """One kind of an encoder-decoder's attention ("encoder", "decoder", "cross") on the sidebar's source text and
-    target, or None after telling the user why not."""
-    source = current_source(settings_)
+    target (of ``source`` where the page loaded it already), or None after telling the user why not."""
+    source = source or current_source(settings_)
     if source is None:
         return None
     if not settings_.text.strip():

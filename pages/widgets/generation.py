@@ -12,6 +12,7 @@ from attnviz.core.token_display import markdown_text
 from attnviz.errors import ModelUnavailableError
 from attnviz.figures.base import head_label, make_head_heatmap_figure
 from attnviz.i18n.translate import t
+from attnviz.labs.alignment import ranked_heads
 from attnviz.models.record import short_text
 
 
@@ -36,6 +37,9 @@ def encoder_decoder_steps(source, settings: Settings) -> None:
     cross = pair.cross
     n_steps = len(pair.target_ids)
     st.caption(t("generation.seq2seq_caption", n_source=len(pair.source_tokens), n_steps=n_steps))
+    if "gen_seq2seq_layer" not in st.session_state:  # open on the most monotonic head: the one that aligns
+        top = ranked_heads(cross).iloc[0]
+        st.session_state.gen_seq2seq_layer, st.session_state.gen_seq2seq_head = int(top.layer), int(top["head"])
     layer, head = layer_head_picker(cross.n_layer, cross.n_head, key="gen_seq2seq")
     written = [tok.text for tok in cross.tokens[1 : n_steps + 1]]
     rows = [f"{i + 1} → {short_text(text)}" for i, text in enumerate(written)]  # step s writes target token s
