@@ -296,6 +296,14 @@ def check_loading(info: dict, name: str, multimodal: bool = False) -> None:
         raise ModelUnavailableError(msg(key, name=name, key=missing[0], more=more))
 
 
+def _stacks(config) -> list:
+    """An encoder-decoder's configs to check: its ``encoder`` and ``decoder`` sections where it has them as configs
+    of their own (T5Gemma), else the config itself."""
+    from attnviz.models.hf.seq2seq import stack_config
+
+    return [stack_config(config, "encoder"), stack_config(config, "decoder")]
+
+
 def _load_seq2seq(where, name: str, config, device: str, placement: Placement, safetensors, report) -> HFSource:
     """An encoder-decoder, on its own eager attention (:mod:`attnviz.models.hf.seq2seq`)."""
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
@@ -372,11 +380,14 @@ def _load(source: str, device: str, allow_pickle: bool, progress: Progress | Non
     try:
         outer = AutoConfig.from_pretrained(where, trust_remote_code=False)
         config = text_config(outer, name)  # a multimodal checkpoint's text model, else the config itself
-        check_config(config, name)
-        check_tokenizer_files(where, name)
         parts = other_parts(outer)
         if getattr(config, "is_encoder_decoder", False) and not parts:
+            for stack in _stacks(config):  # T5Gemma keeps each stack's sizes in a config of its own
+                check_config(stack, name)
+            check_tokenizer_files(where, name)
             return _load_seq2seq(where, name, config, device, placement, safetensors, report)
+        check_config(config, name)
+        check_tokenizer_files(where, name)
         keys = checkpoint_keys(where) if parts else None
         if parts:  # the text model alone: its own class, its weights found under the checkpoint's prefixes
             lm_class = text_class(AutoModelForCausalLM, config, outer)

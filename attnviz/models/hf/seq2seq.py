@@ -54,6 +54,15 @@ CROSS_MODULE = re.compile(r"encoder_attn|encdecattention|cross|src_attn", re.IGN
 OUT_NAMES = ("out_proj", "o", "o_proj", "out", "dense", "output")  # an attention module's output projection
 
 
+def stack_config(config, stack: str):
+    """The config holding ``stack``'s sizes ("encoder" or "decoder"): its section where the model keeps one per stack
+    (T5Gemma; T5Gemma 2's encoder keeps its text model's in a ``text_config``), else the config itself."""
+    section = getattr(config, stack, None)
+    if section is None or not hasattr(section, "to_dict"):
+        return config
+    return getattr(section, "text_config", None) or section
+
+
 def pair_bytes(shapes: dict[str, tuple[int, int]], n_source: int, n_target: int) -> int:
     """What one run holds: every weight of every kind, float32. ``shapes``: {kind: (n_layer, n_head)}."""
     sides = {"encoder": n_source * n_source, "decoder": n_target * n_target, "cross": n_target * n_source}
@@ -114,18 +123,21 @@ class Seq2SeqSource(HFSource):
 
     @property
     def d_model(self) -> int:
-        return int(getattr(self.config, "d_model", None) or self.config.hidden_size)
+        encoder = stack_config(self.config, "encoder")
+        return int(getattr(encoder, "d_model", None) or encoder.hidden_size)
 
     @property
     def head_dim(self) -> int:
-        return int(getattr(self.config, "d_kv", None) or getattr(self.config, "head_dim", None) or 0) or (
+        encoder = stack_config(self.config, "encoder")
+        return int(getattr(encoder, "d_kv", None) or getattr(encoder, "head_dim", None) or 0) or (
             self.d_model // self.n_head
         )
 
     @property
     def max_positions(self) -> int:
+        encoder = stack_config(self.config, "encoder")
         for name in ("max_position_embeddings", "n_positions", "max_source_positions"):
-            value = getattr(self.config, name, None)
+            value = getattr(encoder, name, None)
             if isinstance(value, int) and value > 0:
                 return value
         return settings.MAX_TOKENS.high  # relative positions (T5): no limit of the model's own
@@ -281,10 +293,9 @@ class Seq2SeqSource(HFSource):
         """(decoder layers, K/V heads, head_dim) of the decoder's caches: the config's ``num_key_value_heads``
         where it has one (T5Gemma's GQA), else one per query head."""
         n_layer, n_head = self.kind_shapes["decoder"]
-        n_kv_head = getattr(self.config, "num_key_value_heads", None)
-        decoder = getattr(self.config, "decoder", None)  # T5Gemma keeps its decoder's sizes in a section of its own
-        n_kv_head = getattr(decoder, "num_key_value_heads", None) or n_kv_head or n_head
-        head_dim = getattr(decoder, "head_dim", None) or self.head_dim
+        decoder = stack_config(self.config, "decoder")  # T5Gemma keeps its decoder's sizes in a section of its own
+        n_kv_head = getattr(decoder, "num_key_value_heads", None) or n_head
+        head_dim = getattr(decoder, "d_kv", None) or getattr(decoder, "head_dim", None) or self.head_dim
         return n_layer, int(n_kv_head), int(head_dim)
 
     @torch.no_grad()
@@ -298,13 +309,16 @@ class Seq2SeqSource(HFSource):
 
         source = self.encode(text, max_tokens)
         decoder_ids = [self.start_id, *self.target(text, target, max_tokens, n_generate).ids]
-        with running(self.name):
-            out = self.whole(
-                input_ids=torch.tensor([source.ids] * batch, device=self.device),
-                decoder_input_ids=torch.tensor([decoder_ids] * batch, device=self.device),
-                use_cache=True,
-                return_dict=True,
-            )
+        try:
+            with running(self.name):
+                out = self.whole(
+                    input_ids=torch.tensor([source.ids] * batch, device=self.device),
+                    decoder_input_ids=torch.tensor([decoder_ids] * batch, device=self.device),
+                    use_cache=True,
+                    return_dict=True,
+                )
+        except (ValueError, TypeError) as err:  # Switch Transformers' encoder refuses use_cache, naming itself whole
+            raise ModelUnavailableError(msg("model_errors.no_cache", name=self.name)) from err
         cache = output_cache(out)
         if cache is None or not hasattr(cache, "self_attention_cache"):
             raise ModelUnavailableError(msg("model_errors.no_cache", name=self.name))

@@ -110,6 +110,32 @@ def architectures() -> dict[str, str]:
     return kinds
 
 
+def shrunk(fields: dict) -> dict:
+    """The size fields of a config's ``fields`` that :data:`RULES` make smaller, at their tiny sizes."""
+    kwargs = {}
+    for name, value in fields.items():
+        if isinstance(value, bool) or not isinstance(value, int):
+            continue
+        for pattern, small in RULES:
+            if re.search(pattern, name):
+                if value > small:
+                    kwargs[name] = small if not name.endswith("_token_id") else min(value, 3)
+                break
+    return kwargs
+
+
+def nested_section(fields: dict) -> dict:
+    """A nested config section (T5Gemma's ``encoder`` and ``decoder``, and their text configs) made tiny by the same
+    rule: its sizes, a head of 8, 2 K/V heads, its ``layer_types`` cut to its layers."""
+    fields = {k: nested_section(v) if isinstance(v, dict) and "hidden_size" in v else v for k, v in fields.items()}
+    small = shrunk(fields)
+    small.update({name: size for name, size in (("head_dim", 8), ("num_key_value_heads", 2)) if fields.get(name)})
+    n_layer = small.get("num_hidden_layers", fields.get("num_hidden_layers"))
+    if isinstance(fields.get("layer_types"), list) and n_layer:
+        small["layer_types"] = fields["layer_types"][:n_layer]
+    return {**fields, **small}
+
+
 def tiny_kwargs(
     model_type: str,
     n_kv_head: int | None = 2,
@@ -123,16 +149,7 @@ def tiny_kwargs(
     base = AutoConfig.for_model(model_type)
     alias = dict(getattr(base, "attribute_map", {}) or {})
     fields = base.to_dict()
-    kwargs: dict = {}
-    if every_field:
-        for name, value in fields.items():
-            if isinstance(value, bool) or not isinstance(value, int):
-                continue
-            for pattern, small in RULES:
-                if re.search(pattern, name):
-                    if value > small:
-                        kwargs[name] = small if not name.endswith("_token_id") else min(value, 3)
-                    break
+    kwargs: dict = shrunk(fields) if every_field else {}
     for name, small in STANDARD.items():
         real = alias.get(name, name)
         if real in fields:
@@ -257,14 +274,19 @@ def build_seq2seq(model_type: str, folder: Path) -> dict:
     """An encoder-decoder's tiny model (its seq2seq-LM class), by the generic sizes, that runs a source and a target
     with every weight returned."""
     import torch
-    from transformers import AutoConfig, AutoModelForSeq2SeqLM
+    from transformers import AutoConfig, AutoModelForSeq2SeqLM, PretrainedConfig
 
     from attnviz.errors import first_line
 
+    default = AutoConfig.for_model(model_type)
     errors = []
     for n_kv_head, every_field in ((None, True), (2, True), (None, False)):
         try:
-            config = AutoConfig.for_model(model_type, **tiny_kwargs(model_type, n_kv_head, every_field))
+            kwargs = tiny_kwargs(model_type, n_kv_head, every_field)
+            for section in ("encoder", "decoder"):  # T5Gemma's: a config of its own for each stack
+                if isinstance(getattr(default, section, None), PretrainedConfig):
+                    kwargs[section] = nested_section(getattr(default, section).to_dict())
+            config = AutoConfig.for_model(model_type, **kwargs)
             torch.manual_seed(0)
             model = AutoModelForSeq2SeqLM.from_config(config, attn_implementation="eager").eval()
             if sum(p.numel() for p in model.parameters()) > 20_000_000:

@@ -110,6 +110,15 @@ def _check_seq2seq(folder, source, status: dict, model_type: str) -> None:
     alone = source.run(TEXT, N_TOKENS)
     assert all(torch.equal(alone.weights(i, None), pair.encoder.weights(i, None)) for i in range(alone.n_layer))
     assert source.pad_weights(["the cat", TEXT], N_TOKENS) == {"encoder": 0.0, "decoder": 0.0, "cross": 0.0}
+    # its two caches: the estimate from its shapes and the lengths is what EncoderDecoderCache holds, to the byte
+    from attnviz.labs.kv.encoder_decoder import seq2seq_cache_check
+
+    try:
+        cache_error = seq2seq_cache_check(source, TEXT, TARGET, N_TOKENS)["error (bytes)"].abs().max()
+    except ModelUnavailableError as err:  # a model whose forward keeps no cache (one line, said on the KV page)
+        assert "\n" not in str(err) and err.args[0].key == "model_errors.no_cache"
+        cache_error = None
+    assert cache_error in (None, 0)
     RESULTS[model_type] = {
         "route": "seq2seq",
         "causal": False,
@@ -117,6 +126,7 @@ def _check_seq2seq(folder, source, status: dict, model_type: str) -> None:
         "max_abs_diff_by_kind": worst,
         "class": status["class"],
         "layers": {kind: len(layers) for kind, layers in theirs.items()},
+        "cache_checked": cache_error is not None,
         "special": None,
         "multimodal": False,
     }
