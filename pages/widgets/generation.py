@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from attnviz import settings as limits
-from attnviz.app.loading import cached_job
+from attnviz.app.loading import cached_job, pair_need
 from attnviz.app.state import Settings, valid_choice
 from attnviz.app.widgets import layer_head_picker, plotly, show_error
 from attnviz.core.token_display import markdown_text
@@ -28,6 +28,7 @@ def encoder_decoder_steps(source, settings: Settings) -> None:
                 settings.text, "", settings.max_tokens, n_generate=n_new, progress=progress
             ),
             t("generation.generating"),
+            need=pair_need(source, settings.text, settings.max_tokens, n_new + 1),
         )
     except (ModelUnavailableError, ValueError) as err:
         show_error(err)

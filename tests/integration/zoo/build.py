@@ -422,7 +422,10 @@ def report() -> str:
             source = load_hf_source(str(zoo_dir() / model_type))
             record = source.run("the cat sat on the mat because it was warm", 12)
         except ModelUnavailableError as err:
-            rows.append((model_type, "refused by attnviz", ATTNVIZ_REFUSALS.get(err.args[0].key, str(err))))
+            reason = ATTNVIZ_REFUSALS.get(err.args[0].key, str(err))
+            rows.append(
+                (model_type, "refused by attnviz", f"an encoder-decoder: {reason}" if status.get("seq2seq") else reason)
+            )
             continue
         limits = []
         if len(source.description.stacks) > 1:
