@@ -5,8 +5,9 @@ per head), so the run is bounded before it starts (the result cache's bound, ``A
 default) and admitted at ``ADMISSION_RECORD_FACTOR`` x what it holds. For two real sizes, T5-small's (6 + 6
 layers, 8 heads, d_model 512) and BART-base's (6 + 6 layers, 12 heads, 768), with random weights (memory does not
 depend on them) and MiniLM's tokenizer, each in a fresh Python: the longest source the bound allows beside a
-64-token target, the run's peak RSS above the loaded model against the admission's prediction, its time, and the
-same at a quarter of that length.
+64-token target, the run's peak RSS above the loaded model against what admission prices it at
+(``pair_peak_nbytes``: 1.45 x the weights held, one layer's scores, the logits), its time, and the same at a tenth
+and a quarter of that length.
 """
 
 from __future__ import annotations
@@ -101,8 +102,8 @@ def child(folder: str, fraction: float) -> dict:
 
     torch.set_num_threads(1)
     source = open_source(SourceSpec(folder, "cpu"))
-    target = " ".join(WORDS[i % len(WORDS)] for i in range(TARGET_TOKENS * 2))
-    n_target = 1 + len(source.encode_target(target, TARGET_TOKENS).ids)
+    target = " ".join(WORDS[i % len(WORDS)] for i in range(TARGET_TOKENS - 2))  # a word a token, [CLS] and [SEP]
+    n_target = 1 + len(source.encode_target(target, settings.MAX_TOKENS.high).ids)
     longest = longest_source(source, n_target)
     n_source = max(1, int(longest * fraction))
     text = " ".join(WORDS[i % len(WORDS)] for i in range(n_source * 2))
@@ -117,12 +118,12 @@ def child(folder: str, fraction: float) -> dict:
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
     start = time.perf_counter()
-    pair = source.run_pair(text, target, n_source if n_source > TARGET_TOKENS else TARGET_TOKENS)
+    pair = source.run_pair(text, target, max(n_source, n_target))
     seconds = time.perf_counter() - start
     running[0] = False
     sampler.join()
     held = source.pair_nbytes(n_source, n_target)
-    predicted = settings.ADMISSION_RECORD_FACTOR * held / 2**20
+    predicted = source.pair_peak_nbytes(n_source, n_target) / 2**20
     return {
         "source_tokens": len(pair.source_tokens),
         "target_tokens": len(pair.target_tokens),
@@ -151,7 +152,7 @@ def main() -> None:
         for name in args.shapes:
             folder = Path(tmp) / name
             build(name, folder)
-            for fraction in (0.25, 1.0):
+            for fraction in (0.1, 0.25, 1.0):
                 proc = subprocess.run(
                     [sys.executable, "-m", "benchmarks.seq2seq", "--child", str(folder), str(fraction)],
                     capture_output=True,

@@ -341,12 +341,11 @@ def target_inputs() -> tuple[str, int]:
 
 
 def pair_need(source: AttentionSource, text: str, max_tokens: int, n_target: int) -> Need:
-    """An encoder-decoder run's need: every weight of every kind held (the source's ``pair_nbytes``)
-    at ``settings.ADMISSION_RECORD_FACTOR``, and the time of its three kinds' captures."""
+    """An encoder-decoder run's need: its peak (the source's ``pair_peak_nbytes``: every weight of every kind held,
+    one layer's scores, the logits) and the time of its three kinds' captures."""
     n_source = len(source.encode(text, max_tokens).tokens)
     need = shape_need(source.n_layer, source.n_head, source.n_kv_head, source.head_dim, max(n_source, n_target))
-    held = source.pair_nbytes(n_source, n_target)
-    return Need(math.ceil(settings.ADMISSION_RECORD_FACTOR * held), 3 * need.seconds, 0, device_of(source))
+    return Need(source.pair_peak_nbytes(n_source, n_target), 3 * need.seconds, 0, device_of(source))
 
 
 def current_part(settings_: Settings, kind: str, source: AttentionSource | None = None) -> AttentionRecord | None:

@@ -421,6 +421,10 @@ class TakesTarget(Protocol):
         """What one :meth:`run_pair` holds, in bytes."""
         ...
 
+    def pair_peak_nbytes(self, n_source: int, n_target: int) -> int:
+        """What one :meth:`run_pair` may add to the process at its peak (its admission's price), in bytes."""
+        ...
+
     def ablation_view(self, kind: str, target: str | None, n_generate: int = 0) -> AttentionSource:
         """The model seen from one kind of its heads and one target, as the Ablation page reads a source."""
         ...

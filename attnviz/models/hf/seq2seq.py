@@ -184,6 +184,22 @@ class Seq2SeqSource(HFSource):
         """What a run on a source of ``n_source`` and a target of ``n_target`` tokens holds (:func:`pair_bytes`)."""
         return pair_bytes(self.kind_shapes, n_source, n_target)
 
+    def pair_peak_nbytes(self, n_source: int, n_target: int) -> int:
+        """What a run may add to the process at its peak: ``ADMISSION_RECORD_FACTOR`` x what it holds
+        (:meth:`pair_nbytes`), one layer's scores and weights at once while the model computes them (the widest
+        kind's), a block's activations (four of tokens x its feed-forward width) and the target's logits with their
+        log-softmax (``benchmarks/seq2seq.py`` measures it)."""
+        sides = {"encoder": n_source * n_source, "decoder": n_target * n_target, "cross": n_target * n_source}
+        layer = max(n_head * sides[kind] for kind, (_, n_head) in self.kind_shapes.items())
+        vocab = int(getattr(self.config, "vocab_size", 0) or 0)
+        encoder = stack_config(self.config, "encoder")
+        width = max(
+            self.d_model,
+            *(int(getattr(encoder, name, 0) or 0) for name in ("d_ff", "encoder_ffn_dim", "intermediate_size")),
+        )
+        held = settings.ADMISSION_RECORD_FACTOR * self.pair_nbytes(n_source, n_target)
+        return math.ceil(held + 2 * layer * 4 + 4 * (n_source + n_target) * width * 4 + 2 * n_target * vocab * 4)
+
     def pair_max_tokens(self) -> int:
         return pair_max_tokens(self.kind_shapes)
 
