@@ -11,7 +11,7 @@ import streamlit as st
 from attnviz.app import exports
 from attnviz.app.head_view import value_switch
 from attnviz.app.links import keep_layer_head_in_link, link_layer_head
-from attnviz.app.loading import current_record, current_source
+from attnviz.app.loading import attention_kinds, current_part, current_record, current_source
 from attnviz.app.navigation import frame_settings
 from attnviz.app.search import new_focus, token_search
 from attnviz.app.state import valid_choice
@@ -43,32 +43,46 @@ def _turn_page(step: int, last: int) -> None:
 
 st.title(t("tokens.title"))
 settings = frame_settings()
-record = current_record(settings)
+source = current_source(settings)
+if source is None:
+    st.stop()
+kind = None
+if len(kinds := attention_kinds(source)) > 1:  # an encoder-decoder: its encoder, its decoder, or cross-attention
+    kind = st.radio(
+        t("heads.kind"), kinds, key="tokens_kind", horizontal=True, format_func=lambda k: t(f"heads.kind_{k}")
+    )
+record = current_record(settings, source) if kind is None else current_part(settings, kind, source)
 if record is None:
     st.stop()
 if record.q_len < 2:
     st.info(t("tokens.one_token"))
     st.stop()
 
-texts = [tok.text for tok in record.tokens]
-n_tok = record.q_len
+# the token is picked on one side and its weights run over the other: the same text for self-attention; for
+# cross-attention a target token's row runs over the source, a source token's column over the target
+q_texts, k_texts = [tok.text for tok in record.tokens], [tok.text for tok in record.keys_tokens]
+rows_first = st.session_state.get("tokens_direction", token_view.ATTENDS_TO) == token_view.ATTENDS_TO
+picked, texts = (q_texts, k_texts) if rows_first else (k_texts, q_texts)
+n_pick, n_tok = len(picked), len(texts)
+if record.cross:
+    st.caption(t("tokens.cross_caption" if rows_first else "tokens.cross_column_caption"))
 # the last token to start with, and again for each new text: in a decoder it sees the whole text (token 0
 # sees only itself), and an index kept from another text would name another token
-if st.session_state.get("tokens_text_seen") != (seen := hash((record.model_name, *texts))):
+if st.session_state.get("tokens_text_seen") != (seen := hash((record.model_name, kind, *q_texts, *k_texts))):
     st.session_state["tokens_text_seen"] = seen
-    st.session_state["tokens_token"] = n_tok - 1
-valid_choice("tokens_token", range(n_tok), n_tok - 1)
+    st.session_state["tokens_token"] = n_pick - 1
+valid_choice("tokens_token", range(n_pick), n_pick - 1)
 link_layer_head("tokens", range(record.n_layer), [*range(record.n_head), "mean"])
 st.caption(t("tokens.caption", model=markdown_text(record.model_name), mask=tr(record.mask_summary())))
 heads = [*range(record.n_head), "mean"]
 head_names = {h: head_label(h) for h in heads}  # made in this run, in the session's language
 
-token_search(record.tokens, key="tokens_search")
-if (found := new_focus("tokens")) is not None and 0 <= found < n_tok:  # a picked occurrence moves the token
+token_search(record.tokens if rows_first else record.keys_tokens, key="tokens_search")
+if (found := new_focus("tokens")) is not None and 0 <= found < n_pick:  # a picked occurrence moves the token
     st.session_state["tokens_token"] = found
 cols = st.columns([3, 3, 1, 2])
 token = cols[0].selectbox(
-    t("tokens.token"), range(n_tok), key="tokens_token", format_func=lambda i: f"{i} {texts[i][:40]}"
+    t("tokens.token"), range(n_pick), key="tokens_token", format_func=lambda i: f"{i} {picked[i][:40]}"
 )
 directions = {d: tr(token_view.direction_label(d)) for d in token_view.DIRECTIONS}
 direction = cols[1].radio(t("tokens.direction"), list(directions), key="tokens_direction", format_func=directions.get)
@@ -80,9 +94,10 @@ head = cols[3].selectbox(t("tokens.head"), heads, key="tokens_head", format_func
 # the page follows the token when it moves (picked, clicked or found); the buttons turn it in between
 size = token_view.WINDOW_TOKENS
 last_page = token_view.n_pages(n_tok, size) - 1
+focus = None if record.cross else token  # across two texts the token is not in the text shown
 if st.session_state.get("tokens_page_token") != (token, seen):  # a new token, or the same index in a new text
     st.session_state["tokens_page_token"] = (token, seen)
-    st.session_state["tokens_page"] = token_view.page_of(token, size)
+    st.session_state["tokens_page"] = token_view.page_of(0 if focus is None else token, size)
 page = st.session_state["tokens_page"] = min(max(0, st.session_state.get("tokens_page", 0)), last_page)
 start, stop = token_view.page_bounds(n_tok, page, size)
 shown = texts[start:stop]
@@ -109,7 +124,7 @@ plotly(
     make_running_text_figure(
         row[start:stop],
         shown,
-        focus=token,
+        focus=focus,
         first=start,
         share=(float(row_share.before[0]), float(row_share.after[0])) if last_page > 0 else None,
         scale_label=scale,
@@ -122,7 +137,7 @@ st.caption(t("tokens.window_caption"))
 
 st.subheader(t("tokens.every_head"))
 plotly(
-    make_coloured_text_figure(weights[:, start:stop], shown, focus=token, first=start, scale_label=scale),
+    make_coloured_text_figure(weights[:, start:stop], shown, focus=focus, first=start, scale_label=scale),
     key="tokens_text",
     tensors=exports.TensorExport.of({"value_weighted" if values else "weights": weights}, meta),
     on_select=functools.partial(_pick_clicked, "tokens_text"),
@@ -134,7 +149,7 @@ if last_page > 0:
     st.subheader(t("tokens.overview"))
     pooled = token_view.pooled_overview(token_view.heads_and_mean(weights))  # (n_head + 1, n_bin)
     plotly(
-        make_pooled_overview_figure(pooled, [*head_rows, head_names["mean"]], window=(start, stop), focus=token),
+        make_pooled_overview_figure(pooled, [*head_rows, head_names["mean"]], window=(start, stop), focus=focus),
         key="tokens_overview",
     )
     st.caption(t("tokens.overview_caption", b=pooled.bin_size, n=n_tok))
@@ -145,7 +160,7 @@ rows = layers.nanmean(dim=1) if head == "mean" else layers[:, int(head)]  # (n_l
 names = [f"L{i}" for i in range(record.n_layer)]
 keep_layer_head_in_link(layer, head)
 plotly(
-    make_coloured_text_figure(rows[:, start:stop], shown, focus=token, first=start, row_names=names, scale_label=scale),
+    make_coloured_text_figure(rows[:, start:stop], shown, focus=focus, first=start, row_names=names, scale_label=scale),
     key="tokens_layers",
     tensors=exports.TensorExport.of(
         {"value_weighted" if values else "weights": layers}, {**meta, "head_shown": str(head)}
@@ -153,9 +168,9 @@ plotly(
 )
 
 with st.expander(t("tokens.several")):
-    valid_choice("tokens_several", range(n_tok), [])
+    valid_choice("tokens_several", range(n_pick), [])
     chosen = st.multiselect(
-        t("tokens.tokens"), range(n_tok), key="tokens_several", format_func=lambda i: f"{i} {texts[i][:40]}"
+        t("tokens.tokens"), range(n_pick), key="tokens_several", format_func=lambda i: f"{i} {picked[i][:40]}"
     )
     reductions = {r: t(f"tokens.reduce_{r}") for r in token_view.REDUCTIONS}
     reduce = st.radio(
@@ -167,7 +182,9 @@ with st.expander(t("tokens.several")):
         plotly(several, key="tokens_several_fig")
 
 st.subheader(t("tokens.lines"))
-if n_tok > token_view.LINE_VIEW_TOKENS:
+if record.cross:  # two texts: the Heads page draws cross-attention as lines, every head at once
+    st.caption(t("tokens.lines_cross"))
+elif n_tok > token_view.LINE_VIEW_TOKENS:
     st.caption(t("tokens.lines_limit", limit=token_view.LINE_VIEW_TOKENS))
 else:
     cols = st.columns(2, vertical_alignment="bottom")

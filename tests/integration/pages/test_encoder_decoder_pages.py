@@ -122,3 +122,27 @@ def test_a_link_holds_the_target(t5):
 def test_every_page_opens_on_an_encoder_decoder(t5, page):
     at = app_on(t5, page)
     assert not at.exception and not at.error, [e.value for e in at.error]
+
+
+def test_the_token_view_reads_a_target_token_over_the_source(t5):
+    at = app_on(t5, "tokens")
+    at.radio(key="target_from").set_value("typed").run()
+    at.text_area(key="target").input(TARGET).run()
+    at.radio(key="tokens_kind").set_value("cross").run()
+    assert not at.exception and not at.error
+    source = open_source(SourceSpec(t5, "cpu"))
+    pair = source.run_pair(SOURCE, TARGET, 256)
+    assert at.selectbox(key="tokens_token").options == [f"{i} {t.text}" for i, t in enumerate(pair.target_tokens)]
+    every_head = spec_of(at.get("plotly_chart")[1])["data"][0]  # heads down, the source's tokens across
+    token = at.selectbox(key="tokens_token").index
+    import numpy as np
+
+    from tests.plotly_json import decode
+
+    z = np.asarray(decode(every_head["z"]), dtype=float)
+    expected = pair.cross.weights(0, None, (token, token + 1), (0, pair.cross.k_len))[:, 0].numpy()
+    assert z.shape == expected.shape == (4, 9)
+    assert np.abs(z - expected * 254).max() <= 1  # drawn as 255 levels of weight
+    at.radio(key="tokens_direction").set_value("attended_by").run()  # a source token: what each target token puts on it
+    assert not at.exception
+    assert at.selectbox(key="tokens_token").options == [f"{i} {t.text}" for i, t in enumerate(pair.source_tokens)]
