@@ -308,7 +308,7 @@ def _load_seq2seq(where, name: str, config, device: str, placement: Placement, s
     """An encoder-decoder, on its own eager attention (:mod:`attnviz.models.hf.seq2seq`)."""
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-    from attnviz.models.hf.seq2seq import Seq2SeqSource, seq2seq_shapes
+    from attnviz.models.hf.seq2seq import Seq2SeqSource, seq2seq_shapes, stack_config
 
     loader = _model_class(AutoModelForSeq2SeqLM, config)
     dtype = chosen_dtype(placement, device, config, where)
@@ -328,7 +328,8 @@ def _load_seq2seq(where, name: str, config, device: str, placement: Placement, s
     model.eval().requires_grad_(False)
     device = main_device(model, device)
     try:
-        shapes = seq2seq_shapes(model, int(config.vocab_size), name)
+        vocab = getattr(config, "vocab_size", None) or stack_config(config, "encoder").vocab_size  # EncoderDecoder's
+        shapes = seq2seq_shapes(model, int(vocab), name)
     except ModelUnavailableError:
         raise
     except Exception as err:

@@ -191,7 +191,9 @@ class Seq2SeqSource(HFSource):
         log-softmax (``benchmarks/seq2seq.py`` measures it)."""
         sides = {"encoder": n_source * n_source, "decoder": n_target * n_target, "cross": n_target * n_source}
         layer = max(n_head * sides[kind] for kind, (_, n_head) in self.kind_shapes.items())
-        vocab = int(getattr(self.config, "vocab_size", 0) or 0)
+        vocab = int(
+            getattr(self.config, "vocab_size", 0) or getattr(stack_config(self.config, "decoder"), "vocab_size", 0) or 0
+        )
         encoder = stack_config(self.config, "encoder")
         width = max(
             self.d_model,
