@@ -1,0 +1,100 @@
+"""An encoder-decoder seen from one kind of its heads and one target: what the Ablation page reads of it.
+
+:meth:`attnviz.models.hf.seq2seq.Seq2SeqSource.ablation_view` makes one. Its layers and heads are the kind's
+(encoder, decoder or cross), a text's tokens are the decoder's input on the target (so the lab's next-token loss is
+the target's teacher-forced loss), and its ablation rewrites the input of that kind's output projections (the eager
+route's hook, :func:`attnviz.models.hf.eager.ablating`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from attnviz.core.tokenizer import Token
+from attnviz.errors import ModelUnavailableError
+from attnviz.i18n.message import Text, msg
+from attnviz.models.ablation import HeadAblation
+from attnviz.models.hf.eager import ablating
+from attnviz.models.source import AblatedOutputs, Encoding, check_layer, running
+
+
+@dataclass(eq=False)
+class TargetView:
+    """An encoder-decoder seen from one kind of its heads ("encoder", "decoder", "cross") and one target: what the
+    Ablation page reads (:meth:`Seq2SeqSource.ablation_view`). ``encode`` gives the decoder's input on the target
+    (its start token, then the target), so the lab's next-token loss is the target's teacher-forced loss;
+    ``ablated_outputs`` runs the whole model on the source and that target with heads of this kind ablated.
+    """
+
+    whole: Any  # the Seq2SeqSource it views (not imported here: that module makes views, so imports this one)
+    kind: str
+    target_text: str | None
+    n_generate: int = 0
+
+    @property
+    def name(self) -> str:
+        return self.whole.name
+
+    @property
+    def n_layer(self) -> int:
+        return self.whole.kind_shapes[self.kind][0]
+
+    @property
+    def n_head(self) -> int:
+        return self.whole.kind_shapes[self.kind][1]
+
+    @property
+    def d_model(self) -> int:
+        return self.whole.d_model
+
+    @property
+    def device(self):
+        return self.whole.device
+
+    @property
+    def route_note(self) -> Text:
+        return self.whole.route_note
+
+    @property
+    def ablation_modes(self) -> tuple[str, ...]:
+        """Zero and mean, by a hook on each output projection found (as the eager route ablates)."""
+        return ("zero", "mean") if self.whole.output_projections_by_kind is not None else ()
+
+    def encode(self, text: str, max_tokens: int, keep: str = "start") -> Encoding:
+        target = self.whole.target(text, self.target_text, max_tokens, self.n_generate)
+        start = self.whole.tokenizer.convert_ids_to_tokens([self.whole.start_id])[0] or "<start>"
+        tokens = [Token(start, 0, 0, special=True, raw=start), *target.tokens]
+        return Encoding(ids=[self.whole.start_id, *target.ids], tokens=tokens, n_input=target.n_input + 1)
+
+    def token_texts(self, ids: Sequence[int]) -> list[str]:
+        return self.whole.token_texts(ids)
+
+    @torch.no_grad()
+    def ablated_outputs(
+        self, text: str, max_tokens: int, head_sets: Sequence[Sequence[tuple[int, int]]], mode: str
+    ) -> AblatedOutputs:
+        """The decoder's logits (R, T, vocab) at every target position, row r with ``head_sets[r]`` of this kind
+        ablated by ``mode``."""
+        if mode not in self.ablation_modes:
+            raise ModelUnavailableError(msg("ablation_lib.unsupported", name=self.name, mode=mode))
+        for heads in head_sets:
+            for layer, _ in heads:
+                check_layer(layer, self.n_layer)
+        source = self.whole.encode(text, max_tokens)
+        decoder = self.encode(text, max_tokens)
+        rows = max(1, len(head_sets))
+        input_ids = torch.tensor([source.ids] * rows, device=self.device)
+        ablation = HeadAblation(rows=[list(h) for h in head_sets] or [[]], mode=mode, n_head=self.n_head)
+        with running(self.name), ablating(self.whole.output_projections_by_kind[self.kind], self.n_head, ablation):
+            out = self.whole.whole(
+                input_ids=input_ids,
+                attention_mask=torch.ones_like(input_ids),
+                decoder_input_ids=torch.tensor([decoder.ids] * rows, device=self.device),
+                use_cache=False,
+                return_dict=True,
+            )
+        return AblatedOutputs(encoding=decoder, values=out.logits.float().cpu(), logits=True, layers_run=self.n_layer)
