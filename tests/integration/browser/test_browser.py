@@ -194,7 +194,9 @@ def test_uploading_a_mask_gets_a_diagnosis_and_a_pickle_is_refused(server, page,
     T = 6  # the embedded model reads one token a word
     leaky = tmp_path / "leaky.npy"
     np.save(leaky, np.triu(np.ones((T, T), dtype=bool)))  # the upper triangle: every query sees the future
-    page.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(str(leaky))
+    uploader = page.locator('[data-testid="stFileUploaderDropzoneInput"]')
+    uploader.wait_for(state="attached", timeout=120_000)  # the page's rerun on a busy machine: past 30 s at times
+    uploader.set_input_files(str(leaky))
     wait_until_idle(page)
     page.get_by_text("another expectation…", exact=True).click()
     wait_until_idle(page)
