@@ -50,6 +50,7 @@ GENERATE_TOKENS = Bound("tokens to generate", 12, 1, 64)
 
 # pages that hold every weight of a short input, or many rows of one, read at most this much
 MAX_TARGET_GENERATED = 64  # the most target tokens an encoder-decoder may write itself (greedy) for a view
+TARGET_GENERATED = 16  # ... and how many by default (the sidebar, the Generation page, heads without --target)
 PARITY_TOKENS = 512  # parity compares every weight of every layer against the eager reference
 PADDING_TOKENS = 384  # per sentence on the Padding page: each drawn whole, about 47 MB a SmolLM2 sentence
 PADDING_SENTENCES = 8

@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from attnviz.app.loading import attention_kinds, cached_job, require_source, target_inputs
+from attnviz.app.loading import cached_job, kind_picker, require_source, target_inputs
 from attnviz.app.navigation import frame_settings
 from attnviz.app.state import valid_choice
 from attnviz.app.widgets import show_error, show_info
@@ -16,10 +16,7 @@ st.title(t("ablation.title"))
 settings = frame_settings()
 source = require_source(settings)
 view_key: tuple = ()
-if len(kinds := attention_kinds(source)) > 1:  # an encoder-decoder: one kind's heads, measured on the target
-    kind = st.radio(
-        t("ablation.kind"), kinds, key="ablation_kind", horizontal=True, format_func=lambda k: t(f"heads.kind_{k}")
-    )
+if (kind := kind_picker(source, "ablation_kind", "ablation.kind")) is not None:  # one kind's heads, on the target
     target, n_generate = target_inputs()
     if not n_generate and not target.strip():
         st.info(t("sources.type_target"))

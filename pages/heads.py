@@ -9,7 +9,7 @@ import streamlit as st
 from attnviz.app import exports
 from attnviz.app.head_view import head_view, show_token, value_switch
 from attnviz.app.links import keep_layer_head_in_link, link_layer_head
-from attnviz.app.loading import attention_kinds, current_part, current_record, current_source
+from attnviz.app.loading import current_source, kind_picker, kind_record
 from attnviz.app.navigation import frame_settings
 from attnviz.app.search import new_focus, token_search
 from attnviz.app.widgets import export_menu, layer_head_picker, plotly
@@ -66,13 +66,8 @@ settings = frame_settings()
 source = current_source(settings)
 if source is None:
     st.stop()
-kinds = attention_kinds(source)
-kind = None
-if len(kinds) > 1:  # an encoder-decoder: its encoder, its decoder, or the decoder's attention over the source
-    kind = st.radio(
-        t("heads.kind"), kinds, key="heads_kind", horizontal=True, format_func=lambda k: t(f"heads.kind_{k}")
-    )
-record = current_record(settings, source) if kind is None else current_part(settings, kind, source)
+kind = kind_picker(source, "heads_kind")  # an encoder-decoder: its encoder, its decoder, or cross-attention
+record = kind_record(settings, source, kind)
 if record is None:
     st.stop()
 if kind is not None:

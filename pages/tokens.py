@@ -11,7 +11,7 @@ import streamlit as st
 from attnviz.app import exports
 from attnviz.app.head_view import value_switch
 from attnviz.app.links import keep_layer_head_in_link, link_layer_head
-from attnviz.app.loading import attention_kinds, current_part, current_record, current_source
+from attnviz.app.loading import current_source, kind_picker, kind_record
 from attnviz.app.navigation import frame_settings
 from attnviz.app.search import new_focus, token_search
 from attnviz.app.state import valid_choice
@@ -46,12 +46,8 @@ settings = frame_settings()
 source = current_source(settings)
 if source is None:
     st.stop()
-kind = None
-if len(kinds := attention_kinds(source)) > 1:  # an encoder-decoder: its encoder, its decoder, or cross-attention
-    kind = st.radio(
-        t("heads.kind"), kinds, key="tokens_kind", horizontal=True, format_func=lambda k: t(f"heads.kind_{k}")
-    )
-record = current_record(settings, source) if kind is None else current_part(settings, kind, source)
+kind = kind_picker(source, "tokens_kind")  # an encoder-decoder: its encoder, its decoder, or cross-attention
+record = kind_record(settings, source, kind)
 if record is None:
     st.stop()
 if record.q_len < 2:

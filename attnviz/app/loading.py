@@ -281,14 +281,19 @@ def record_for(source: AttentionSource, settings_: Settings) -> AttentionRecord:
     )
 
 
+def has_text(settings_: Settings) -> bool:
+    """Whether the sidebar holds a text; says to type one when not."""
+    if not settings_.text.strip():
+        st.info(t("sources.type_text"))
+        return False
+    return True
+
+
 def current_record(settings_: Settings, source: AttentionSource | None = None) -> AttentionRecord | None:
     """The record for the sidebar's settings (of ``source`` where the page loaded it already), or None after
     telling the user why not."""
     source = source or current_source(settings_)
-    if source is None:
-        return None
-    if not settings_.text.strip():
-        st.info(t("sources.type_text"))
+    if source is None or not has_text(settings_):
         return None
     try:
         if not fits_the_cache(source, settings_) or not within_budget(settings_, source):
@@ -322,9 +327,18 @@ def current_record(settings_: Settings, source: AttentionSource | None = None) -
     return record
 
 
-def attention_kinds(source: AttentionSource) -> tuple[str, ...]:
-    """The kinds of attention a source's records have: ("self",) for one stack, an encoder-decoder's three."""
-    return source.description.attention_kinds
+def kind_picker(source: AttentionSource, key: str, label: str = "heads.kind") -> str | None:
+    """The kind of attention a page reads, chosen by the reader where the source has several (an encoder-decoder's
+    encoder, decoder and cross-attention); None for a source of one stack."""
+    kinds = source.description.attention_kinds
+    if len(kinds) < 2:
+        return None
+    return st.radio(t(label), kinds, key=key, horizontal=True, format_func=lambda k: t(f"heads.kind_{k}"))
+
+
+def kind_record(settings_: Settings, source: AttentionSource, kind: str | None) -> AttentionRecord | None:
+    """The record a page reads: the sidebar's text's (``kind`` None), else that kind of an encoder-decoder's."""
+    return current_record(settings_, source) if kind is None else current_part(settings_, kind, source)
 
 
 def target_inputs() -> tuple[str, int]:
@@ -352,10 +366,7 @@ def current_part(settings_: Settings, kind: str, source: AttentionSource | None 
     """One kind of an encoder-decoder's attention ("encoder", "decoder", "cross") on the sidebar's source text and
     target (of ``source`` where the page loaded it already), or None after telling the user why not."""
     source = source or current_source(settings_)
-    if source is None:
-        return None
-    if not settings_.text.strip():
-        st.info(t("sources.type_text"))
+    if source is None or not has_text(settings_):
         return None
     target, n_generate = target_inputs()
     if not n_generate and not target.strip():

@@ -35,7 +35,7 @@ DEFAULTS = {
     "causal": False,
     "target": "",  # an encoder-decoder's target: typed, or written by the model (the default)
     "target_from": "generated",
-    "n_generate": 16,
+    "n_generate": settings.TARGET_GENERATED,
 }
 
 

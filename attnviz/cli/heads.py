@@ -11,13 +11,12 @@ from attnviz.cli.arguments import add_text_and_model_arguments
 from attnviz.cli.checks import CheckFailedError, CommandError, check_text_arguments
 from attnviz.cli.output import json_number, out
 from attnviz.errors import ModelUnavailableError, ParityUnsupportedError
-from attnviz.settings import MAX_TARGET_GENERATED
+from attnviz.settings import MAX_TARGET_GENERATED, TARGET_GENERATED
 
 if TYPE_CHECKING:
     from attnviz.models.record import AttentionRecord, EncoderDecoderRecord
 
 KIND_OF_PART = {"encoder": ("encoder", "self"), "decoder": ("decoder", "causal"), "cross": ("decoder", "cross")}
-DEFAULT_GENERATE = 16  # an encoder-decoder given neither --target nor --generate writes this many tokens itself
 
 
 def heads_json(record: AttentionRecord) -> dict:
@@ -67,7 +66,7 @@ def pair_json(pair: EncoderDecoderRecord) -> dict:
 def _pair_command(args: argparse.Namespace, source) -> int:
     if args.parity:
         raise CommandError("--parity: an encoder-decoder runs on its own eager attention; there is nothing to compare")
-    n_generate = args.generate if args.generate is not None else (0 if args.target is not None else DEFAULT_GENERATE)
+    n_generate = args.generate if args.generate is not None else (0 if args.target is not None else TARGET_GENERATED)
     if args.target is not None and not args.target.strip():
         raise CommandError("--target is empty; give the target text, or --generate N")
     try:
@@ -150,6 +149,6 @@ def add_command(sub: argparse._SubParsersAction) -> None:
         "--generate",
         type=int,
         metavar="N",
-        help=f"the model writes N target tokens itself, greedy (1-{MAX_TARGET_GENERATED}; {DEFAULT_GENERATE} by default)",
+        help=f"the model writes N target tokens itself, greedy (1-{MAX_TARGET_GENERATED}; {TARGET_GENERATED} by default)",
     )
     heads.set_defaults(func=heads_command, parser=heads)

@@ -19,7 +19,9 @@ from attnviz.models.record import short_text
 def encoder_decoder_steps(source, settings: Settings) -> None:
     """Greedy decoding of an encoder-decoder on the sidebar's source: what it wrote, then the cross-attention of
     each step over the source (step s reads the token before it and writes target token s)."""
-    n_new = st.slider(t("generation.n_new"), 1, limits.MAX_TARGET_GENERATED, value=16, key="gen_seq2seq_new")
+    n_new = st.slider(
+        t("generation.n_new"), 1, limits.MAX_TARGET_GENERATED, value=limits.TARGET_GENERATED, key="gen_seq2seq_new"
+    )
     try:
         pair = cached_job(
             "pair",

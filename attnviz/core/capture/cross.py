@@ -7,6 +7,8 @@ they mean nothing, and :mod:`attnviz.core.alignment`'s ``alignment_offset`` take
 
 from __future__ import annotations
 
+import dataclasses
+
 from torch import Tensor
 
 from attnviz.core.alignment import CROSS_ROW_STATS, alignment_offset
@@ -23,6 +25,4 @@ def capture_cross(weights: Tensor, n_source: int, *, bin_size: int, scale: float
     capture = capture_weights(weights, KeyRanges.span(T, 0, n_source, k_len=S), bin_size=bin_size, scale=scale)
     rows = {name: capture.rows[name] for name in CROSS_ROW_STATS if name in capture.rows}
     rows["alignment_offset"] = alignment_offset(capture.weights, n_source)
-    capture.rows = rows
-    capture.__post_init__()  # nbytes for the rows it now holds
-    return capture
+    return dataclasses.replace(capture, rows=rows)  # its nbytes counted anew

@@ -15,7 +15,6 @@ reads both texts; the target is given (teacher-forced) or the model's own greedy
 from __future__ import annotations
 
 import functools
-import inspect
 import math
 import re
 from collections.abc import Sequence
@@ -23,7 +22,6 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor
 
 from attnviz import settings
 from attnviz.core.capture import capture_weights, pool_bin
@@ -143,29 +141,6 @@ class Seq2SeqSource(HFSource):
     @property
     def ablation_modes(self) -> tuple[str, ...]:
         return ()
-
-    def forward(
-        self,
-        input_ids: Tensor,
-        attention_mask: Tensor | None = None,
-        position_ids: Tensor | None = None,
-        *,
-        output_attentions: bool = False,
-    ):
-        """The encoder alone on ``input_ids`` (what the views of one text read), with the arguments its forward
-        takes: an encoder's own positions come from its padding mask or its relative buckets (FSMT's and T5's
-        forward take no ``position_ids``)."""
-        kwargs = {"return_dict": True, "output_attentions": output_attentions}
-        if attention_mask is not None:
-            kwargs["attention_mask"] = attention_mask
-        if position_ids is not None and "position_ids" in self._encoder_arguments:
-            kwargs["position_ids"] = position_ids
-        with running(self.name):
-            return self.model(input_ids=input_ids, **kwargs)
-
-    @functools.cached_property
-    def _encoder_arguments(self) -> frozenset[str]:
-        return frozenset(inspect.signature(self.model.forward).parameters)
 
     @property
     def route_note(self) -> Text:

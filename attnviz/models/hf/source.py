@@ -30,6 +30,7 @@ hidden states, what entered a layer) are :mod:`attnviz.models.hf.hooks`.
 from __future__ import annotations
 
 import functools
+import inspect
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -279,6 +280,13 @@ class HFSource:
             offsets = [offsets[i] for i in index] if offsets else None
         return Encoding(ids=ids, tokens=display_tokens(text, ids, offsets, tok, special), n_input=n_input)
 
+    @functools.cached_property
+    def _takes_position_ids(self) -> bool:
+        """Whether the model's forward takes ``position_ids`` (an encoder-decoder's encoder may not: FSMT's, T5's
+        find positions from the padding mask or relative buckets)."""
+        parameters = inspect.signature(self.model.forward).parameters
+        return "position_ids" in parameters or any(p.kind is p.VAR_KEYWORD for p in parameters.values())
+
     def forward(
         self,
         input_ids: Tensor,
@@ -291,7 +299,7 @@ class HFSource:
         kwargs = {"return_dict": True, "output_attentions": output_attentions}
         if attention_mask is not None:
             kwargs["attention_mask"] = attention_mask
-        if position_ids is not None:
+        if position_ids is not None and self._takes_position_ids:
             kwargs["position_ids"] = position_ids
         if self.can_generate:
             kwargs["logits_to_keep"] = 1
