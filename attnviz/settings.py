@@ -123,6 +123,8 @@ def memory_mb_override() -> int | None:
 ABLATION_MODES = ("zero", "mean", "first")
 ABLATION_TOKENS = 1024  # the most tokens one ablation reads: two passes, the logits at every position kept
 SWEEP_TOKENS = 256  # the most tokens the single-head sweep reads: n_layer x n_head ablations
+PATCH_TOKENS = 256  # the most tokens activation patching reads: n_layer x n_head patched runs, as the sweep
+ESTIMATE_TOKENS = 256  # the most tokens attribution patching reads: a backward pass keeps every layer's activations
 KV_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4")
 
 # the Scaling page recomputes every head under three scales: it reads at most this many tokens

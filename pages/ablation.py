@@ -10,7 +10,7 @@ from attnviz.errors import ModelUnavailableError
 from attnviz.i18n.message import msg
 from attnviz.i18n.translate import t
 from attnviz.labs import ablation
-from pages.widgets.ablation import limit_text, show_result, sweep_section
+from pages.widgets.ablation import estimate_section, limit_text, show_result, sweep_section
 
 st.title(t("ablation.title"))
 settings = frame_settings()
@@ -77,6 +77,10 @@ else:
     if result is not None:
         show_result(result, source.name)
 
+try:
+    estimate_section(source, settings, mode, view_key)
+except (ModelUnavailableError, ValueError) as err:
+    show_error(err)
 try:
     sweep_section(source, settings, mode, view_key)
 except (ModelUnavailableError, ValueError) as err:

@@ -19,6 +19,7 @@ SECTIONS = {
         "generation": "✍️",
         "padding": "🧱",
         "ablation": "✂️",
+        "patching": "🩹",
         "rollout": "🌊",
         "compare": "🆚",
     },

@@ -35,121 +35,30 @@ from torch import Tensor
 from attnviz.core.progress import Progress, or_none
 from attnviz.core.token_display import visible_text
 from attnviz.core.tokenizer import Token
-from attnviz.core.typed_numbers import ascii_digits
 from attnviz.i18n.message import msg
+from attnviz.labs.head_specs import SHOWN_SPEC_CHARS, check_heads, parse_heads, read_heads, shown_spec
+from attnviz.labs.reductions import (
+    REDUCE_POSITIONS,
+    TOP_K,
+    Reduction,
+    cosine_distance,
+    kl_divergence,
+    kl_rows,
+    next_token_losses,
+    reduction_of,
+    top_tokens,
+)
 from attnviz.models.ablation import ABLATION_MODES, Head, check_mode
-from attnviz.models.source import AblatedOutputs, AttentionSource
+from attnviz.models.resume import CachedLayers
+from attnviz.models.source import AblatedOutputs, AttentionSource, Resumes
 from attnviz.settings import ABLATION_TOKENS, SWEEP_TOKENS
 
 PASS_BYTES = 256 * 2**20  # the outputs one batched pass of the sweep may hold: R x T x vocab x 4 B
 PASS_ROWS = 16  # and at most this many ablations a pass (an encoder's narrow outputs would allow hundreds)
-TOP_K = 5  # the top next tokens shown before and after
 CHANGED_K = 5  # the positions that change most, listed
-REDUCE_POSITIONS = 128  # positions reduced at a time: a few (128, vocab) float64 temporaries (50 MB for 49,152)
 PASS_SECONDS = 2.0  # a sweep's pass ablates fewer rows when one row takes long: a Stop waits for one pass at most
 BATCHED_TOKENS = 256  # ... but never fewer than this many tokens a pass: a short row's time is mostly fixed cost
 RANKED_K = 10  # the heads listed by effect under the sweep's map
-HEAD_SPEC_DIGITS = 6  # a layer or head number longer than this is refused before int() reads it
-SHOWN_SPEC_CHARS = 24  # what a message quotes of a malformed spec
-
-
-def shown_spec(text: str, limit: int = SHOWN_SPEC_CHARS) -> str:
-    """``text`` for a one-line message: as typed, or its first ``limit`` characters, "…" and its length."""
-    return text if len(text) <= limit else f"{text[:limit]}… ({len(text):,} characters)"
-
-
-def _head_number(text: str, item: str) -> int | None:
-    """A layer or head number as typed, or None when it is not ASCII digits. ValueError for one with a leading zero
-    ("0.01" is not head 1) or more than HEAD_SPEC_DIGITS digits (int() of 5,000 raises Python's own message)."""
-    if not ascii_digits(text):
-        return None
-    if len(text) > HEAD_SPEC_DIGITS:
-        raise ValueError(msg("ablation_lib.head_too_long", item=shown_spec(item), digits=HEAD_SPEC_DIGITS))
-    if len(text) > 1 and text.startswith("0"):
-        raise ValueError(msg("ablation_lib.leading_zero", item=shown_spec(item)))
-    return int(text)
-
-
-def read_heads(spec: str) -> list[tuple[int, int | None]]:
-    """The syntax of ``"L.H,L.H"`` (``L.*``: every head of layer L, head None), before any model is known.
-
-    ValueError naming the first item that is not LAYER.HEAD or LAYER.* (shortened past SHOWN_SPEC_CHARS)."""
-    items = [item.strip() for item in spec.split(",")]
-    if not spec.strip():
-        raise ValueError(msg("ablation_lib.no_heads", spec=shown_spec(spec)))
-    read = []
-    for item in items:
-        if not item:  # "0.1," or "0.1,,1.2": name what was typed, not the empty piece
-            raise ValueError(msg("ablation_lib.bad_head", item=shown_spec(spec)))
-        layer_text, dot, head_text = item.partition(".")
-        layer = _head_number(layer_text, item)
-        head = None if head_text == "*" else _head_number(head_text, item)
-        if not dot or layer is None or (head is None and head_text != "*"):
-            raise ValueError(msg("ablation_lib.bad_head", item=shown_spec(item)))
-        read.append((layer, head))
-    return read
-
-
-def parse_heads(spec: str, n_layer: int, n_head: int) -> list[Head]:
-    """``"L.H,L.H"`` (``L.*``: every head of layer L) -> [(layer, head), …], in order, without repeats.
-
-    ValueError naming the item for one that is malformed or names a head the model does not have."""
-    heads: list[Head] = []
-    for layer, head in read_heads(spec):
-        item = f"{layer}.{'*' if head is None else head}"
-        if not 0 <= layer < n_layer or (head is not None and not 0 <= head < n_head):
-            raise ValueError(msg("ablation_lib.head_range", item=item, last_layer=n_layer - 1, last_head=n_head - 1))
-        for at in range(n_head) if head is None else [head]:
-            if (layer, at) not in heads:
-                heads.append((layer, at))
-    return heads
-
-
-def next_token_losses(logits: Tensor, ids: Sequence[int]) -> Tensor:
-    """Cross-entropy (nats) of predicting token t + 1 from position t, in float64: logits (T, vocab) -> (T - 1,)."""
-    targets = torch.as_tensor(list(ids[1:]), dtype=torch.long)  # (T - 1,)
-    log_p = torch.log_softmax(logits[:-1].double(), dim=-1)  # (T - 1, vocab)
-    return -log_p.gather(-1, targets[:, None])[:, 0]
-
-
-def kl_divergence(before: Tensor, after: Tensor) -> Tensor:
-    """KL(softmax(before) ‖ softmax(after)) in nats at each position, in float64: (..., vocab) -> (...).
-
-    Equal logits give exactly 0; the rounding of nearly equal ones is clamped at 0 rather than read as negative."""
-    log_p = torch.log_softmax(before.double(), dim=-1)
-    log_q = torch.log_softmax(after.double(), dim=-1)
-    return (log_p.exp() * (log_p - log_q)).sum(dim=-1).clamp_min(0.0)
-
-
-def kl_rows(before: Tensor, after: Tensor, positions: int = REDUCE_POSITIONS) -> Tensor:
-    """:func:`kl_divergence` of one baseline against R rows, ``positions`` at a time so that no (T, vocab) float64
-    distribution is held: before (T, vocab), after (R, T, vocab) -> (R, T) float64."""
-    out = torch.empty(after.shape[:2], dtype=torch.float64)  # (R, T)
-    for start in range(0, before.shape[0], positions):
-        end = min(before.shape[0], start + positions)
-        log_p = torch.log_softmax(before[start:end].double(), dim=-1)  # (P, vocab), once for every row
-        p = log_p.exp()
-        for row in range(after.shape[0]):
-            log_q = torch.log_softmax(after[row, start:end].double(), dim=-1)  # (P, vocab)
-            out[row, start:end] = (p * (log_p - log_q)).sum(dim=-1).clamp_min(0.0)
-    return out
-
-
-def cosine_distance(before: Tensor, after: Tensor) -> Tensor:
-    """1 − cos(before, after) at each position, in float64: (..., d) -> (...); two zero vectors are 0 apart."""
-    before, after = before.double(), after.double()
-    dot = (before * after).sum(dim=-1)
-    norms = before.norm(dim=-1) * after.norm(dim=-1)
-    cos = dot / norms.clamp_min(torch.finfo(torch.float64).tiny)
-    distance = torch.where(norms > 0, (1.0 - cos).clamp_min(0.0), torch.ones_like(dot))
-    return torch.where((before == after).all(dim=-1), torch.zeros_like(dot), distance)  # equal: exactly 0
-
-
-def top_tokens(logits: Tensor, k: int = TOP_K) -> tuple[Tensor, Tensor]:
-    """The k most likely next tokens at each position: logits (T, vocab) -> ids (T, k), probabilities (T, k)."""
-    probs = torch.softmax(logits.double(), dim=-1)
-    values, ids = probs.topk(min(k, probs.shape[-1]), dim=-1)
-    return ids, values
 
 
 def _mean(values: Tensor) -> float | None:
@@ -219,18 +128,6 @@ def _rounded(value: float | None) -> float | None:
 def token_limit(max_tokens: int, limit: int = ABLATION_TOKENS) -> int:
     """The tokens an ablation reads: the sidebar's (or --max-tokens) cut to this lab's own ``limit``."""
     return max(1, min(max_tokens, limit))
-
-
-def check_heads(heads: Sequence[Head], n_layer: int, n_head: int) -> list[Head]:
-    """The heads as (layer, head) tuples; ValueError for one the model does not have."""
-    checked = []
-    for layer, head in heads:
-        if not (0 <= layer < n_layer and 0 <= head < n_head):
-            raise ValueError(
-                msg("ablation_lib.head_range", item=f"{layer}.{head}", last_layer=n_layer - 1, last_head=n_head - 1)
-            )
-        checked.append((int(layer), int(head)))
-    return checked
 
 
 def _baseline(source: AttentionSource, text: str, n_tokens: int, mode: str) -> AblatedOutputs:
@@ -321,6 +218,8 @@ class AblationSweep:
     values: list[list[float | None]]
     rows_per_pass: int
     done: list[list[bool]] = field(default_factory=list)
+    loss_change: list[list[float | None]] = field(default_factory=list)  # an LM's mean loss after - before, per head
+    resumed: str | None = None  # None: each pass started at its heads' layer; else why each ran the whole forward
 
     @property
     def n_heads(self) -> int:
@@ -355,7 +254,8 @@ def rows_per_pass(n_tokens: int, width: int, limit: int = PASS_BYTES) -> int:
 def sweep_bytes(source: AttentionSource, n_tokens: int) -> int:
     """A predicted peak for the sweep: a pass's outputs, its float64 reductions beside them, and the baseline's."""
     vocab_chunk = 4 * REDUCE_POSITIONS * 8 * 65536  # log_p, p, log_q and their product, 128 positions, float64
-    return 2 * PASS_BYTES + vocab_chunk + 4 * max(1, n_tokens) * source.d_model * source.n_layer * 8
+    layers = 4 * max(1, n_tokens) * source.d_model * source.n_layer * 8  # activations; the layers' cached outputs
+    return 3 * PASS_BYTES + vocab_chunk + 2 * layers  # a pass, the baseline's p beside its logits
 
 
 @dataclass(frozen=True, eq=False)
@@ -380,6 +280,13 @@ class SweepBaseline:
     pass_seconds: float
     timed_rows: int
     first: dict[Head, float | None] = field(default_factory=dict)
+    resume: CachedLayers | None = None
+    resume_note: str | None = None
+    loss_before: float | None = None
+    ids: tuple[int, ...] = ()
+    first_losses: dict[Head, float | None] = field(default_factory=dict)
+    last_seconds: float | None = None  # resumed: a pass of ``rows`` heads of the last layer, timed here
+    reduction: Reduction | None = None  # an LM's baseline distributions, computed once for every pass
 
     @property
     def n_tokens(self) -> int:
@@ -402,10 +309,20 @@ class SweepBaseline:
         left = [head for head in self.heads if head not in (done or {})]
         return [left[start : start + self.rows] for start in range(0, len(left), self.rows)]
 
+    def piece_seconds(self, piece: Sequence[Head]) -> float:
+        """A piece's predicted time, its share by rows (the rows' work dominates once a pass is worth timing) of a
+        pass from its first head's layer: ``pass_seconds`` from the first layer, ``last_seconds`` from the last
+        (both timed here), in between in proportion to the layers it runs."""
+        seconds = self.pass_seconds
+        if self.resume is not None and self.last_seconds is not None and piece:
+            last = self.resume.start_for(self.layers_run - 1)
+            share = self.resume.start_for(min(layer for layer, _ in piece)) / max(1, last)
+            seconds = self.pass_seconds - (self.pass_seconds - self.last_seconds) * share
+        return seconds * len(piece) / self.rows
+
     def seconds(self, done: Mapping[Head, object] | None = None) -> float:
-        """The predicted time of the pieces left after ``done``: a pass costs ``pass_seconds``, a shorter last
-        one its share by rows (the rows' work dominates once a pass is worth timing)."""
-        return sum(self.pass_seconds * len(piece) / self.rows for piece in self.pieces(done))
+        """The predicted time of the pieces left after ``done``."""
+        return sum(self.piece_seconds(piece) for piece in self.pieces(done))
 
 
 def sweep_baseline(
@@ -415,23 +332,38 @@ def sweep_baseline(
     mode: str = "zero",
     limit: int = PASS_BYTES,
     clock: Callable[[], float] = time.perf_counter,
+    resume: bool = True,
+    timed: bool = True,
 ) -> SweepBaseline:
     """The sweep's first steps on ``text`` cut to min(max_tokens, SWEEP_TOKENS), timed on this machine.
 
     The baseline pass (nothing ablated; after an untimed pass of one token, and run twice unless it took over
-    PASS_SECONDS, the faster taken: a process's first passes carry one-time costs) sets the rows of a pass: as many
+    PASS_SECONDS, the faster taken: a process's first passes carry one-time costs; when resumed, the layer cache's
+    pass and its check from the middle layer, timed together) sets the rows of a pass: as many
     as ``limit`` bytes of outputs allow (at most PASS_ROWS), fewer when one row takes so long that a pass would
     pass PASS_SECONDS (a Stop waits for the pass under way), unless the pass stays within BATCHED_TOKENS tokens
     (rows x T), where rows add little to a pass's fixed cost.
     Then the first piece, whose time is a pass's: rows cost less together than alone (a pass's fixed cost, and
     batched matrix products), so one row's time x rows would overstate the rest, by 2 to 4 times on short texts.
 
+    ``timed=False``: one baseline pass and no piece timed (a few heads confirmed, :func:`confirm_heads`).
+    ``resume`` (default): each pass starts at the layer of its earliest head, from the layers' outputs cached once
+    (:meth:`~attnviz.models.source.Resumes.layer_cache`), where the source can; ``False``: every pass runs whole.
+
     ValueError for an empty text or a mode the source cannot run."""
     check_mode(mode)
     n_tokens = token_limit(max_tokens, SWEEP_TOKENS)
-    _baseline(source, text, 1, mode)  # one token, untimed: a model's first pass pays for lazy set-up, not tokens
-    timings = []
-    for _ in range(2):
+    if timed:
+        _baseline(source, text, 1, mode)  # one token, untimed: a model's first pass pays for lazy set-up, not tokens
+    timings, cache, note = [], None, None
+    if resume and isinstance(source, Resumes):  # its baseline pass, timed, and a check pass from the middle layer
+        start = clock()
+        before, cache = source.layer_cache(text, n_tokens, mode)
+        timings.append(max(1e-9, clock() - start) / 1.5)
+        cache, note = (None, cache) if isinstance(cache, str) else (cache, None)
+    elif resume:
+        note = "its source runs every pass whole"
+    for _ in range(2 if timed and not timings else 1 if not timings else 0):
         start = clock()
         before = _baseline(source, text, n_tokens, mode)
         timings.append(max(1e-9, clock() - start))
@@ -455,30 +387,71 @@ def sweep_baseline(
         rows=rows,
         pass_seconds=one_row * rows,
         timed_rows=1,
+        resume=cache,
+        resume_note=note,
+        loss_before=_mean(next_token_losses(base, before.encoding.ids)) if before.logits and T > 1 else None,
+        ids=tuple(before.encoding.ids or ()),
+        reduction=reduction_of(base) if before.logits else None,
     )
-    if rows == 1 or not heads:  # one row is a pass: timed already
+    if not heads or not timed:
         return baseline
-    first = heads[:rows]
-    start = clock()
-    scores = sweep_piece(source, text, baseline, first)
-    seconds = max(1e-9, clock() - start) * rows / len(first)  # a pass of ``rows`` rows
-    return dataclasses.replace(baseline, pass_seconds=seconds, timed_rows=len(first), first=scores)
+    scores: dict[Head, float | None] = {}
+    losses: dict[Head, float | None] = {}
+    first, seconds = heads[:rows], baseline.pass_seconds
+    if rows > 1:  # one row is a pass: timed already
+        start = clock()
+        scores.update(sweep_piece(source, text, baseline, first, losses))
+        seconds = max(1e-9, clock() - start) * rows / len(first)  # a pass of ``rows`` rows
+    last_seconds = None
+    final = [head for head in heads[-rows:] if head not in scores]
+    if cache is not None and final and final[0][0] > first[-1][0]:  # resumed: a pass from the last layer, timed
+        start = clock()
+        scores.update(sweep_piece(source, text, baseline, final, losses))
+        last_seconds = max(1e-9, clock() - start) * rows / len(final)
+    return dataclasses.replace(
+        baseline,
+        pass_seconds=seconds,
+        last_seconds=last_seconds,
+        timed_rows=len(first) if rows > 1 else 1,
+        first=scores,
+        first_losses=losses,
+    )
 
 
-def sweep_piece(source: AttentionSource, text: str, baseline: SweepBaseline, heads: Sequence[Head]) -> dict:
+def sweep_piece(
+    source: AttentionSource,
+    text: str,
+    baseline: SweepBaseline,
+    heads: Sequence[Head],
+    losses: dict[Head, float | None] | None = None,
+) -> dict:
     """One batched pass of the sweep: each of ``heads`` ablated alone (a row each), reduced to its kl_mean or
-    hidden_change in float64 before anything else runs: {head: value}."""
-    after = source.ablated_outputs(text, baseline.max_tokens, [[head] for head in heads], baseline.mode).values
+    hidden_change in float64 before anything else runs: {head: value}. ``losses``: filled with an LM's change of
+    the mean next-token loss (after − before) for each head."""
+    rows = [[head] for head in heads]
+    if baseline.resume is not None:
+        after = source.ablated_outputs(text, baseline.max_tokens, rows, baseline.mode, resume=baseline.resume).values
+    else:
+        after = source.ablated_outputs(text, baseline.max_tokens, rows, baseline.mode).values
     if baseline.logits:  # (R, T, vocab)
-        scores = [_mean(row[:-1]) for row in kl_rows(baseline.values, after)]
+        kl, after_losses = kl_rows(baseline.values, after, ids=baseline.ids, reduction=baseline.reduction)
+        scores = [_mean(row[:-1]) for row in kl]
+        if losses is not None and baseline.loss_before is not None:
+            losses.update(
+                {head: _mean(row) - baseline.loss_before for head, row in zip(heads, after_losses, strict=True)}
+            )
     else:  # (R, T, d_model)
         scores = [_mean(cosine_distance(baseline.values, row)) for row in after]
     return dict(zip(heads, scores, strict=True))
 
 
-def sweep_result(baseline: SweepBaseline, values: Mapping[Head, float | None]) -> AblationSweep:
-    """The layer x head map of the heads in ``values`` (every one, or those done before a stop)."""
+def sweep_result(
+    baseline: SweepBaseline, values: Mapping[Head, float | None], losses: Mapping[Head, float | None] | None = None
+) -> AblationSweep:
+    """The layer x head map of the heads in ``values`` (every one, or those done before a stop); ``losses``: each
+    head's change of an LM's mean loss, where kept."""
     layers, n_head = range(baseline.layers_run), range(baseline.n_head)
+    losses = {**baseline.first_losses, **(losses or {})}
     return AblationSweep(
         model=baseline.model,
         mode=baseline.mode,
@@ -487,6 +460,8 @@ def sweep_result(baseline: SweepBaseline, values: Mapping[Head, float | None]) -
         values=[[values.get((layer, head)) for head in n_head] for layer in layers],
         rows_per_pass=baseline.rows,
         done=[[(layer, head) in values for head in n_head] for layer in layers],
+        loss_change=[[losses.get((layer, head)) for head in n_head] for layer in layers] if losses else [],
+        resumed=baseline.resume_note,
     )
 
 
@@ -496,9 +471,11 @@ def run_pieces(
     baseline: SweepBaseline,
     values: dict[Head, float | None],
     progress: Progress | None = None,
+    losses: dict[Head, float | None] | None = None,
 ) -> dict[Head, float | None]:
     """The pieces left after ``values`` (which this fills in as each pass ends, so an interrupted run keeps what
-    it did); ``progress``: a stage of the heads left, a step per head."""
+    it did); ``progress``: a stage of the heads left, a step per head; ``losses``: filled as :func:`sweep_piece`
+    fills it."""
     values.update({head: v for head, v in baseline.first.items() if head not in values})
     pieces = baseline.pieces(values)
     progress = or_none(progress)
@@ -508,9 +485,20 @@ def run_pieces(
     else:
         progress.stage("ablation_lib.progress_heads_left", total, n_done=len(values), n_heads=len(baseline.heads))
     for piece in pieces:
-        values.update(sweep_piece(source, text, baseline, piece))
+        values.update(sweep_piece(source, text, baseline, piece, losses))
         progress.step(len(piece))
     return values
+
+
+def confirm_heads(
+    source: AttentionSource, text: str, max_tokens: int, mode: str, heads: Sequence[Head]
+) -> AblationSweep:
+    """Each of ``heads`` ablated alone, exactly, as the sweep runs them (an estimate's top heads confirmed): the
+    layer x head map with only those heads, their loss change kept (an LM)."""
+    baseline = sweep_baseline(source, text, max_tokens, mode, timed=False)
+    baseline = dataclasses.replace(baseline, heads=[(int(layer), int(head)) for layer, head in heads])
+    losses: dict[Head, float | None] = {}
+    return sweep_result(baseline, run_pieces(source, text, baseline, {}, None, losses), losses)
 
 
 def ablation_sweep(
@@ -526,23 +514,32 @@ def ablation_sweep(
     Batched: each pass ablates a different head in each of its rows, as many rows as ``limit`` bytes of outputs
     allow; each pass is reduced to one number a row before the next. ``progress``: a step per head."""
     baseline = sweep_baseline(source, text, max_tokens, mode, limit)
-    return sweep_result(baseline, run_pieces(source, text, baseline, {}, progress))
+    losses: dict[Head, float | None] = {}
+    return sweep_result(baseline, run_pieces(source, text, baseline, {}, progress, losses), losses)
 
 
 __all__ = [
     "ABLATION_MODES",
     "ABLATION_TOKENS",
+    "REDUCE_POSITIONS",
+    "SHOWN_SPEC_CHARS",
     "SWEEP_TOKENS",
+    "TOP_K",
     "AblationResult",
     "AblationSweep",
     "SweepBaseline",
     "ablation_effect",
     "ablation_sweep",
+    "check_heads",
     "cosine_distance",
     "kl_divergence",
+    "kl_rows",
     "next_token_losses",
     "parse_heads",
+    "read_heads",
+    "reduction_of",
     "run_pieces",
+    "shown_spec",
     "sweep_baseline",
     "sweep_piece",
     "sweep_result",

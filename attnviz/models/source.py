@@ -11,7 +11,7 @@ the capability.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import StrEnum
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from attnviz.core.progress import Progress
     from attnviz.i18n.message import Text
     from attnviz.models.record import AttentionRecord, BatchRecord, EncoderDecoderRecord, GenerationRecord, Parity
+    from attnviz.models.resume import CachedLayers
 
 
 @contextmanager
@@ -198,6 +199,7 @@ class Capability(StrEnum):
     KV_CACHE = "kv_cache"  # prefill_kv(), greedy_decoder(): a decoder's cache, filled and decoded with
     MASK = "mask"  # states_under_mask(): every layer attends under a mask the user gives
     TARGET = "target"  # a second text the decoder reads over the first (an encoder-decoder): :class:`TakesTarget`
+    EDIT_HEADS = "edit_heads"  # each head's output read, replaced, differentiated: :class:`EditsHeads`
 
 
 @dataclass(frozen=True)
@@ -346,7 +348,8 @@ class AttentionSource(Protocol):
         """The model on ``text`` once per set of heads in ``head_sets``, those heads ablated by ``mode`` (one of
         ``ablation_modes``), all in one batch: row r of the result ablates ``head_sets[r]`` ((layer, head) pairs;
         an empty set ablates nothing, through the same code). ModelUnavailableError when
-        ``ablation_modes`` lacks ``mode``; the caller bounds R x T (see attnviz.labs.ablation)."""
+        ``ablation_modes`` lacks ``mode``; the caller bounds R x T (see attnviz.labs.ablation). A
+        :class:`Resumes` source also takes ``resume=`` its :meth:`Resumes.layer_cache` of the text."""
         ...
 
     def token_texts(self, ids: Sequence[int]) -> list[str]:
@@ -386,6 +389,52 @@ class RotaryFrequencies:
 
     inv_freq: Tensor
     theta: float | None = None
+
+
+@runtime_checkable
+class Resumes(Protocol):
+    """A source whose passes can start mid-model (:mod:`attnviz.models.resume`): the exact sweep's passes run only
+    from their heads' layer on."""
+
+    def layer_cache(self, text: str, max_tokens: int, mode: str = "zero") -> tuple[AblatedOutputs, CachedLayers | str]:
+        """The text with nothing ablated and each layer's output from that pass (checked by a pass from the middle
+        layer), or why this model's passes cannot start mid-model; ``ablated_outputs(..., resume=cache)`` then
+        starts each pass at its earliest head's layer."""
+        ...
+
+
+@runtime_checkable
+class EditsHeads(Resumes, Protocol):
+    """A source whose attention layers' head outputs z (what each output projection reads) can be read, replaced
+    and differentiated in a pass (:attr:`Capability.EDIT_HEADS`): activation and attribution patching, direct
+    logit attribution (attnviz.labs.patching, attnviz.labs.direct_logits)."""
+
+    edits_heads: bool
+
+    def token_ids(self, text: str) -> list[int]:
+        """``text``'s token ids without special tokens (a metric's token must be one)."""
+        ...
+
+    def head_pass(
+        self,
+        encoding: Encoding,
+        rows: int,
+        edit: Callable[[int, Tensor], Tensor],
+        *,
+        grad: bool = False,
+        resume: CachedLayers | None = None,
+        first_layer: int = 0,
+        read: bool = False,
+    ) -> tuple[Tensor, object]:
+        """The model on ``encoding`` (as :meth:`encode` gave it) in ``rows`` rows, layer i's z (rows, T, n_head, head_dim) replaced by ``edit(i, z)``:
+        (rows, T, vocab) logits or (rows, T, d_model) last hidden states, with a graph when ``grad``; from the layer
+        of attention layer ``first_layer`` of ``resume`` on; ``read``: also what turned row 0 into logits (or why
+        nothing can be read)."""
+        ...
+
+    def head_blocks(self) -> list[tuple[Tensor, Tensor | None]]:
+        """Each attention layer's W_O^h (n_head, head_dim, d_model) and its bias (d_model,) or None."""
+        ...
 
 
 @runtime_checkable

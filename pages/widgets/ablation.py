@@ -3,10 +3,13 @@ the single-head sweep, run a pass at a time so that Stop keeps what it did."""
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 import streamlit as st
 
-from attnviz.app.loading import cached, result_cache
+from attnviz.app.head_links import ranked_heads
+from attnviz.app.loading import cached, cached_job, result_cache
 from attnviz.app.progress import duration_text, progress_bar
 from attnviz.app.queue_view import admitted, request_id
 from attnviz.app.state import Settings, valid_choice
@@ -14,10 +17,13 @@ from attnviz.app.widgets import plotly, table
 from attnviz.core.admission import Need
 from attnviz.core.token_display import markdown_text, shown_text
 from attnviz.figures.ablation import make_ablation_change_figure, make_ablation_sweep_figure
+from attnviz.figures.heads_matter import make_head_effect_figure
 from attnviz.i18n.translate import t
-from attnviz.labs import ablation
+from attnviz.labs import ablation, attribution, patching
 from attnviz.labs.ablation import AblationResult, AblationSweep
-from attnviz.models.source import AttentionSource
+from attnviz.labs.agreement import agreement as rank_agreement
+from attnviz.models.source import AttentionSource, Capability
+from attnviz.settings import ESTIMATE_TOKENS
 
 
 def show_result(result: AblationResult, name: str) -> None:
@@ -172,3 +178,105 @@ def sweep_section(source: AttentionSource, settings: Settings, mode: str, view_k
     done = ablation.sweep_result(baseline, state["values"])
     st.session_state.pop(SWEEP_STATE, None)
     show_sweep(result_cache().get_or_compute(("ablation_sweep", key), lambda: done))
+
+
+def _heads_list(heads) -> str:
+    return ", ".join(f"{layer}.{head}" for layer, head in heads)
+
+
+def estimate_section(source: AttentionSource, settings: Settings, mode: str, view_key: tuple = ()) -> None:
+    """Every head's effect estimated in one forward and one backward (attribution patching), beside the exact sweep
+    when it ran (Spearman's ρ and the top-10 overlap), the heads known to mislead it named, and its top heads
+    confirmed exactly with one click."""
+    st.subheader(t("heads_matter.estimate"))
+    if Capability.EDIT_HEADS not in source.capabilities:
+        st.caption(t("heads_matter.estimate_unsupported", name=markdown_text(source.name)))
+        return
+    if mode not in attribution.ESTIMATE_MODES:
+        st.caption(t("heads_matter.estimate_mode", mode=t(f"ablation.mode_{mode}")))
+        return
+    n_tokens = ablation.token_limit(settings.max_tokens, ESTIMATE_TOKENS)
+    key = (settings.spec, settings.text, n_tokens, mode, *view_key)
+    need = Need(attribution.estimate_bytes(source, n_tokens), 0.0)
+    estimate = cached_job(
+        "ablation_estimate",
+        key,
+        lambda progress: attribution.estimate_ablation(source, settings.text, n_tokens, mode),
+        t("heads_matter.estimating"),
+        need,
+    )
+    lm = Capability.GENERATE in source.capabilities
+    measure = t("heads_matter.measure_loss") if lm else t("heads_matter.measure_hidden")
+    st.caption(
+        t(
+            "heads_matter.estimate_caption_lm" if lm else "heads_matter.estimate_caption_encoder",
+            tokens=len(source.encode(settings.text, n_tokens).tokens),
+            passes=t(f"heads_matter.passes_{estimate.kind}", probes=attribution.PROBES),
+            seconds=estimate.seconds,
+        )
+    )
+    plotly(
+        make_head_effect_figure(
+            estimate.values, title=t("heads_matter.estimate_title", measure=measure), measure=measure, signed=lm
+        ),
+        key="ablation_estimate_map",
+    )
+    if estimate.saturated:
+        st.warning(t("heads_matter.saturated", heads=_heads_list(estimate.saturated[:20]), n=len(estimate.saturated)))
+    if estimate.cancelling:
+        st.warning(
+            t("heads_matter.cancelling", heads=_heads_list(estimate.cancelling[:20]), n=len(estimate.cancelling))
+        )
+    sweep_tokens = ablation.token_limit(settings.max_tokens, ablation.SWEEP_TOKENS)
+    found, sweep = result_cache().lookup(
+        ("ablation_sweep", (settings.spec, settings.text, sweep_tokens, mode, *view_key))
+    )
+    top = patching.confirm(estimate)
+    confirmed_key = ("ablation_confirmed", key)
+    has_confirmed, confirmed = result_cache().lookup(confirmed_key)
+    exact = sweep if found else confirmed if has_confirmed else None
+    exact_values = None
+    if exact is not None:
+        exact_values = exact.loss_change if lm and exact.loss_change else exact.values
+    if found and sweep_tokens == n_tokens:
+        agreement = rank_agreement(estimate.values, exact_values)
+        st.info(
+            t(
+                "heads_matter.agreement",
+                rho=agreement.spearman,
+                overlap=agreement.overlap,
+                k=agreement.k,
+                n=agreement.n_heads,
+            )
+        )
+    rows = []
+    for layer, head, value in estimate.ranked(patching.TOP_K):
+        shown = None if exact_values is None else exact_values[layer][head]
+        rows.append((layer, head, float(f"{value:.4g}"), None if shown is None else float(f"{shown:.4g}")))
+    ranked_heads(
+        rows,
+        "ablation_estimate_ranked",
+        ["layer", "head", "estimate", "exact"],
+        {
+            "layer": "ablation.col_layer",
+            "head": "ablation.col_head",
+            "estimate": "heads_matter.col_estimate",
+            "exact": "heads_matter.col_exact",
+        },
+    )
+    if exact is None:
+        if st.button(t("heads_matter.confirm", k=len(top)), key="ablation_confirm"):
+            with st.spinner(t("heads_matter.confirming", heads=_heads_list(top))):
+                result_cache().get_or_compute(
+                    confirmed_key, lambda: ablation.confirm_heads(source, settings.text, n_tokens, mode, top)
+                )
+            st.rerun()
+    elif not found:
+        agreement = rank_agreement(
+            [
+                [estimate.values[layer][head] if (layer, head) in top else math.nan for head in range(len(row))]
+                for layer, row in enumerate(estimate.values)
+            ],
+            exact_values,
+        )
+        st.caption(t("heads_matter.confirmed", k=len(top), rho=agreement.spearman))

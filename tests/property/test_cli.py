@@ -77,6 +77,32 @@ def test_heads_and_scaling_never_trace(argv):
     check(argv, {0, 2})
 
 
+METRICS = st.one_of(
+    st.sampled_from(["loss", "kl", "logit-diff: Mary, John", "logit-diff:a,b", "logit-diff", "logit-diff:,", "x"]),
+    text.map(lambda s: f"logit-diff:{s}"),
+    text,
+)
+HEADS = st.one_of(st.sampled_from(["all", "0.0", "0.*", "1.1,0.0", "9.9", "0.01", "", ","]), text)
+
+
+@settings(max_examples=80)
+@given(text, text, METRICS, HEADS, st.lists(st.sampled_from(["--estimate", "--json", "--quiet"]), unique=True))
+@example(
+    "When Mary and John went, John gave it to",
+    "When Mary and John went, Mary gave it to",
+    "logit-diff: Mary, John",
+    "5.*",
+    ["--estimate", "--json", "--quiet"],
+)
+@example("a b", "a c", "loss", "all", ["--json"])
+def test_patch_never_traces(clean, corrupt, metric, heads, flags):
+    """``patch`` on the embedded model (no LM head: every metric exits 2 naming why) and, for examples, SmolLM2:
+    hostile texts, metrics and head lists."""
+    ran("cli patch")
+    model = ["--model", "smollm2", "--max-tokens", "16"] if "Mary" in clean and "Mary" in metric else []
+    check(["patch", clean, corrupt, "--metric", metric, "--heads", heads, *model, *flags], {0, 2})
+
+
 CONFIG_VALUES = st.one_of(
     st.integers(-3, 70),
     st.sampled_from([0, 2**31, 2**63, 10**30, -(10**9)]),

@@ -170,8 +170,9 @@ COMMANDS = {  # a path slot in each subcommand that reads one
     "heads --model": lambda path: ["heads", "hi", "--model", path, "--quiet"],
     "heads --model, with progress": lambda path: ["heads", "hi", "--model", path],
     "scaling --model": lambda path: ["scaling", "hi", "--model", path, "--quiet", "--json"],
+    "patch --model": lambda path: ["patch", "hi", "ho", "--metric", "loss", "--model", path, "--quiet"],
 }
-MODEL_COMMANDS = {"heads --model", "heads --model, with progress", "scaling --model"}
+MODEL_COMMANDS = {"heads --model", "heads --model, with progress", "scaling --model", "patch --model"}
 
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))

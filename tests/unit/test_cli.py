@@ -6,7 +6,7 @@ import pytest
 
 from attnviz import cli
 
-SUBCOMMANDS = ["heads", "compare", "scaling", "ablate", "train-scale", "mask-doctor", "kv-cache", "bench"]
+SUBCOMMANDS = ["heads", "compare", "scaling", "ablate", "patch", "train-scale", "mask-doctor", "kv-cache", "bench"]
 
 
 def test_every_subcommand_is_offered():
@@ -56,11 +56,12 @@ def test_bad_input_is_exit_2_with_one_line_on_stderr(argv, capsys):
 def test_an_ablation_sweep_over_its_time_budget_is_exit_2_with_its_numbers(capsys, monkeypatch):
     # the prediction is timed on this machine: any sweep is over 0 s
     monkeypatch.setattr(cli.ablate, "SWEEP_BUDGET_S", 0.0)
-    argv = ["ablate", "the cat sat on the mat " * 60, "--heads", "all", "--n-layer", "3", "--n-head", "8"]
+    # 48 heads, 16 a pass: timing runs the first pass and the last (resumed), so one pass is left to price
+    argv = ["ablate", "the cat sat on the mat " * 60, "--heads", "all", "--n-layer", "6", "--n-head", "8"]
     assert cli.main([*argv, "--quiet"]) == 2
     out, err = capsys.readouterr()
     assert not out and err.count("\n") == 1
-    assert "the sweep ablates 24 heads one at a time on 256 tokens, about " in err and "--over-budget" in err
+    assert "the sweep ablates 48 heads one at a time on 256 tokens, about " in err and "--over-budget" in err
     assert cli.main([*argv, "--quiet", "--over-budget", "--json"]) == 0
 
 

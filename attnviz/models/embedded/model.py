@@ -33,6 +33,7 @@ from attnviz.i18n.message import Text, msg
 from attnviz.models.ablation import ABLATION_MODES, HeadAblation
 from attnviz.models.embedded.config import EmbeddedConfig
 from attnviz.models.record import AttentionRecord, BatchRecord, GenerationRecord, ModelOutputs
+from attnviz.models.resume import CachedLayers
 from attnviz.models.source import (
     AblatedOutputs,
     CachedKV,
@@ -131,7 +132,7 @@ class EmbeddedModel(nn.Module):
     @property
     def capabilities(self) -> frozenset[Capability]:
         """Its own attention: q and k kept, value norms, any mask, every ablation; a KV cache when causal."""
-        found = {Capability.KEEP_QK, Capability.VALUE_NORMS, Capability.MASK, Capability.ABLATE}
+        found = {Capability.KEEP_QK, Capability.VALUE_NORMS, Capability.MASK, Capability.ABLATE, Capability.EDIT_HEADS}
         return frozenset(found | ({Capability.KV_CACHE} if self.config.causal else set()))
 
     implementation = "attnviz.attention.MultiHeadAttention + attnviz.capture (chunked, exact)"
@@ -379,29 +380,102 @@ class EmbeddedModel(nn.Module):
 
     @torch.no_grad()
     def ablated_outputs(
-        self, text: str, max_tokens: int, head_sets: Sequence[Sequence[tuple[int, int]]], mode: str
+        self,
+        text: str,
+        max_tokens: int,
+        head_sets: Sequence[Sequence[tuple[int, int]]],
+        mode: str,
+        resume: CachedLayers | None = None,
+        keep: list[Tensor] | None = None,
     ) -> AblatedOutputs:
         """The last hidden states (R, T, d_model), row r with ``head_sets[r]`` ablated (no LM head: no logits).
 
         Each block's attention runs on the fused path under the model's mask, then the ablated heads' output
-        (what w_o reads) is rewritten (:func:`attnviz.models.ablation.ablate_output`)."""
+        (what w_o reads) is rewritten (:func:`attnviz.models.ablation.ablate_output`). ``resume``: the text's
+        :meth:`layer_cache`, the blocks before the earliest head's skipped; ``keep``: filled with each block's
+        output."""
         encoding = self.encode(text, max_tokens)
         rows = [list(heads) for heads in head_sets] or [[]]
         T = len(encoding.tokens)
-        tokens = [[source_text(t) for t in encoding.tokens]] * len(rows)
-        x = self.embed(tokens, torch.arange(T)[None].repeat(len(rows), 1))  # (R, T, d_model)
+        first = min((layer for heads in rows for layer, _ in heads), default=None)
+        start = resume.start_for(first) if resume is not None and first is not None else 0
+        if start:
+            x = resume.outputs[start - 1].expand(len(rows), -1, -1).contiguous()  # (R, T, d_model)
+        else:
+            tokens = [[source_text(t) for t in encoding.tokens]] * len(rows)
+            x = self.embed(tokens, torch.arange(T)[None].repeat(len(rows), 1))  # (R, T, d_model)
         mask = self._keys(T).dense().to(self.device)  # (T, T)
         scale = 1.0 / math.sqrt(self.head_dim)
-        ablation = HeadAblation(rows, mode, self.n_head)
-        for block in self.blocks:
+        ablation = HeadAblation(rows, mode, self.n_head, layers_seen=start)
+        for block in self.blocks[start:]:
 
             def attend(q: Tensor, k: Tensor, v: Tensor, block=block) -> Tensor:
                 out = fused_attention(q, k, v, mask, scale).transpose(1, 2)  # (R, T, n_head, head_dim)
                 return ablation.apply(block, q, out, v).transpose(1, 2)  # (R, n_head, T, head_dim)
 
             x, _ = block(x, attend=attend)
+            if keep is not None:
+                keep.append(x)
         ablation.check_ran(self.name)
         return AblatedOutputs(encoding=encoding, values=x.float().cpu(), logits=False, layers_run=ablation.layers_seen)
+
+    def layer_cache(self, text: str, max_tokens: int, mode: str = "zero") -> tuple[AblatedOutputs, CachedLayers]:
+        """The text with nothing ablated and each block's output: the sweep's passes start at their head's block."""
+        kept: list[Tensor] = []
+        outputs = self.ablated_outputs(text, max_tokens, [[]], mode, keep=kept)
+        nbytes = sum(x.numel() * x.element_size() for x in kept)
+        layers = list(range(self.n_layer))
+        return outputs, CachedLayers(
+            layers=layers, outputs=kept, calls_before=layers, n_calls=self.n_layer, nbytes=nbytes
+        )
+
+    edits_heads = True
+
+    def token_ids(self, text: str) -> list[int]:
+        """No vocabulary of ids to name a token by: it has no LM head."""
+        return []
+
+    def head_pass(
+        self,
+        encoding: Encoding,
+        rows: int,
+        edit,
+        *,
+        grad: bool = False,
+        resume: CachedLayers | None = None,
+        first_layer: int = 0,
+        read: bool = False,
+    ) -> tuple[Tensor, None]:
+        """The last hidden states (rows, T, d_model) with each block's z (rows, T, n_head, head_dim) given to
+        ``edit(block, z)`` before w_o, on ``encoding``'s words."""
+        tokens = [source_text(t) for t in encoding.tokens]
+        T = len(tokens)
+        start = resume.start_for(first_layer) if resume is not None else 0
+        with torch.enable_grad() if grad else torch.no_grad():
+            if start:
+                x = resume.outputs[start - 1].expand(rows, -1, -1).contiguous()  # (R, T, d_model)
+            else:
+                x = self.embed([tokens] * rows, torch.arange(T)[None].repeat(rows, 1))  # (R, T, d_model)
+            mask = self._keys(T).dense().to(self.device)  # (T, T)
+            scale = 1.0 / math.sqrt(self.head_dim)
+            for index, block in enumerate(self.blocks[start:], start=start):
+
+                def attend(q: Tensor, k: Tensor, v: Tensor, index=index) -> Tensor:
+                    out = fused_attention(q, k, v, mask, scale).transpose(1, 2)  # (R, T, n_head, head_dim)
+                    return edit(index, out).transpose(1, 2)  # (R, n_head, T, head_dim)
+
+                x, _ = block(x, attend=attend)
+        return x, None
+
+    def head_blocks(self) -> list[tuple[Tensor, Tensor | None]]:
+        shape = (self.n_head, self.head_dim, self.d_model)
+        return [
+            (
+                block.attn.w_o.weight.detach().float().T.reshape(shape).clone(),
+                None if block.attn.w_o.bias is None else block.attn.w_o.bias.detach().float().clone(),
+            )
+            for block in self.blocks
+        ]
 
     def token_texts(self, ids: Sequence[int]) -> list[str]:
         return [f"⟨{int(i)}⟩" for i in ids]  # the made-up read-out tokens of readout_table

@@ -47,9 +47,10 @@ from attnviz.core.tokenizer import Token
 from attnviz.core.value_norms import projection_factors
 from attnviz.errors import GenerationUnsupportedError, ModelUnavailableError, ParityUnsupportedError
 from attnviz.i18n.message import Text, msg
-from attnviz.models.ablation import ABLATION_MODES, HeadAblation
+from attnviz.models.ablation import ABLATION_MODES
 from attnviz.models.hf import eager
-from attnviz.models.hf.attention import IMPLEMENTATION, ablating, capturing, overriding_mask, reference
+from attnviz.models.hf.ablated import ablated_outputs, decoder_layers, head_pass, layer_cache
+from attnviz.models.hf.attention import IMPLEMENTATION, capturing, overriding_mask, reference
 from attnviz.models.hf.hooks import last_hidden, layer_inputs
 from attnviz.models.hf.kv import HFDecoder, prefill_kv
 from attnviz.models.hf.parity import available_bugs, bug_title, layer_copy, real_layers, reproduce, rotation, supports
@@ -57,6 +58,7 @@ from attnviz.models.hf.placement import placement_runs
 from attnviz.models.hf.projections import Projections, eager_output_projections, find_output_projections
 from attnviz.models.hf.rope import rope_frequencies
 from attnviz.models.record import AttentionRecord, BatchRecord, GenerationRecord, ModelOutputs, Parity
+from attnviz.models.resume import CachedLayers
 from attnviz.models.source import (
     AblatedOutputs,
     Capability,
@@ -212,6 +214,7 @@ class HFSource:
         found |= {Capability.REPRODUCE} if self.supports_parity else set()
         found |= {Capability.ABLATE} if self.ablation_modes else set()
         found |= {Capability.KV_CACHE} if self.causal else set()
+        found |= {Capability.EDIT_HEADS} if self.edits_heads else set()
         return frozenset(found)
 
     @property
@@ -535,28 +538,39 @@ class HFSource:
             )
         return inputs
 
-    @torch.no_grad()
     def ablated_outputs(
-        self, text: str, max_tokens: int, head_sets: Sequence[Sequence[tuple[int, int]]], mode: str
+        self, text: str, max_tokens: int, head_sets: Sequence[Sequence[tuple[int, int]]], mode: str, resume=None
     ) -> AblatedOutputs:
-        """One batch, a row per set of heads: every position's next-token logits (an LM) or last hidden states."""
-        if mode not in self.ablation_modes:
-            raise ModelUnavailableError(msg("ablation_lib.unsupported", name=self.name, mode=mode))
-        encoding = self.encode(text, max_tokens)
-        rows = [list(heads) for heads in head_sets] or [[]]
-        input_ids = torch.tensor([encoding.ids] * len(rows), dtype=torch.long, device=self.device)  # (R, T)
-        ablation = HeadAblation(rows, mode, self.n_head)
-        if self.route == "interface":
-            route = ablating(ablation)
-        else:
-            route = eager.ablating(self.output_projections.layers, self.n_head, ablation)
-        with route, last_hidden(self.model, self.name) as hidden, running(self.name):
-            out = self.model(input_ids=input_ids, return_dict=True)
-        ablation.check_ran(self.name)
-        values = out.logits if self.can_generate else hidden[-1]  # (R, T, vocab) or (R, T, d_model)
-        return AblatedOutputs(
-            encoding=encoding, values=values.float().cpu(), logits=self.can_generate, layers_run=ablation.layers_seen
-        )
+        """One batch, a row per set of heads: every position's next-token logits (an LM) or last hidden states
+        (:func:`attnviz.models.hf.ablated.ablated_outputs`); ``resume``: the text's :meth:`layer_cache`."""
+        return ablated_outputs(self, text, max_tokens, head_sets, mode, resume)
+
+    @functools.cached_property
+    def _layers(self) -> torch.nn.ModuleList | str:
+        """The model's decoder-layer list (attnviz.models.resume), or why its passes cannot start mid-model."""
+        return decoder_layers(self)
+
+    def layer_cache(self, text: str, max_tokens: int, mode: str = "zero") -> tuple[AblatedOutputs, CachedLayers | str]:
+        """The text with nothing ablated and each layer's output from that pass, checked by a pass from the middle
+        layer, or why the model's passes cannot start mid-model (:func:`attnviz.models.hf.ablated.layer_cache`)."""
+        return layer_cache(self, text, max_tokens, mode)
+
+    @property
+    def edits_heads(self) -> bool:
+        """Whether each layer's head outputs can be read, replaced and differentiated: every W_O found."""
+        return self.output_projections.found
+
+    def head_pass(self, encoding: Encoding, rows: int, edit, **options) -> tuple[Tensor, object]:
+        """The model with each layer's head outputs edited (:func:`attnviz.models.hf.ablated.head_pass`)."""
+        return head_pass(self, encoding, rows, edit, **options)
+
+    def token_ids(self, text: str) -> list[int]:
+        """``text``'s ids without special tokens."""
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def head_blocks(self) -> list[tuple[Tensor, Tensor | None]]:
+        """Each attention layer's W_O^h (n_head, head_dim, d_model) float32 on the CPU and its bias (d_model,)."""
+        return [(p.blocks().cpu(), p.bias()) for p in self.output_projections.layers]
 
     def rope_frequencies(self, head_dim: int) -> RotaryFrequencies | None:
         """The RoPE frequencies the model applies to heads of ``head_dim`` (attnviz.models.hf.rope); None: none."""

@@ -178,8 +178,12 @@ def test_the_page_on_the_embedded_model(monkeypatch):
     at.multiselect(key="ablation_layers").set_value([0]).run()
     assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
     assert [m.value for m in at.metric]  # the hidden change shown
-    # 2 x 4 heads: timing the sweep's first pass (16 rows) ran all eight, so the map and its ranking are there at once
-    assert len(at.get("plotly_chart")) == 2 and "ablation_sweep_start" not in [b.key for b in at.button]
+    # 2 x 4 heads: timing the sweep's first pass (16 rows) ran all eight, so the map and its ranking are there at once,
+    # under the estimate's map (every head in one forward and one backward) and its agreement with them
+    charts = [chart.key for chart in at.get("plotly_chart")]
+    assert charts == ["ablation_change", "ablation_estimate_map", "ablation_sweep"]
+    assert "ablation_sweep_start" not in [b.key for b in at.button]
+    assert any("Spearman" in info.value for info in at.info)
     ranked = at.dataframe[-1].value
     assert len(ranked) == 8 and list(ranked.iloc[:, 2].astype(float)) == sorted(ranked.iloc[:, 2].astype(float))[::-1]
     at.number_input(key="max_tokens").set_value(1024).run()
@@ -195,12 +199,13 @@ def test_the_page_sweep_stops_and_continues(monkeypatch):
     monkeypatch.setattr(ablation, "PASS_SECONDS", 1e9)  # 16 rows a pass (bytes alone), however busy this machine is
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180).run()
     at.text_area(key="text").input(text).run()
-    at.number_input(key="n_layer").set_value(6).run()
-    at.number_input(key="n_head").set_value(8).run()  # 48 heads: 16 a pass at 33 tokens
+    at.number_input(key="n_layer").set_value(8).run()
+    at.number_input(key="n_head").set_value(8).run()  # 64 heads: 16 a pass at 33 tokens
     at.switch_page("pages/ablation.py").run()
     assert not at.exception, at.exception
     caption = next(c.value for c in at.caption if "ablated alone" in c.value)
-    assert "this text's 33 tokens" in caption and "in 3 batched passes (16 a pass)" in caption, caption  # 33, not 256
+    # timing ran the first pass (layer 0's heads) and the last (resumed from layer 6): two of the four are left
+    assert "this text's 33 tokens" in caption and "in 4 batched passes (16 a pass)" in caption, caption  # 33, not 256
     piece, calls = ablation.sweep_piece, []
 
     def stopped_by_a_click(*args):
@@ -217,13 +222,14 @@ def test_the_page_sweep_stops_and_continues(monkeypatch):
     monkeypatch.setattr(ablation, "sweep_piece", stopped_by_a_click)
     at.button(key="ablation_sweep_start").click().run()
     assert not at.exception, at.exception
-    assert [w.value for w in at.warning][-1].startswith("Stopped after 32 of 48 heads"), [w.value for w in at.warning]
-    assert len(at.dataframe[-1].value) == ablation.RANKED_K and len(at.get("plotly_chart")) == 1
+    assert [w.value for w in at.warning][-1].startswith("Stopped after 48 of 64 heads"), [w.value for w in at.warning]
+    charts = [chart.key for chart in at.get("plotly_chart")]
+    assert len(at.dataframe[-1].value) == ablation.RANKED_K and charts == ["ablation_estimate_map", "ablation_sweep"]
     assert at.button(key="ablation_sweep_start").label.startswith("Continue (16 heads left, about ")
     at.button(key="ablation_sweep_start").click().run()
     assert not at.exception and not at.warning, (at.exception, [w.value for w in at.warning])
     assert len(calls) == 2 and "ablation_sweep_start" not in [b.key for b in at.button]  # the 16 left, no more
-    assert len(at.get("plotly_chart")) == 1 and len(at.dataframe[-1].value) == ablation.RANKED_K
+    assert len(at.get("plotly_chart")) == 2 and len(at.dataframe[-1].value) == ablation.RANKED_K
 
 
 def test_a_lower_loss_is_green_and_a_higher_one_red(tiny_llama):
@@ -271,9 +277,12 @@ def test_smollm2_sweep_pieces_equal_each_head_alone(smollm2):
     typical text and at one token, against the head ablated by itself."""
     baseline = sweep_baseline(smollm2, TEXT, 256, "zero")
     assert baseline.n_tokens == len(smollm2.encode(TEXT, 256).tokens) and baseline.pass_seconds > 0
-    assert len(baseline.heads) == 270 and len(baseline.first) == baseline.rows  # 16 x 17 tokens: timed as a pass
-    (layer, head), value = next(iter(baseline.first.items()))
-    assert abs(value - ablation_effect(smollm2, TEXT, 256, [(layer, head)], "zero").kl_mean) < 1e-6
+    # 16 x 17 tokens: timed as a pass from the first layer, and one from the last (the sweep is resumed mid-model)
+    assert len(baseline.heads) == 270 and len(baseline.first) == 2 * baseline.rows and baseline.last_seconds > 0
+    assert baseline.resume is not None and baseline.resume_note is None
+    for layer, head in [(0, 0), (29, 8)]:
+        value = baseline.first[(layer, head)]
+        assert abs(value - ablation_effect(smollm2, TEXT, 256, [(layer, head)], "zero").kl_mean) < 1e-6
     one = sweep_baseline(smollm2, "Hello", 1, "zero")
     assert one.n_tokens == 1 and all(v is None for v in sweep_piece(smollm2, "Hello", one, [(29, 8)]).values())
 

@@ -39,7 +39,7 @@ def test_a_stack_that_cannot_be_is_refused_with_its_numbers(fields, words):
 def test_the_embedded_model_says_what_it_can_do(causal):
     model = EmbeddedModel(EmbeddedConfig(d_model=64, n_head=4, n_layer=2, causal=causal))
     assert isinstance(model, AttentionSource)
-    base = {Capability.KEEP_QK, Capability.VALUE_NORMS, Capability.MASK, Capability.ABLATE}
+    base = {Capability.KEEP_QK, Capability.VALUE_NORMS, Capability.MASK, Capability.ABLATE, Capability.EDIT_HEADS}
     assert model.capabilities == base | ({Capability.KV_CACHE} if causal else set())
     assert model.description.random_weights and model.description.causal == causal
     assert model.description.stacks[0].n_layer == model.n_layer == 2

@@ -1,0 +1,204 @@
+"""Attribution patching: every head's effect estimated at once, to first order (Nanda; AtP, Kramár et al. 2024).
+
+ΔM ≈ Σ_t (z_new − z_old)_t · ∂M/∂z_t, z a head's output (what the output projection reads), the gradient taken
+once, on the run patched into: one forward and one backward (plus, for two texts, the run the new z comes from,
+which exact patching runs anyway). For an ablation, z_new = 0 (zero) or z's mean over the positions (mean), and M
+the text's mean next-token loss. Each head's own z is the one the other run computed, softmax and all, never a
+linearisation through the head's queries and keys: AtP*'s QK fix. Only what comes after the head is linearised.
+
+Two known ways it misleads are reported per head: a **saturated** head (most of its queries put > 0.99 on one key,
+in either run), where a first-order reading through attention is least to be trusted, and **cancellation**
+(positions whose terms cancel: |Σ_t e_t| below a tenth of Σ_t |e_t|), which GradDrop addresses in AtP* with one
+more backward pass per layer, not run here. The estimate's top heads are then confirmed exactly.
+
+An encoder has no loss: its estimate is the size of each head's change to the last hidden states, through random
+directions r_k (E[(r·v)²] = ‖v‖²): one forward and one backward over :data:`PROBES` rows.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor
+
+from attnviz.i18n.message import msg
+from attnviz.labs.ablation import _rounded
+from attnviz.labs.patching import Head, Metric, RunPair, edit_source, metric_of
+from attnviz.models.ablation import check_mode
+from attnviz.models.source import AttentionSource, Capability, EditsHeads, Encoding
+
+SATURATED = 0.99  # a query row is saturated when its largest weight is above this
+SATURATED_SHARE = 0.5  # ... and a head when this share of its rows are, in either run
+CANCELLING = 0.1  # a head's estimate cancels when |Σ_t e_t| < this × Σ_t |e_t|
+ESTIMATE_MODES = ("zero", "mean")  # the ablations the estimate covers ("first" needs each head's values)
+PROBES = 2  # an encoder's estimate: random directions of the last hidden states (one backward over as many rows)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Attribution patching's figures: ``values`` (n_layer × n_head) the estimated change of M (or of an
+    encoder's output, a norm), ``seconds`` and ``passes`` (forward-equivalent: a backward counted as one), heads
+    saturated in either run, heads whose positions cancel."""
+
+    values: list[list[float]]
+    seconds: float
+    passes: str
+    saturated: list[Head] = field(default_factory=list)
+    cancelling: list[Head] = field(default_factory=list)
+    kind: str = "loss"  # what was run: "loss" (an LM's), "probes" (an encoder's), "patch" (two texts)
+
+    def ranked(self, k: int | None = None) -> list[tuple[int, int, float]]:
+        found = [(layer, head, v) for layer, row in enumerate(self.values) for head, v in enumerate(row)]
+        ranked = sorted(found, key=lambda item: (-abs(item[2]), item[0], item[1]))
+        return ranked if k is None else ranked[:k]
+
+    def to_json(self) -> dict:
+        return {
+            "values": [[_rounded(v) for v in row] for row in self.values],
+            "seconds": round(self.seconds, 3),
+            "passes": self.passes,
+            "saturated": [f"{layer}.{head}" for layer, head in self.saturated],
+            "cancelling": [f"{layer}.{head}" for layer, head in self.cancelling],
+        }
+
+
+def _gradients(
+    source: EditsHeads, encoding: Encoding, rows: int, metric_fn
+) -> tuple[list[Tensor], list[Tensor], Tensor]:
+    """One forward and one backward of ``encoding`` in ``rows`` rows: every layer's z (rows, T, n_head, head_dim) and
+    ∂(Σ metric_fn(out))/∂z, and the outputs."""
+    deltas: dict[int, Tensor] = {}
+    zs: dict[int, Tensor] = {}
+
+    def edit(layer: int, z: Tensor) -> Tensor:
+        delta = torch.zeros_like(z, requires_grad=True)
+        deltas[layer], zs[layer] = delta, z.detach()
+        return z + delta
+
+    out, _ = source.head_pass(encoding, rows, edit, grad=True)
+    with torch.enable_grad():
+        total = metric_fn(out).sum()
+        order = sorted(deltas)
+        grads = torch.autograd.grad(total, [deltas[i] for i in order], allow_unused=True)
+    grads = [torch.zeros_like(deltas[i]) if g is None else g for i, g in zip(order, grads, strict=True)]
+    return [zs[i].float().cpu() for i in order], [g.float().cpu() for g in grads], out.detach()
+
+
+def _terms(change: Tensor, grad: Tensor) -> Tensor:
+    """Each position's first-order term per head: change, grad (T, n_head, head_dim) -> (T, n_head) float64."""
+    return (change.double() * grad.double()).sum(dim=-1)
+
+
+def _flags(terms: list[Tensor]) -> list[Head]:
+    """Heads whose position terms cancel (:data:`CANCELLING`)."""
+    found = []
+    for layer, t in enumerate(terms):  # (T, n_head)
+        total, size = t.sum(dim=0).abs(), t.abs().sum(dim=0)
+        for head in range(t.shape[1]):
+            if float(size[head]) > 0 and float(total[head]) < CANCELLING * float(size[head]):
+                found.append((layer, head))
+    return found
+
+
+def saturated_heads(source: AttentionSource, texts: Sequence[str], max_tokens: int) -> list[Head]:
+    """Heads whose live query rows put more than :data:`SATURATED` on one key in at least :data:`SATURATED_SHARE`
+    of rows, in any of ``texts`` (read from each text's record)."""
+    found: set[Head] = set()
+    for text in texts:
+        record = source.run(text, max_tokens, keep_qk=False)
+        live = record.live_rows()[:, None, :]  # (n_layer, 1, T)
+        top = record.row_stat("max_weight")  # (n_layer, n_head, T)
+        rows = live.sum(dim=-1).clamp_min(1)
+        share = ((top > SATURATED) & live).sum(dim=-1) / rows  # (n_layer, n_head)
+        found |= {(int(layer), int(head)) for layer, head in (share >= SATURATED_SHARE).nonzero().tolist()}
+    return sorted(found)
+
+
+def estimate_patching(source: AttentionSource, pair: RunPair, clean_text: str, corrupt_text: str) -> Estimate:
+    """AtP of patching each head from the clean run into the corrupted one: ΔM ≈ Σ_t (z_clean − z_corrupt)·∂M/∂z
+    at the corrupted run (one forward and one backward; the clean run's z were kept by :func:`run_pair`), as a
+    fraction of the gap."""
+    source = edit_source(source)
+    start = time.perf_counter()
+    _, grads, _ = _gradients(
+        source,
+        pair.corrupt_encoding,
+        1,
+        lambda out: metric_of(pair.metric, out, pair.clean_out.to(out.device), pair.clean_ids),
+    )
+    terms = [_terms(pair.clean_z[i] - pair.corrupt_z[i], grads[i][0]) for i in range(pair.n_layer)]
+    gap = pair.gap if pair.gap != 0 else math.nan
+    values = [[float(t[:, head].sum()) / gap for head in range(t.shape[1])] for t in terms]
+    seconds = time.perf_counter() - start
+    saturated = saturated_heads(source, [clean_text, corrupt_text], pair.n_tokens)
+    return Estimate(
+        values,
+        seconds,
+        "1 forward + 1 backward (+ the clean run's forward, shared)",
+        saturated,
+        _flags(terms),
+        "patch",
+    )
+
+
+def estimate_ablation(source: AttentionSource, text: str, max_tokens: int, mode: str = "zero") -> Estimate:
+    """AtP of ablating each head alone on ``text``: an LM's change of the mean next-token loss, ΔM ≈
+    Σ_t (z_ablated − z)·∂loss/∂z (z_ablated 0, or z's mean over the positions); an encoder's, the norm of the change
+    of its last hidden states, ‖Δh‖ ≈ sqrt(mean_k (Σ_t (z_ablated − z)·∂(r_k·h)/∂z)²) over :data:`PROBES` random
+    directions r_k (E[(r·v)²] = ‖v‖²), divided by √T. One forward and one backward (an encoder's of PROBES rows)."""
+    check_mode(mode)
+    if mode not in ESTIMATE_MODES:
+        raise ValueError(msg("patching_lib.estimate_mode", mode=mode))
+    source = edit_source(source)
+    encoding = source.encode(text, max_tokens)
+    if not encoding.tokens:
+        raise ValueError(msg("patching_lib.no_tokens"))
+    logits = Capability.GENERATE in source.capabilities
+    ids = encoding.ids or ()
+    if logits and len(ids) < 2:
+        raise ValueError(msg("patching_lib.one_token"))
+    start = time.perf_counter()
+    if logits:
+        loss = Metric("loss")
+        zs, grads, _ = _gradients(source, encoding, 1, lambda out: metric_of(loss, out, out[0].detach(), ids))
+        terms = []
+        for z, g in zip(zs, grads, strict=True):
+            change = -z[0] if mode == "zero" else z[0].mean(dim=0, keepdim=True) - z[0]  # (T, n_head, head_dim)
+            terms.append(_terms(change, g[0]))
+        values = [[float(t[:, head].sum()) for head in range(t.shape[1])] for t in terms]
+        passes = "1 forward + 1 backward"
+    else:
+        generator = torch.Generator().manual_seed(0)
+        probes: list[Tensor] = []
+
+        def project(out: Tensor) -> Tensor:
+            if not probes:
+                probes.append(torch.randn(out.shape, generator=generator, dtype=torch.float32).to(out.device))
+            return (out.float() * probes[0]).sum(dim=(1, 2))  # (PROBES,)
+
+        zs, grads, _ = _gradients(source, encoding, PROBES, project)
+        squares = []
+        for z, g in zip(zs, grads, strict=True):
+            change = -z[0] if mode == "zero" else z[0].mean(dim=0, keepdim=True) - z[0]  # (T, n_head, head_dim)
+            per_probe = torch.stack([_terms(change, g[k]).sum(dim=0) for k in range(PROBES)])  # (PROBES, n_head)
+            squares.append((per_probe**2).mean(dim=0))
+        terms = []
+        values = [[math.sqrt(float(s[head]) / len(encoding.tokens)) for head in range(s.shape[0])] for s in squares]
+        passes = f"1 forward + 1 backward of {PROBES} probe rows"
+    seconds = time.perf_counter() - start
+    saturated = saturated_heads(source, [text], max_tokens)
+    return Estimate(values, seconds, passes, saturated, _flags(terms) if terms else [], "loss" if logits else "probes")
+
+
+def estimate_bytes(source: AttentionSource, n_tokens: int) -> int:
+    """A predicted peak for an estimate: a forward's activations kept for the backward (every layer's stream, its
+    attention's and MLP's intermediates, the weights of each head for the fused path's backward), in float32, for
+    PROBES rows, and the logits with their float64 log-softmax and gradient."""
+    T = max(1, n_tokens)
+    layers = source.n_layer * T * (24 * source.d_model + 3 * source.n_head * T) * 4
+    vocab = getattr(getattr(source, "config", None), "vocab_size", 0) or 0
+    return PROBES * layers + 3 * T * vocab * 8

@@ -1,0 +1,154 @@
+"""The Hugging Face source's passes with heads ablated or edited, and from the middle of the model.
+
+:func:`ablated_pass` runs the model under a :class:`~attnviz.models.ablation.HeadAblation` (attnviz's attention on
+the interface route, a hook on each output projection on the eager one), from a layer of a cached run when asked
+(:mod:`attnviz.models.resume`); :func:`layer_cache` makes and checks that cache; :func:`head_pass` hands each
+layer's head outputs to an edit (:mod:`attnviz.models.hf.head_edits`): read, replaced or differentiated. Each
+takes the :class:`~attnviz.models.hf.source.HFSource` whose methods call it (not imported here: the source imports
+this module).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor
+
+from attnviz.errors import ModelUnavailableError
+from attnviz.i18n.message import msg
+from attnviz.models.ablation import HeadAblation
+from attnviz.models.hf import eager
+from attnviz.models.hf.attention import ablating
+from attnviz.models.hf.head_edits import HeadEdit, ReadOut, editing, read_out, reading_out
+from attnviz.models.hf.hooks import last_hidden
+from attnviz.models.resume import CachedLayers, cached_layers, caching, layer_list, outputs_match, resuming
+from attnviz.models.source import AblatedOutputs, Encoding, running
+
+
+def _unchanged(layer: int, z: Tensor) -> Tensor:
+    return z
+
+
+@torch.no_grad()
+def ablated_outputs(
+    source,
+    text: str,
+    max_tokens: int,
+    head_sets: Sequence[Sequence[tuple[int, int]]],
+    mode: str,
+    resume: CachedLayers | None = None,
+) -> AblatedOutputs:
+    """One batch, a row per set of heads: every position's next-token logits (an LM) or last hidden states.
+    ``resume``: the text's :meth:`layer_cache`; the pass then starts at the layer of the earliest head asked."""
+    if mode not in source.ablation_modes:
+        raise ModelUnavailableError(msg("ablation_lib.unsupported", name=source.name, mode=mode))
+    encoding = source.encode(text, max_tokens)
+    rows = [list(heads) for heads in head_sets] or [[]]
+    input_ids = torch.tensor([encoding.ids] * len(rows), dtype=torch.long, device=source.device)  # (R, T)
+    ablation = HeadAblation(rows, mode, source.n_head)
+    first = min((layer for heads in rows for layer, _ in heads), default=None)
+    start = resume.start_for(first) if resume is not None and first is not None else 0
+    values, _ = ablated_pass(source, input_ids, ablation, resume, start)
+    return AblatedOutputs(
+        encoding=encoding, values=values.float().cpu(), logits=source.can_generate, layers_run=ablation.layers_seen
+    )
+
+
+def ablated_pass(
+    source, input_ids: Tensor, ablation: HeadAblation, resume: CachedLayers | None, start: int, record=None
+) -> tuple[Tensor, dict | None]:
+    """The model's outputs (R, T, vocab or d_model) on ``input_ids`` under ``ablation``, from list layer
+    ``start`` of ``resume`` on; ``record``: a callable given the attention-call counter, entered around the
+    pass (:func:`attnviz.models.resume.caching`)."""
+    if source.route == "interface":
+        route = ablating(ablation)
+    else:
+        route = eager.ablating(source.output_projections.layers, source.n_head, ablation)
+    counted = editing(source.output_projections.layers, _unchanged) if source.output_projections.found else None
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(route)
+        called = stack.enter_context(counted) if counted is not None else None
+        seen = None
+        if record is not None:
+            count = (lambda: len(called)) if called is not None else (lambda: ablation.layers_seen)
+            seen = stack.enter_context(record(count))
+        before = stack.enter_context(resuming(resume, start, input_ids.shape[0]))
+        if source.route == "interface":
+            ablation.layers_seen = before
+        hidden = stack.enter_context(last_hidden(source.model, source.name))
+        stack.enter_context(running(source.name))
+        out = source.model(input_ids=input_ids, return_dict=True)
+    ablation.check_ran(source.name)
+    return (out.logits if source.can_generate else hidden[-1]), seen
+
+
+def decoder_layers(source) -> torch.nn.ModuleList | str:
+    """The model's decoder-layer list (attnviz.models.resume), or why its passes cannot start mid-model."""
+    if not source.output_projections.found:
+        return "its output projections were not found"
+    attention = [p.attention or p.module for p in source.output_projections.layers]
+    layers = layer_list(source.model, attention)
+    return layers if layers is not None else "no layer list holds its attention"
+
+
+@torch.no_grad()
+def layer_cache(source, text: str, max_tokens: int, mode: str = "zero") -> tuple[AblatedOutputs, CachedLayers | str]:
+    """The text with nothing ablated (one pass, batch 1) and what each of the model's layers returned in it,
+    checked by a pass from the middle layer that must give the same outputs; or why the model's passes cannot
+    start mid-model (then every pass runs the whole forward)."""
+    if mode not in source.ablation_modes:
+        raise ModelUnavailableError(msg("ablation_lib.unsupported", name=source.name, mode=mode))
+    encoding = source.encode(text, max_tokens)
+    input_ids = torch.tensor([encoding.ids], dtype=torch.long, device=source.device)  # (1, T)
+    layers = source._layers
+    ablation = HeadAblation([[]], mode, source.n_head)
+    if isinstance(layers, str):
+        values, seen = ablated_pass(source, input_ids, ablation, None, 0)
+    else:
+        values, seen = ablated_pass(source, input_ids, ablation, None, 0, lambda count: caching(layers, count))
+    outputs = AblatedOutputs(
+        encoding=encoding, values=values.float().cpu(), logits=source.can_generate, layers_run=ablation.layers_seen
+    )
+    if isinstance(layers, str):
+        return outputs, layers
+    cache = cached_layers(layers, seen, ablation.layers_seen)
+    if isinstance(cache, str) or len(cache.layers) < 2:
+        return outputs, cache if isinstance(cache, str) else "it has one layer"
+    middle = len(cache.layers) // 2
+    check, _ = ablated_pass(source, input_ids, HeadAblation([[]], mode, source.n_head), cache, middle)
+    if not outputs_match(values, check):
+        return outputs, "a pass from its middle layer did not give the whole pass's outputs"
+    return outputs, cache
+
+
+def head_pass(
+    source,
+    encoding: Encoding,
+    rows: int,
+    edit: HeadEdit,
+    *,
+    grad: bool = False,
+    resume: CachedLayers | None = None,
+    first_layer: int = 0,
+    read: bool = False,
+) -> tuple[Tensor, ReadOut | str | None]:
+    """The model on ``encoding``'s ids repeated in ``rows`` rows, each attention layer's z (R, T, n_head, head_dim) given to
+    ``edit(layer, z)`` and W_O fed what it returns: every position's logits (R, T, vocab) or last hidden states,
+    on the model's device, with a graph when ``grad``. ``resume`` (the text's :meth:`layer_cache`): start at the
+    layer holding attention layer ``first_layer``. ``read``: also the :class:`ReadOut` of row 0 (or why none)."""
+    if not source.edits_heads:
+        raise ModelUnavailableError(msg("patching_lib.unsupported", name=source.name))
+    input_ids = torch.tensor([list(encoding.ids)] * rows, dtype=torch.long, device=source.device)  # (R, T)
+    start = resume.start_for(first_layer) if resume is not None else 0
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(torch.enable_grad() if grad else torch.no_grad())
+        stack.enter_context(editing(source.output_projections.layers, edit))
+        stack.enter_context(resuming(resume, start, rows))
+        seen = stack.enter_context(reading_out(source.model)) if read else None
+        hidden = stack.enter_context(last_hidden(source.model, source.name))
+        stack.enter_context(running(source.name))
+        out = source.model(input_ids=input_ids, return_dict=True)
+    values = out.logits if source.can_generate else hidden[-1]
+    return values, (read_out(seen, out.logits) if read and source.can_generate else None)

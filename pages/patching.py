@@ -1,0 +1,31 @@
+"""Patching: which heads carry the difference between two texts, and what each head adds to one token's logit."""
+
+import streamlit as st
+
+from attnviz.app.loading import require_source
+from attnviz.app.navigation import frame_settings
+from attnviz.app.widgets import show_error, show_info
+from attnviz.errors import ModelUnavailableError
+from attnviz.i18n.message import msg
+from attnviz.i18n.translate import t
+from attnviz.models.source import Capability
+from pages.widgets.patching import direct_logit_section, patch_section
+
+st.title(t("patching.title"))
+settings = frame_settings()
+source = require_source(settings)
+if Capability.EDIT_HEADS not in source.capabilities:
+    show_info(msg("patching.unsupported", name=source.name, note=source.route_note))
+    st.stop()
+st.caption(t("patching.intro"))
+patch_tab, logit_tab = st.tabs([t("patching.tab_patch"), t("patching.tab_logits")])
+with patch_tab:
+    try:
+        patch_section(source, settings)
+    except (ModelUnavailableError, ValueError) as err:
+        show_error(err)
+with logit_tab:
+    try:
+        direct_logit_section(source, settings)
+    except (ModelUnavailableError, ValueError) as err:
+        show_error(err)

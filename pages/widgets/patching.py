@@ -1,0 +1,282 @@
+"""The Patching page's widgets: two texts patched head by head (estimated, then exact, stoppable), and each head's
+direct contribution to a token's logit."""
+
+from __future__ import annotations
+
+import math
+
+import streamlit as st
+
+from attnviz.app.head_links import ranked_heads
+from attnviz.app.loading import cached, cached_job, result_cache
+from attnviz.app.progress import progress_bar
+from attnviz.app.queue_view import admitted, request_id
+from attnviz.app.state import Settings, valid_choice
+from attnviz.app.widgets import plotly, show_error
+from attnviz.core.admission import Need
+from attnviz.core.token_display import markdown_text, visible_text
+from attnviz.figures.base import hover_text
+from attnviz.figures.heads_matter import make_head_effect_figure, make_positions_figure
+from attnviz.i18n.translate import t
+from attnviz.labs import attribution, patching
+from attnviz.labs.ablation import token_limit
+from attnviz.labs.direct_logits import direct_logit_attribution
+from attnviz.models.source import AttentionSource, Capability
+from attnviz.settings import PATCH_TOKENS
+from pages.widgets.ablation import about
+
+PATCH_STATE = "patch_state"  # session state: {"key", "values" {head: M}, "status"} of this session's exact patching
+RANKED_K = 10
+
+
+def _start(key: tuple) -> None:
+    state = st.session_state.get(PATCH_STATE)
+    values = state["values"] if state and state["key"] == key else {}
+    st.session_state[PATCH_STATE] = {"key": key, "values": values, "status": "running"}
+
+
+def _stop() -> None:
+    if (state := st.session_state.get(PATCH_STATE)) is not None:
+        state["status"] = "stopped"
+
+
+def _metric(source: AttentionSource, settings: Settings, n_tokens: int, corrupt: str) -> patching.Metric:
+    """The metric picker: an LM's logit difference (two tokens, by default each text's most likely next token),
+    loss or KL; an encoder's hidden-state distance."""
+    if Capability.GENERATE not in source.capabilities:
+        st.caption(t("patching.encoder_metric"))
+        return patching.Metric("hidden")
+    valid_choice("patch_metric", patching.LM_METRICS, "logit-diff")
+    kind = st.radio(
+        t("patching.metric"),
+        patching.LM_METRICS,
+        key="patch_metric",
+        horizontal=True,
+        format_func=lambda name: t(f"patching.metric_{name.replace('-', '_')}"),
+    )
+    if kind != "logit-diff":
+        return patching.Metric(kind)
+    defaults = cached(
+        "patch_defaults",
+        (settings.spec, settings.text, corrupt, n_tokens),
+        lambda: (
+            patching.top_next_token(source, settings.text, n_tokens),
+            patching.top_next_token(source, corrupt, n_tokens),
+        ),
+        t("patching.reading_defaults"),
+    )
+    clean_top, corrupt_top = defaults
+    if clean_top:  # each text's own answer, until the reader types other tokens
+        other = corrupt_top[0] if corrupt_top and corrupt_top[0] != clean_top[0] else clean_top[-1]
+        proposed = (clean_top[0], other)
+        shown = (st.session_state.get("patch_token_a"), st.session_state.get("patch_token_b"))
+        if "patch_token_a" not in st.session_state or shown == st.session_state.get("patch_tokens_proposed"):
+            st.session_state.patch_token_a, st.session_state.patch_token_b = proposed
+        st.session_state.patch_tokens_proposed = proposed
+    left, right = st.columns(2)
+    token_a = left.text_input(t("patching.token_a"), key="patch_token_a")
+    token_b = right.text_input(t("patching.token_b"), key="patch_token_b")
+    st.caption(t("patching.tokens_caption"))
+    return patching.Metric("logit-diff", (token_a, token_b))
+
+
+def patch_section(source: AttentionSource, settings: Settings) -> None:
+    """The clean text (the sidebar's) and a corrupted one; the metric on both; every head's estimated restored
+    fraction at once, then exact patching of the top heads (one click) or of every head (stoppable)."""
+    n_tokens = token_limit(settings.max_tokens, PATCH_TOKENS)
+    if "patch_corrupt" not in st.session_state:
+        st.session_state.patch_corrupt = settings.text
+    corrupt = st.text_area(t("patching.corrupt"), key="patch_corrupt", height=80)
+    st.caption(t("patching.corrupt_caption", tokens=n_tokens))
+    metric = _metric(source, settings, n_tokens, corrupt)
+    if metric.kind == "logit-diff" and not all(metric.tokens):
+        st.info(t("patching.give_tokens"))
+        return
+    key = (settings.spec, settings.text, corrupt, n_tokens, metric)
+    need = Need(attribution.estimate_bytes(source, n_tokens) * 2, 0.0)
+
+    def job(progress):
+        pair = patching.run_pair(source, settings.text, corrupt, n_tokens, metric)
+        if pair.gap == 0:
+            return pair, None
+        return pair, attribution.estimate_patching(source, pair, settings.text, corrupt)
+
+    pair, estimate = cached_job("patch_estimate", key, job, t("patching.estimating"), need)
+    cols = st.columns(3)
+    cols[0].metric(t("patching.clean_value"), f"{pair.clean:.4f}")
+    cols[1].metric(t("patching.corrupt_value"), f"{pair.corrupt:.4f}")
+    cols[2].metric(t("patching.gap"), f"{pair.gap:+.4f}")
+    st.caption(t("patching.metric_caption", metric=markdown_text(pair.metric.label)))
+    if estimate is None:
+        st.info(t("patching.no_gap"))
+        return
+    state = st.session_state.get(PATCH_STATE)
+    state = state if state is not None and state["key"] == key else None
+    found, exact = result_cache().lookup(("patch_exact", key))
+    values = dict(exact) if found else dict(state["values"]) if state else {}
+    confirmed_found, confirmed = result_cache().lookup(("patch_confirmed", key))
+    if confirmed_found:
+        values = {**confirmed, **values}
+    result = patching.patch_result(pair, values, 0.0, estimate)
+    measure = t("patching.fraction")
+    passes = t(f"heads_matter.passes_{estimate.kind}", probes=attribution.PROBES)
+    st.caption(t("patching.estimate_caption", passes=passes, seconds=estimate.seconds))
+    shown = [abs(v) for row in (*estimate.values, *result.effects) for v in row if v is not None and math.isfinite(v)]
+    limit = max(shown, default=1.0)  # one scale for both maps: the same head is the same colour in each
+    left, right = st.columns(2)
+    with left:
+        plotly(
+            make_head_effect_figure(estimate.values, title=t("patching.estimate_title"), measure=measure, limit=limit),
+            key="patch_estimate_map",
+        )
+    with right:
+        if values:
+            plotly(
+                make_head_effect_figure(result.effects, title=t("patching.exact_title"), measure=measure, limit=limit),
+                key="patch_exact_map",
+            )
+        else:
+            st.info(t("patching.exact_not_run"))
+    if estimate.saturated:
+        st.warning(t("heads_matter.saturated", heads=_heads(estimate.saturated[:20]), n=len(estimate.saturated)))
+    if estimate.cancelling:
+        st.warning(t("heads_matter.cancelling", heads=_heads(estimate.cancelling[:20]), n=len(estimate.cancelling)))
+    if len(values) >= 2:
+        agreement = result.agreement()
+        st.info(
+            t(
+                "heads_matter.agreement",
+                rho=agreement.spearman,
+                overlap=agreement.overlap,
+                k=agreement.k,
+                n=agreement.n_heads,
+            )
+        )
+    ranked = result.ranked(RANKED_K) if len(values) == pair.n_layer * pair.n_head else estimate.ranked(RANKED_K)
+    rows = [
+        (
+            layer,
+            head,
+            float(f"{estimate.values[layer][head]:.4g}"),
+            None if result.effects[layer][head] is None else float(f"{result.effects[layer][head]:.4g}"),
+        )
+        for layer, head, _ in ranked
+    ]
+    ranked_heads(
+        rows,
+        "patch_ranked",
+        ["layer", "head", "estimate", "exact"],
+        {
+            "layer": "ablation.col_layer",
+            "head": "ablation.col_head",
+            "estimate": "heads_matter.col_estimate",
+            "exact": "heads_matter.col_exact",
+        },
+    )
+    top = patching.confirm(estimate)
+    if not confirmed_found and not found and st.button(t("heads_matter.confirm", k=len(top)), key="patch_confirm"):
+        with st.spinner(t("heads_matter.confirming", heads=_heads(top))):
+            result_cache().get_or_compute(("patch_confirmed", key), lambda: patching.patch_heads(source, pair, top))
+        st.rerun()
+    if not found:
+        _exact_section(source, pair, key, state)
+
+
+def _heads(heads) -> str:
+    return ", ".join(f"{layer}.{head}" for layer, head in heads)
+
+
+def _exact_section(source: AttentionSource, pair: patching.RunPair, key: tuple, state: dict | None) -> None:
+    """Every head patched exactly, a pass at a time; a Stop keeps the passes done, Continue runs the rest."""
+    plan = cached("patch_plan", key, lambda: patching.plan_patching(source, pair), t("patching.timing"))
+    done = {**plan.done, **(state["values"] if state else {})}
+    total = len(plan.heads)
+    if state is None or state["status"] != "running":
+        if state is not None and state["status"] == "stopped":
+            st.warning(t("patching.stopped", done=len(done), total=total))
+            label = t("patching.continue", left=total - len(done), time=about(plan.seconds(done)))
+        else:
+            label = t("patching.run", n=total, time=about(plan.seconds()))
+        st.button(label, key="patch_start", on_click=_start, args=(key,))
+        return
+    stop = st.empty()
+    stop.button(t("patching.stop"), key="patch_stop", on_click=_stop)
+    state["values"].update(plan.done)
+    with (
+        progress_bar(t("patching.patching")) as progress,
+        admitted(Need(attribution.estimate_bytes(source, pair.n_tokens), plan.seconds(done)), request_id("patch", key)),
+    ):
+        patching.patch_heads(source, pair, plan.heads, progress, state["values"])
+    stop.empty()
+    result_cache().get_or_compute(("patch_exact", key), lambda: dict(state["values"]))
+    st.session_state.pop(PATCH_STATE, None)
+    st.rerun()
+
+
+def direct_logit_section(source: AttentionSource, settings: Settings) -> None:
+    """Each head's direct contribution to a token's logit at a position: the layer x head map, the heads in rank
+    order, the sum checked against the model's logit, and one head's contribution at every position."""
+    if Capability.GENERATE not in source.capabilities:
+        st.info(t("patching.no_logits", name=markdown_text(source.name)))
+        return
+    n_tokens = token_limit(settings.max_tokens, PATCH_TOKENS)
+    n = len(source.encode(settings.text, n_tokens).tokens)
+    if not n:
+        st.info(t("patching.no_text"))
+        return
+    valid_choice("dla_position", range(n), n - 1)
+    if st.session_state.get("dla_position", n - 1) > n - 1:
+        st.session_state.dla_position = n - 1
+    left, right = st.columns(2)
+    position = left.number_input(t("patching.position"), 0, n - 1, key="dla_position")
+    token = right.text_input(t("patching.token"), key="dla_token", placeholder=t("patching.token_placeholder"))
+    token = token or None
+    try:
+        found = cached(
+            "direct_logits",
+            (settings.spec, settings.text, n_tokens, token, int(position)),
+            lambda: direct_logit_attribution(source, settings.text, n_tokens, token, int(position)),
+            t("patching.attributing"),
+        )
+    except ValueError as err:
+        show_error(err)
+        return
+    at = int(position)
+    check = t(
+        "patching.sum_check",
+        heads=float(found.per_head[at].sum()),
+        rest=float(found.rest[at]),
+        logit=float(found.logits[at]),
+        error=found.check_error,
+        norm=t(f"patching.norm_{found.norm}"),
+    )
+    st.caption(check)
+    if not found.checked:
+        st.warning(t("patching.check_failed", error=found.check_error))
+    token_shown = hover_text(visible_text(found.token))  # the reader's token: data, not Plotly markup
+    measure = t("patching.logit_measure", token=token_shown)
+    plotly(
+        make_head_effect_figure(
+            found.at(at).tolist(), title=t("patching.logits_title", token=token_shown, position=at), measure=measure
+        ),
+        key="dla_map",
+    )
+    ranked = found.ranked(at, RANKED_K)
+    rows = [(layer, head, float(f"{v:.4g}")) for layer, head, v in ranked]
+    ranked_heads(
+        rows,
+        "dla_ranked",
+        ["layer", "head", "logit"],
+        {"layer": "ablation.col_layer", "head": "ablation.col_head", "logit": "patching.col_logit"},
+    )
+    if ranked:
+        layer, head, _ = ranked[0]
+        plotly(
+            make_positions_figure(
+                found.head_positions((layer, head)).tolist(),
+                found.tokens,
+                title=t("patching.positions_title", layer=layer, head=head, token=token_shown),
+                measure=measure,
+            ),
+            key="dla_positions",
+        )

@@ -1,0 +1,340 @@
+"""Which heads matter, against this file's own hooks on the models' own modules: the resumed sweep, exact activation
+patching, attribution patching's first-order figures and direct logit attribution, on SmolLM2, MiniLM, the embedded
+model and small random models of other families (float32 and bfloat16)."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from attnviz.labs import ablation, attribution, patching
+from attnviz.labs.agreement import spearman
+from attnviz.labs.direct_logits import direct_logit_attribution
+from attnviz.models.source import Capability, Resumes
+
+CLEAN = "When Mary and John went to the store, John gave a drink to"
+CORRUPT = "When Mary and John went to the store, Mary gave a drink to"
+TEXT = "The cat sat on the mat because it was warm and soft."
+SWEEP_TOLERANCE = 1e-6  # issue 29: the resumed sweep's numbers against the whole forward's
+PATCH_TOLERANCE = 1e-5  # exact patching against plain hooks: the same model, other batch shapes (float32)
+
+
+def o_proj(model, layer):
+    return model.model.layers[layer].self_attn.o_proj
+
+
+def slice_of(head: int, head_dim: int) -> slice:
+    return slice(head * head_dim, (head + 1) * head_dim)
+
+
+def reference_kl_mean(before: torch.Tensor, after: torch.Tensor) -> float:
+    """Mean over positions 0 … T − 2 of KL(softmax(before) ‖ softmax(after)), float64 NumPy."""
+
+    def log_softmax(x):
+        x = x.numpy().astype(np.float64)
+        m = x.max(axis=-1, keepdims=True)
+        return x - (m + np.log(np.exp(x - m).sum(axis=-1, keepdims=True)))
+
+    log_p, log_q = log_softmax(before), log_softmax(after)
+    return float((np.exp(log_p) * (log_p - log_q)).sum(axis=-1)[:-1].mean())
+
+
+@pytest.mark.parametrize("mode", ["zero", "mean"])
+def test_the_resumed_sweep_equals_the_whole_forward_and_plain_hooks(smollm2, mode):
+    """Heads of the first, a middle and the last layer: resumed from the cached layers, the same KL as every pass
+    whole (1e-6) and as this file's pre-hook on o_proj in the model's own forward."""
+    heads = [(0, 3), (14, 0), (29, 8)]
+    resumed = ablation.sweep_baseline(smollm2, TEXT, 64, mode, timed=False)
+    whole = ablation.sweep_baseline(smollm2, TEXT, 64, mode, timed=False, resume=False)
+    assert resumed.resume is not None and resumed.resume_note is None and whole.resume is None
+    assert isinstance(smollm2, Resumes) and len(resumed.resume.layers) == smollm2.n_layer
+    got = ablation.sweep_piece(smollm2, TEXT, resumed, heads)
+    expected = ablation.sweep_piece(smollm2, TEXT, whole, heads)
+    ids = torch.tensor([smollm2.encode(TEXT, 64).ids])
+    model, head_dim = smollm2.model, smollm2.head_dim
+    with torch.no_grad():
+        base = model(input_ids=ids).logits[0].float()
+    for layer, head in heads:
+        assert abs(got[(layer, head)] - expected[(layer, head)]) <= SWEEP_TOLERANCE
+
+        def rewrite(_, args, head=head):
+            x = args[0].clone()
+            part = x[..., slice_of(head, head_dim)]
+            x[..., slice_of(head, head_dim)] = 0.0 if mode == "zero" else part.mean(dim=1, keepdim=True)
+            return (x, *args[1:])
+
+        hook = o_proj(model, layer).register_forward_pre_hook(rewrite)
+        try:
+            with torch.no_grad():
+                after = model(input_ids=ids).logits[0].float()
+        finally:
+            hook.remove()
+        assert abs(got[(layer, head)] - reference_kl_mean(base, after)) <= SWEEP_TOLERANCE
+
+
+def test_a_shared_layer_model_runs_every_pass_whole_and_says_why(tmp_path, smollm2):
+    """ALBERT runs one layer module for every layer: its passes cannot start mid-model, the sweep says why, and its
+    numbers are those of the whole forward."""
+    from transformers import AlbertConfig, AlbertModel
+
+    from attnviz.models.hf.loading import load_hf_source
+    from tests.integration.tiny_models import tiny
+
+    folder = tiny(tmp_path / "albert", smollm2, AlbertConfig, AlbertModel, embedding_size=32)
+    source = load_hf_source(str(folder))
+    baseline = ablation.sweep_baseline(source, TEXT, 32, "zero", timed=False)
+    assert baseline.resume is None and "in order" in baseline.resume_note
+    sweep = ablation.ablation_sweep(source, TEXT, 32)
+    assert sweep.resumed == baseline.resume_note
+    alone = ablation.ablation_effect(source, TEXT, 32, [(1, 2)])
+    assert sweep.values[1][2] == pytest.approx(alone.hidden_change, abs=1e-6)
+
+
+@pytest.fixture(scope="module")
+def ioi(smollm2):
+    metric = patching.parse_metric("logit-diff: Mary, John")
+    return patching.run_pair(smollm2, CLEAN, CORRUPT, 64, metric)
+
+
+def test_a_metrics_tokens_are_the_text_after_the_colon(smollm2):
+    metric = patching.resolve_metric(smollm2, patching.parse_metric("logit-diff: Mary, John"), True)
+    assert metric.tokens == (" Mary", " John") and metric.ids == tuple(
+        smollm2.token_ids(" Mary") + smollm2.token_ids(" John")
+    )
+    with pytest.raises(
+        ValueError, match=r"'Marylebone' is not one token: it encodes to 3 \('Mary' \+ 'le' \+ 'bone'\)"
+    ):
+        patching.resolve_metric(smollm2, patching.parse_metric("logit-diff:Marylebone,John"), True)
+    for bad in ("logit-diff", "logit-diff:a", "logit-diff:a,b,c", "logit-diff:,b", "kl:x", "loss ", "LOSS"):
+        with pytest.raises(ValueError):
+            patching.parse_metric(bad)
+
+
+def test_exact_patching_equals_plain_hooks(smollm2, ioi):
+    """Each head's output taken from the clean run (this file's pre-hook on o_proj, reading the clean run's input
+    to it) into the corrupted run: the same logit difference as the lab's batched, resumed passes."""
+    assert ioi.clean > ioi.corrupt  # the clean text's answer is Mary
+    heads = [(0, 0), (9, 4), (20, 7), (29, 2)]
+    got = patching.patch_heads(smollm2, ioi, heads)
+    model, head_dim = smollm2.model, smollm2.head_dim
+    mary, john = ioi.metric.ids
+    clean_ids = torch.tensor([ioi.clean_ids])
+    corrupt_ids = torch.tensor([smollm2.encode(CORRUPT, 64).ids])
+    for layer, head in heads:
+        kept = {}
+        hook = o_proj(model, layer).register_forward_pre_hook(
+            lambda _, args, kept=kept: kept.setdefault("x", args[0].clone())
+        )
+        try:
+            with torch.no_grad():
+                model(input_ids=clean_ids)
+        finally:
+            hook.remove()
+
+        def patch(_, args, head=head, kept=kept):
+            x = args[0].clone()
+            x[..., slice_of(head, head_dim)] = kept["x"][..., slice_of(head, head_dim)]
+            return (x, *args[1:])
+
+        hook = o_proj(model, layer).register_forward_pre_hook(patch)
+        try:
+            with torch.no_grad():
+                last = model(input_ids=corrupt_ids).logits[0, -1].double()
+        finally:
+            hook.remove()
+        assert got[(layer, head)] == pytest.approx(float(last[mary] - last[john]), abs=PATCH_TOLERANCE)
+    result = patching.patch_result(ioi, got, 0.0, None)
+    assert result.effects[9][4] == pytest.approx((got[(9, 4)] - ioi.corrupt) / (ioi.clean - ioi.corrupt))
+    assert result.effects[1][1] is None
+
+
+def test_the_estimate_is_its_first_order_definition(smollm2, ioi):
+    """AtP by hand: a zero added to every o_proj input, its gradient of the logit difference on the corrupted run,
+    times (z_clean − z_corrupt), summed per head, over the gap: the lab's figures to 1e-6 of the largest."""
+    estimate = attribution.estimate_patching(smollm2, ioi, CLEAN, CORRUPT)
+    model, head_dim, n_layer = smollm2.model, smollm2.head_dim, smollm2.n_layer
+    mary, john = ioi.metric.ids
+    inputs = {}
+    for name, text in (("clean", CLEAN), ("corrupt", CORRUPT)):
+        deltas, hooks = {}, []
+        for layer in range(n_layer):
+
+            def add(_, args, layer=layer, deltas=deltas, name=name):
+                deltas[layer] = torch.zeros_like(args[0], requires_grad=True)
+                inputs[(name, layer)] = args[0].detach()
+                return (args[0] + deltas[layer], *args[1:])
+
+            hooks.append(o_proj(model, layer).register_forward_pre_hook(add))
+        try:
+            with torch.enable_grad():
+                logits = model(input_ids=torch.tensor([smollm2.encode(text, 64).ids])).logits[0, -1]
+                grads = torch.autograd.grad(logits[mary] - logits[john], [deltas[i] for i in range(n_layer)])
+        finally:
+            for hook in hooks:
+                hook.remove()
+        if name == "corrupt":
+            corrupt_grads = grads
+    expected = np.zeros((n_layer, smollm2.n_head))
+    for layer in range(n_layer):
+        change = (inputs[("clean", layer)] - inputs[("corrupt", layer)])[0].double()  # (T, n_head * head_dim)
+        terms = (change * corrupt_grads[layer][0].double()).view(change.shape[0], smollm2.n_head, head_dim)
+        expected[layer] = terms.sum(dim=(0, 2)).numpy() / ioi.gap
+    got = np.array(estimate.values)
+    assert np.abs(got - expected).max() <= 1e-6 * max(1.0, np.abs(expected).max())
+    assert estimate.passes.startswith("1 forward + 1 backward")
+
+
+def test_the_estimate_finds_the_heads_the_exact_patching_finds(smollm2, ioi):
+    """The indirect-object prompt: the estimate's top 10 confirmed exactly; the heads that restore most exactly are
+    among the estimate's top 10, and its ranking agrees with the exact one (ρ > 0.5) on those heads."""
+    estimate = attribution.estimate_patching(smollm2, ioi, CLEAN, CORRUPT)
+    top = patching.confirm(estimate)
+    exact = patching.patch_heads(smollm2, ioi, top)
+    fractions = {head: ioi.fraction(value) for head, value in exact.items()}
+    best = max(fractions, key=lambda head: abs(fractions[head]))
+    assert abs(fractions[best]) > 0.05
+    estimated = [estimate.values[layer][head] for layer, head in top]
+    assert spearman([abs(v) for v in estimated], [abs(fractions[h]) for h in top]) > 0.3
+
+
+def test_the_ablation_estimate_is_its_first_order_definition(smollm2):
+    """The zero ablation's estimated loss change by hand: −z · ∂loss/∂z per head, summed over positions."""
+    estimate = attribution.estimate_ablation(smollm2, TEXT, 64, "zero")
+    model, head_dim, n_layer = smollm2.model, smollm2.head_dim, smollm2.n_layer
+    ids = torch.tensor([smollm2.encode(TEXT, 64).ids])
+    deltas, inputs, hooks = {}, {}, []
+    for layer in range(n_layer):
+
+        def add(_, args, layer=layer):
+            deltas[layer] = torch.zeros_like(args[0], requires_grad=True)
+            inputs[layer] = args[0].detach()
+            return (args[0] + deltas[layer], *args[1:])
+
+        hooks.append(o_proj(model, layer).register_forward_pre_hook(add))
+    try:
+        with torch.enable_grad():
+            logits = model(input_ids=ids).logits[0]
+            loss = torch.nn.functional.cross_entropy(logits[:-1].double(), ids[0, 1:])
+            grads = torch.autograd.grad(loss, [deltas[i] for i in range(n_layer)])
+    finally:
+        for hook in hooks:
+            hook.remove()
+    for layer in (0, 11, 29):
+        terms = (-inputs[layer][0].double() * grads[layer][0].double()).view(-1, smollm2.n_head, head_dim)
+        expected = terms.sum(dim=(0, 2)).numpy()
+        assert np.abs(np.array(estimate.values[layer]) - expected).max() <= 1e-6 * max(1.0, np.abs(expected).max())
+
+
+def test_direct_logit_attribution_by_hand(smollm2):
+    """Each head's direct logit of " Mary" at the last position: z_h W_O^h through RMSNorm with this position's scale
+    frozen (this file's hooks on the final norm's input) and the LM head's row; the sum check to 1e-4."""
+    found = direct_logit_attribution(smollm2, CLEAN, 64, " Mary")
+    assert found.norm == "rms" and found.checked and found.check_error < 1e-3
+    model, head_dim = smollm2.model, smollm2.head_dim
+    ids = torch.tensor([smollm2.encode(CLEAN, 64).ids])
+    inputs, hooks = {}, []
+    for layer in (3, 29):
+        hooks.append(
+            o_proj(model, layer).register_forward_pre_hook(lambda _, a, layer=layer: inputs.setdefault(layer, a[0]))
+        )
+    hooks.append(model.model.norm.register_forward_pre_hook(lambda _, a: inputs.setdefault("final", a[0])))
+    try:
+        with torch.no_grad():
+            logits = model(input_ids=ids).logits[0, -1]
+    finally:
+        for hook in hooks:
+            hook.remove()
+    x = inputs["final"][0, -1].double()
+    scale = torch.sqrt(x.pow(2).mean() + model.model.norm.variance_epsilon)
+    row = model.lm_head.weight[smollm2.token_ids(" Mary")[0]].double() * model.model.norm.weight.double() / scale
+    for layer in (3, 29):
+        weight = o_proj(model, layer).weight.double()  # (d_model, n_head * head_dim)
+        for head in (0, 5):
+            part = inputs[layer][0, -1, slice_of(head, head_dim)].double() @ weight[:, slice_of(head, head_dim)].T
+            assert float(found.per_head[-1, layer, head]) == pytest.approx(float(part @ row), abs=1e-4)
+    assert float(found.reconstructed[-1]) == pytest.approx(float(logits[smollm2.token_ids(" Mary")[0]]), abs=1e-3)
+    assert float(found.per_head[-1].sum() + found.rest[-1]) == pytest.approx(float(found.logits[-1]), abs=1e-3)
+
+
+def test_the_encoders_estimate_and_patching(minilm):
+    """MiniLM (no LM head): the estimate is a size per head (≥ 0), patching measures the hidden states' distance, and
+    an LM's metric is refused by name."""
+    estimate = attribution.estimate_ablation(minilm, TEXT, 64, "mean")
+    values = np.array(estimate.values)
+    assert values.shape == (minilm.n_layer, minilm.n_head) and (values >= 0).all() and values.max() > 0
+    assert "probe" in estimate.passes
+    pair = patching.run_pair(minilm, "the cat sat on the mat", "the dog sat on the mat", 64, patching.Metric("hidden"))
+    assert pair.clean == 0.0 and pair.corrupt > 0
+    got = patching.patch_heads(minilm, pair, [(5, 11)])
+    assert 0 <= got[(5, 11)] <= pair.corrupt * 2
+    with pytest.raises(ValueError, match="no LM head"):
+        patching.run_pair(minilm, "a b", "a c", 64, patching.Metric("loss"))
+    with pytest.raises(ValueError, match="LM head"):
+        direct_logit_attribution(minilm, TEXT, 64)
+
+
+def test_the_embedded_model():
+    from attnviz.models.embedded.config import EmbeddedConfig
+    from attnviz.models.embedded.model import EmbeddedModel
+
+    source = EmbeddedModel(EmbeddedConfig(d_model=32, n_head=4, n_layer=3))
+    assert Capability.EDIT_HEADS in source.capabilities
+    estimate = attribution.estimate_ablation(source, TEXT, 64, "zero")
+    assert np.array(estimate.values).shape == (3, 4)
+    sweep = ablation.ablation_sweep(source, TEXT, 64)
+    whole = ablation.sweep_baseline(source, TEXT, 64, "zero", timed=False, resume=False)
+    alone = ablation.sweep_piece(source, TEXT, whole, [(2, 1)])
+    assert sweep.values[2][1] == pytest.approx(alone[(2, 1)], abs=SWEEP_TOLERANCE)
+    pair = patching.run_pair(source, "the cat sat", "the dog sat", 64, patching.Metric("hidden"))
+    assert pair.corrupt > 0 and patching.patch_heads(source, pair, [(0, 0)])[(0, 0)] >= 0
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_other_families_and_bfloat16(tmp_path, smollm2, dtype):
+    """GPT-2 (LayerNorm, Conv1D projections, its own layer list) and Qwen2 in each dtype: the resumed sweep equals
+    the whole forward, patching and the estimate run, and the logit's sum check holds within the dtype's rounding."""
+    from transformers import GPT2Config, GPT2LMHeadModel, Qwen2Config, Qwen2ForCausalLM
+
+    from attnviz.models.hf.loading import load_hf_source
+    from attnviz.models.hf.placement import Placement
+    from tests.integration.tiny_models import tiny
+
+    gpt2 = tiny(
+        tmp_path / "gpt2", smollm2, GPT2Config, GPT2LMHeadModel, n_embd=64, n_layer=2, n_head=4, n_positions=256
+    )
+    qwen = tiny(tmp_path / "qwen2", smollm2, Qwen2Config, Qwen2ForCausalLM)
+    for folder in (gpt2, qwen):
+        source = load_hf_source(str(folder), placement=Placement(dtype))
+        assert Capability.EDIT_HEADS in source.capabilities
+        resumed = ablation.sweep_baseline(source, TEXT, 16, "zero", timed=False)
+        whole = ablation.sweep_baseline(source, TEXT, 16, "zero", timed=False, resume=False)
+        assert resumed.resume is not None
+        heads = [(1, 0), (1, 3)]
+        got, expected = (ablation.sweep_piece(source, TEXT, b, heads) for b in (resumed, whole))
+        for head in heads:
+            assert abs(got[head] - expected[head]) <= (SWEEP_TOLERANCE if dtype == "float32" else 1e-3)
+        pair = patching.run_pair(source, CLEAN, CORRUPT, 32, patching.Metric("kl"))
+        assert pair.clean == 0.0 and pair.corrupt > 0
+        estimate = attribution.estimate_patching(source, pair, CLEAN, CORRUPT)
+        assert all(math.isfinite(v) for row in estimate.values for v in row)
+        exact = patching.patch_heads(source, pair, [(0, 1)])
+        assert math.isfinite(exact[(0, 1)])
+        found = direct_logit_attribution(source, CLEAN, 32)
+        assert found.checked, found.check_error
+        assert found.norm == ("layer" if folder == gpt2 else "rms")
+
+
+def test_one_token_and_the_longest_input(smollm2):
+    """One token: no loss to estimate (one line), but patching by logit difference and the logit's attribution run.
+    The longest input the estimate reads (ESTIMATE_TOKENS) is what it reads of a longer text."""
+    with pytest.raises(ValueError, match="at least 2 tokens"):
+        attribution.estimate_ablation(smollm2, "Hi", 1, "zero")
+    pair = patching.run_pair(smollm2, "Mary", "John", 1, patching.parse_metric("logit-diff: Mary, John"))
+    assert pair.n_tokens == 1
+    assert direct_logit_attribution(smollm2, "Hi", 1).per_head.shape == (1, 30, 9)
+    from attnviz.settings import ESTIMATE_TOKENS
+
+    long_text = " ".join(["word"] * (ESTIMATE_TOKENS + 50))
+    estimate = attribution.estimate_ablation(smollm2, long_text, ESTIMATE_TOKENS, "mean")
+    assert np.isfinite(np.array(estimate.values)).all()

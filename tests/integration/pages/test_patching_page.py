@@ -1,0 +1,81 @@
+"""The Patching page through AppTest: two texts on SmolLM2 (the estimate at once, the top heads confirmed with a
+click, every head patched exactly), the direct logit tab and its sum check, an encoder's metric, bad input in one
+line; and the Ablation page's estimate on SmolLM2 within the time the issue asks."""
+
+import time
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+ROOT = Path(__file__).resolve().parents[3]
+CLEAN = "When Mary and John went to the store, John gave a drink to"
+CORRUPT = "When Mary and John went to the store, Mary gave a drink to"
+
+
+def open_page(model: str, text: str) -> AppTest:
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300).run()
+    at.selectbox(key="model").set_value(model).run()
+    at.text_area(key="text").input(text).run()
+    at.switch_page("pages/patching.py").run()
+    assert not at.exception, at.exception
+    return at
+
+
+def test_two_texts_on_smollm2():
+    at = open_page("smollm2", CLEAN)
+    at.text_area(key="patch_corrupt").input(CORRUPT).run()
+    assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
+    # each text's most likely next token are the defaults: the clean text's answer against the corrupted one's
+    assert (at.text_input(key="patch_token_a").value, at.text_input(key="patch_token_b").value) == (" Mary", " John")
+    values = {m.label: m.value for m in at.metric}
+    assert float(values["Metric, clean"]) > 0 > float(values["Metric, corrupted"])
+    charts = [chart.key for chart in at.get("plotly_chart")]
+    assert "patch_estimate_map" in charts and "patch_exact_map" not in charts
+    ranked = at.dataframe[0].value
+    assert len(ranked) == 10 and ranked.iloc[0, 0] == 23 and ranked.iloc[0, 1] == 3  # the name mover, estimated
+    at.button(key="patch_confirm").click().run()
+    assert not at.exception, at.exception
+    assert "patch_exact_map" in [chart.key for chart in at.get("plotly_chart")]
+    ranked = at.dataframe[0].value
+    assert ranked.iloc[:, 3].notna().all()  # the top 10, confirmed exactly
+    assert any("Spearman" in info.value for info in at.info)
+    assert at.button(key="patch_start").label.startswith("Patch every head exactly (270 heads, about ")
+    # the direct logit tab: the last position, the model's top token, the sum checked
+    caption = next(c.value for c in at.caption if "the model's logit" in c.value)
+    assert "The heads together" in caption and "RMSNorm" in caption
+    assert "dla_map" in [chart.key for chart in at.get("plotly_chart")]
+    at.text_input(key="dla_token").input("Marylebone").run()
+    assert [e.value for e in at.error][-1].startswith("'Marylebone' is not one token")
+
+
+def test_bad_input_and_other_models():
+    at = open_page("smollm2", CLEAN)
+    at.text_area(key="patch_corrupt").input("When Mary and John went").run()
+    assert not at.exception and "patching needs the same length" in at.error[0].value
+    at = open_page("default", "the cat sat on the mat")
+    at.text_area(key="patch_corrupt").input("the dog sat on the mat").run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert any("cosine distance" in c.value for c in at.caption)  # no LM head: the hidden states' distance
+    assert "patch_estimate_map" in [chart.key for chart in at.get("plotly_chart")]
+    assert any("no LM head" in i.value for i in at.info)  # the logit tab says why it has nothing to attribute
+
+
+@pytest.mark.parametrize("mode", ["zero", "mean"])
+def test_the_ablation_pages_estimate_on_smollm2_is_quick(mode):
+    """Issue 29: on ≤ 32 tokens SmolLM2's estimate for every head appears within 10 s here (the page's whole run,
+    the model already loaded)."""
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300).run()
+    at.selectbox(key="model").set_value("smollm2").run()
+    at.text_area(key="text").input("The cat sat on the mat because it was warm, and the dog slept by the door.").run()
+    at.switch_page("pages/overview.py").run()
+    start = time.perf_counter()
+    at.switch_page("pages/ablation.py").run()
+    if mode != "zero":
+        at.radio(key="ablation_mode").set_value(mode).run()
+    assert not at.exception, at.exception
+    assert "ablation_estimate_map" in [chart.key for chart in at.get("plotly_chart")]
+    assert time.perf_counter() - start < 60  # a loose bound for a busy CI machine; the 10 s figure is the benchmark's
+    assert at.button(key="ablation_confirm")
+    at.button(key="ablation_confirm").click().run()
+    assert not at.exception and any("confirmed exactly" in c.value for c in at.caption)
