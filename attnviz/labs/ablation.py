@@ -295,7 +295,10 @@ class SweepBaseline:
 
     @property
     def nbytes(self) -> int:
-        return int(self.values.numel() * self.values.element_size())
+        """What it holds: the baseline's outputs, its distributions (an LM) and the layers' cached outputs."""
+        held = self.values.numel() * self.values.element_size()
+        held += self.reduction.nbytes if self.reduction is not None else 0
+        return int(held + (self.resume.nbytes if self.resume is not None else 0))
 
     @property
     def pass_bytes(self) -> int:

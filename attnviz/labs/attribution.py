@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
+from attnviz.errors import ModelUnavailableError
 from attnviz.i18n.message import msg
 from attnviz.labs.ablation import _rounded
 from attnviz.labs.patching import Head, Metric, RunPair, edit_source, metric_of
@@ -109,7 +110,10 @@ def saturated_heads(source: AttentionSource, texts: Sequence[str], max_tokens: i
     of rows, in any of ``texts`` (read from each text's record)."""
     found: set[Head] = set()
     for text in texts:
-        record = source.run(text, max_tokens, keep_qk=False)
+        try:
+            record = source.run(text, max_tokens, keep_qk=False)
+        except ModelUnavailableError:  # past the eager route's bound: the estimate stands, its flags unread
+            return []
         live = record.live_rows()[:, None, :]  # (n_layer, 1, T)
         top = record.row_stat("max_weight")  # (n_layer, n_head, T)
         rows = live.sum(dim=-1).clamp_min(1)

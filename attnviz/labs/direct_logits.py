@@ -134,6 +134,8 @@ def direct_logit_attribution(
     _, read = source.head_pass(encoding, 1, record, read=True)
     if isinstance(read, str) or read is None:
         raise ValueError(msg("direct_logits_lib.no_readout", name=source.name, why=read or "it has no LM head"))
+    if read.transformed is not None:
+        raise ValueError(msg("direct_logits_lib.transformed", name=source.name, module=read.transformed))
     T = len(encoding.tokens)
     at = T - 1 if position is None else position
     if not 0 <= at < T:

@@ -31,6 +31,7 @@ from attnviz.models.resume import CachedLayers
 from attnviz.models.source import AttentionSource, Capability, EditsHeads, Encoding
 
 LM_METRICS = ("logit-diff", "loss", "kl")
+CANDIDATES = 20  # the most likely next tokens looked through for a metric's defaults
 METRICS = (*LM_METRICS, "hidden")
 
 
@@ -133,6 +134,13 @@ class RunPair:
         return len(self.clean_encoding.tokens)
 
     @property
+    def nbytes(self) -> int:
+        """What it holds: both runs' outputs, every layer's z of both, the corrupted run's cached layers."""
+        tensors = [self.clean_out, self.corrupt_out, *self.clean_z, *self.corrupt_z]
+        held = sum(t.numel() * t.element_size() for t in tensors)
+        return int(held + (self.cache.nbytes if self.cache is not None else 0))
+
+    @property
     def n_layer(self) -> int:
         return len(self.clean_z)
 
@@ -155,7 +163,7 @@ def _recorder(kept: dict[int, Tensor]):
 
 def edit_source(source: AttentionSource) -> EditsHeads:
     """``source`` when it can edit each head's output; ValueError naming it otherwise."""
-    if not isinstance(source, EditsHeads) or not source.edits_heads:
+    if Capability.EDIT_HEADS not in source.capabilities or not isinstance(source, EditsHeads):
         raise ValueError(msg("patching_lib.unsupported", name=source.name))
     return source
 
@@ -235,6 +243,18 @@ def patch_piece(source: AttentionSource, pair: RunPair, heads: Sequence[Head]) -
 
 def patch_pieces(heads: Sequence[Head], rows: int) -> list[list[Head]]:
     return [list(heads[start : start + rows]) for start in range(0, len(heads), rows)]
+
+
+@dataclass(frozen=True, eq=False)
+class EstimatedPair:
+    """Two texts run for patching and the estimate on them (None where the metric is the same on both)."""
+
+    pair: RunPair
+    estimate: object | None
+
+    @property
+    def nbytes(self) -> int:
+        return self.pair.nbytes
 
 
 @dataclass(frozen=True)
@@ -373,7 +393,9 @@ def plan_patching(source: AttentionSource, pair: RunPair, heads: Sequence[Head] 
 
 
 def top_next_token(source: AttentionSource, text: str, max_tokens: int, k: int = 2) -> list[str]:
-    """The ``k`` most likely next tokens after ``text`` (an LM's; [] without an LM head): a metric's defaults."""
+    """The ``k`` most likely next tokens after ``text`` that a metric can name (an LM's; [] without an LM head):
+    each token's text, as the tokenizer reads it back to that one token (a SentencePiece piece decodes without
+    its "▁", a byte to a character that encodes otherwise: those are passed over)."""
     source = edit_source(source)
     if Capability.GENERATE not in source.capabilities:
         return []
@@ -381,4 +403,6 @@ def top_next_token(source: AttentionSource, text: str, max_tokens: int, k: int =
     if not encoding.tokens:
         return []
     out, _ = source.head_pass(encoding, 1, lambda layer, z: z)
-    return source.token_texts(out[0, -1].float().topk(k).indices.tolist())
+    ids = out[0, -1].float().topk(min(CANDIDATES, out.shape[-1])).indices.tolist()
+    named = [(i, name) for i, name in zip(ids, source.token_texts(ids), strict=True) if source.token_ids(name) == [i]]
+    return [name for _, name in named[:k]]

@@ -155,12 +155,16 @@ def cached_layers(layers: nn.ModuleList, seen: dict, n_calls: int) -> CachedLaye
 @contextmanager
 def resuming(cache: CachedLayers | None, start: int, batch: int) -> Iterator[int]:
     """Within this block, this thread's passes skip the layers before ``start``, each returning its cached output
-    widened to ``batch`` rows; yields the attention calls those layers made (where the pass's counting begins).
+    (the last of them widened to ``batch`` rows); yields the attention calls those layers made (where the pass's
+    counting begins).
     A None cache or a start of 0 skips nothing."""
     if cache is None or start <= 0:
         yield 0
         return
-    skipped = {id(cache.layers[i]): _widened(cache.outputs[i], batch) for i in range(start)}
+    # only the last skipped layer's output enters the next layer: widened once; the earlier ones, never read on
+    # by the layers that run, stay at one row (a model that reads them fails the check pass, run at two rows)
+    skipped = {id(cache.layers[i]): cache.outputs[i] for i in range(start - 1)}
+    skipped[id(cache.layers[start - 1])] = _widened(cache.outputs[start - 1], batch)
     token = _skipped.set(skipped)
     try:
         yield cache.calls_before[start]

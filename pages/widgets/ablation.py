@@ -69,8 +69,13 @@ SWEEP_STATE = "ablation_sweep_state"  # session state: {"key", "values" {head: v
 
 def _start(key: tuple) -> None:
     state = st.session_state.get(SWEEP_STATE)
-    values = state["values"] if state and state["key"] == key else {}  # "Continue" keeps what a stop kept
-    st.session_state[SWEEP_STATE] = {"key": key, "values": values, "status": "running"}
+    kept = state if state and state["key"] == key else {"values": {}, "losses": {}}  # Continue keeps a stop's
+    st.session_state[SWEEP_STATE] = {
+        "key": key,
+        "values": kept["values"],
+        "losses": kept["losses"],
+        "status": "running",
+    }
 
 
 def _stop() -> None:
@@ -137,7 +142,7 @@ def sweep_section(source: AttentionSource, settings: Settings, mode: str, view_k
     if len(values) == len(baseline.heads):  # timing the first pass ran every head: nothing left to ask for
         st.caption(t("ablation.sweep_done", n=len(baseline.heads), tokens=baseline.n_tokens, limit=limit))
         show_sweep(
-            result_cache().get_or_compute(("ablation_sweep", key), lambda: ablation.sweep_result(baseline, values))
+            result_cache().get_or_compute(("ablation_sweep", key), lambda: ablation.sweep_result(baseline, values, {}))
         )
         return
     st.caption(
@@ -156,7 +161,7 @@ def sweep_section(source: AttentionSource, settings: Settings, mode: str, view_k
     )
     if state is None or state["status"] != "running":
         if state is not None and state["status"] == "stopped":
-            show_sweep(ablation.sweep_result(baseline, values))
+            show_sweep(ablation.sweep_result(baseline, values, state["losses"]))
             label = t(
                 "ablation.sweep_continue",
                 left=len(baseline.heads) - len(values),
@@ -173,9 +178,9 @@ def sweep_section(source: AttentionSource, settings: Settings, mode: str, view_k
         progress_bar(t("ablation.sweeping")) as progress,
         admitted(Need(baseline.pass_bytes, baseline.seconds(values)), rid),
     ):
-        ablation.run_pieces(source, settings.text, baseline, state["values"], progress)  # a pass's heads as it ends
+        ablation.run_pieces(source, settings.text, baseline, state["values"], progress, state["losses"])
     stop.empty()
-    done = ablation.sweep_result(baseline, state["values"])
+    done = ablation.sweep_result(baseline, state["values"], state["losses"])
     st.session_state.pop(SWEEP_STATE, None)
     show_sweep(result_cache().get_or_compute(("ablation_sweep", key), lambda: done))
 
@@ -266,7 +271,10 @@ def estimate_section(source: AttentionSource, settings: Settings, mode: str, vie
     )
     if exact is None:
         if st.button(t("heads_matter.confirm", k=len(top)), key="ablation_confirm"):
-            with st.spinner(t("heads_matter.confirming", heads=_heads_list(top))):
+            with (
+                st.spinner(t("heads_matter.confirming", heads=_heads_list(top))),
+                admitted(Need(ablation.sweep_bytes(source, n_tokens), 0.0), request_id("ablation_top", key)),
+            ):
                 result_cache().get_or_compute(
                     confirmed_key, lambda: ablation.confirm_heads(source, settings.text, n_tokens, mode, top)
                 )

@@ -95,13 +95,14 @@ def patch_section(source: AttentionSource, settings: Settings) -> None:
     key = (settings.spec, settings.text, corrupt, n_tokens, metric)
     need = Need(attribution.estimate_bytes(source, n_tokens) * 2, 0.0)
 
-    def job(progress):
+    def job(progress) -> patching.EstimatedPair:
         pair = patching.run_pair(source, settings.text, corrupt, n_tokens, metric)
         if pair.gap == 0:
-            return pair, None
-        return pair, attribution.estimate_patching(source, pair, settings.text, corrupt)
+            return patching.EstimatedPair(pair, None)
+        return patching.EstimatedPair(pair, attribution.estimate_patching(source, pair, settings.text, corrupt))
 
-    pair, estimate = cached_job("patch_estimate", key, job, t("patching.estimating"), need)
+    found_pair = cached_job("patch_estimate", key, job, t("patching.estimating"), need)
+    pair, estimate = found_pair.pair, found_pair.estimate
     cols = st.columns(3)
     cols[0].metric(t("patching.clean_value"), f"{pair.clean:.4f}")
     cols[1].metric(t("patching.corrupt_value"), f"{pair.corrupt:.4f}")
@@ -175,7 +176,8 @@ def patch_section(source: AttentionSource, settings: Settings) -> None:
     )
     top = patching.confirm(estimate)
     if not confirmed_found and not found and st.button(t("heads_matter.confirm", k=len(top)), key="patch_confirm"):
-        with st.spinner(t("heads_matter.confirming", heads=_heads(top))):
+        need = Need(attribution.estimate_bytes(source, pair.n_tokens), 0.0)
+        with st.spinner(t("heads_matter.confirming", heads=_heads(top))), admitted(need, request_id("patch_top", key)):
             result_cache().get_or_compute(("patch_confirmed", key), lambda: patching.patch_heads(source, pair, top))
         st.rerun()
     if not found:
@@ -188,7 +190,8 @@ def _heads(heads) -> str:
 
 def _exact_section(source: AttentionSource, pair: patching.RunPair, key: tuple, state: dict | None) -> None:
     """Every head patched exactly, a pass at a time; a Stop keeps the passes done, Continue runs the rest."""
-    plan = cached("patch_plan", key, lambda: patching.plan_patching(source, pair), t("patching.timing"))
+    need = Need(attribution.estimate_bytes(source, pair.n_tokens), 0.0)
+    plan = cached("patch_plan", key, lambda: patching.plan_patching(source, pair), t("patching.timing"), need)
     done = {**plan.done, **(state["values"] if state else {})}
     total = len(plan.heads)
     if state is None or state["status"] != "running":
@@ -202,11 +205,19 @@ def _exact_section(source: AttentionSource, pair: patching.RunPair, key: tuple, 
     stop = st.empty()
     stop.button(t("patching.stop"), key="patch_stop", on_click=_stop)
     state["values"].update(plan.done)
-    with (
-        progress_bar(t("patching.patching")) as progress,
-        admitted(Need(attribution.estimate_bytes(source, pair.n_tokens), plan.seconds(done)), request_id("patch", key)),
-    ):
-        patching.patch_heads(source, pair, plan.heads, progress, state["values"])
+    finished = False
+    try:  # any interruption (a click elsewhere, an error) leaves it stopped, its passes kept: Continue resumes it
+        with (
+            progress_bar(t("patching.patching")) as progress,
+            admitted(
+                Need(attribution.estimate_bytes(source, pair.n_tokens), plan.seconds(done)), request_id("patch", key)
+            ),
+        ):
+            patching.patch_heads(source, pair, plan.heads, progress, state["values"])
+        finished = True
+    finally:
+        if not finished:
+            state["status"] = "stopped"
     stop.empty()
     result_cache().get_or_compute(("patch_exact", key), lambda: dict(state["values"]))
     st.session_state.pop(PATCH_STATE, None)

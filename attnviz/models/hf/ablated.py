@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from attnviz.errors import ModelUnavailableError
+from attnviz.errors import ModelUnavailableError, first_line
 from attnviz.i18n.message import msg
 from attnviz.models.ablation import HeadAblation
 from attnviz.models.hf import eager
@@ -66,13 +66,15 @@ def ablated_pass(
         route = ablating(ablation)
     else:
         route = eager.ablating(source.output_projections.layers, source.n_head, ablation)
-    counted = editing(source.output_projections.layers, _unchanged) if source.output_projections.found else None
     with contextlib.ExitStack() as stack:
         stack.enter_context(route)
-        called = stack.enter_context(counted) if counted is not None else None
         seen = None
-        if record is not None:
-            count = (lambda: len(called)) if called is not None else (lambda: ablation.layers_seen)
+        if record is not None:  # the interface route counts attention calls itself; the eager one by projection
+            if source.route == "interface":
+                count = lambda: ablation.layers_seen  # noqa: E731
+            else:
+                called = stack.enter_context(editing(source.output_projections.layers, _unchanged))
+                count = lambda: len(called)  # noqa: E731
             seen = stack.enter_context(record(count))
         before = stack.enter_context(resuming(resume, start, input_ids.shape[0]))
         if source.route == "interface":
@@ -117,8 +119,12 @@ def layer_cache(source, text: str, max_tokens: int, mode: str = "zero") -> tuple
     if isinstance(cache, str) or len(cache.layers) < 2:
         return outputs, cache if isinstance(cache, str) else "it has one layer"
     middle = len(cache.layers) // 2
-    check, _ = ablated_pass(source, input_ids, HeadAblation([[]], mode, source.n_head), cache, middle)
-    if not outputs_match(values, check):
+    twice = input_ids.expand(2, -1)  # (2, T): a batch of rows, as the sweep's passes are
+    try:
+        check, _ = ablated_pass(source, twice, HeadAblation([[], []], mode, source.n_head), cache, middle)
+    except (ModelUnavailableError, RuntimeError, ValueError, TypeError, IndexError) as err:
+        return outputs, f"a pass from its middle layer failed ({first_line(err)})"
+    if not all(outputs_match(values[0], row) for row in check):
         return outputs, "a pass from its middle layer did not give the whole pass's outputs"
     return outputs, cache
 
@@ -144,9 +150,10 @@ def head_pass(
     start = resume.start_for(first_layer) if resume is not None else 0
     with contextlib.ExitStack() as stack:
         stack.enter_context(torch.enable_grad() if grad else torch.no_grad())
-        stack.enter_context(editing(source.output_projections.layers, edit))
-        stack.enter_context(resuming(resume, start, rows))
-        seen = stack.enter_context(reading_out(source.model)) if read else None
+        first_call = stack.enter_context(resuming(resume, start, rows))  # the calls the skipped layers made
+        stack.enter_context(editing(source.output_projections.layers, edit, first_call))
+        projections = [p.module for p in source.output_projections.layers]
+        seen = stack.enter_context(reading_out(source.model, projections)) if read else None
         hidden = stack.enter_context(last_hidden(source.model, source.name))
         stack.enter_context(running(source.name))
         out = source.model(input_ids=input_ids, return_dict=True)

@@ -29,29 +29,34 @@ HeadEdit = Callable[[int, Tensor], Tensor]  # (attention layer, z (B, T, n_head,
 
 
 @contextmanager
-def editing(projections: Sequence[OutputProjection], edit: HeadEdit) -> Iterator[list[int]]:
-    """Within this block, this thread's passes give layer i's projection ``edit(i, z)`` instead of z; yields the
-    layers called, in order."""
+def editing(projections: Sequence[OutputProjection], edit: HeadEdit, first_call: int = 0) -> Iterator[list[int]]:
+    """Within this block, this thread's passes give the projection of attention layer i ``edit(i, z)`` instead of
+    z; yields the layers called, in order.
+
+    The layers are numbered by call, as the projections were found (one a call of a pass, in order), from
+    ``first_call`` (a pass resumed mid-model skips the first calls): a module that serves several layers (ALBERT's
+    one layer, run 12 times) gets one hook, and each of its calls its own number."""
     owner = threading.get_ident()
     called: list[int] = []
+    shapes = {id(p.module): (p.n_head, p.head_dim) for p in projections}
 
-    def rewrite(index: int, projection: OutputProjection):
-        def hook(module, args):
-            if threading.get_ident() != owner or not args:
-                return None
-            x = args[0]  # (B, T, n_head * head_dim)
-            called.append(index)
-            z = x.view(*x.shape[:-1], projection.n_head, projection.head_dim)  # (B, T, n_head, head_dim)
-            return (edit(index, z).reshape(x.shape), *args[1:])
+    def hook(module, args):
+        if threading.get_ident() != owner or not args:
+            return None
+        x = args[0]  # (B, T, n_head * head_dim)
+        index = first_call + len(called)
+        called.append(index)
+        n_head, head_dim = shapes[id(module)]
+        z = x.reshape(*x.shape[:-1], n_head, head_dim)  # (B, T, n_head, head_dim)
+        return (edit(index, z).reshape(x.shape), *args[1:])
 
-        return hook
-
-    hooks = [p.module.register_forward_pre_hook(rewrite(i, p)) for i, p in enumerate(projections)]
+    modules = list({id(p.module): p.module for p in projections}.values())  # each module once, in order
+    hooks = [module.register_forward_pre_hook(hook) for module in modules]
     try:
         yield called
     finally:
-        for hook in hooks:
-            hook.remove()
+        for handle in hooks:
+            handle.remove()
 
 
 @dataclass(frozen=True, eq=False)
@@ -72,6 +77,7 @@ class ReadOut:
     unembedding: Tensor
     unembedding_bias: Tensor | None
     logits: Tensor
+    transformed: str | None = None  # a module between a layer's output projection and the residual stream
     dtype: torch.dtype = torch.float32  # what the model ran in: its rounding bounds how closely the norm is read
 
 
@@ -82,10 +88,11 @@ def _same(a: Tensor, b: Tensor) -> bool:
 
 
 @contextmanager
-def reading_out(model: nn.Module) -> Iterator[dict]:
+def reading_out(model: nn.Module, projections: Sequence[nn.Module] = ()) -> Iterator[dict]:
     """Within this block, this thread's next pass records the LM head's input and the final norm that made it:
-    {"head": (module, input), "norm": (module, input, output)}. Nothing is recorded when the model has no LM
-    head (an encoder)."""
+    {"head": (module, input), "norm": (module, input, output)}, and "transformed": the first module that took an
+    output projection's output as its input (a norm after the attention, as Gemma 2's: a head's part of the
+    residual stream is then not z·W_O). Nothing is recorded when the model has no LM head (an encoder)."""
     owner = threading.get_ident()
     seen: dict = {}
     head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
@@ -94,10 +101,17 @@ def reading_out(model: nn.Module) -> Iterator[dict]:
         return
     recent: list[tuple[nn.Module, Tensor, Tensor]] = []  # the last leaf modules' (module, input, output)
 
+    projected: list[Tensor] = []  # this pass's output projections' outputs
+    wanted = {id(module) for module in projections}
+
     def keep(module, args, output):
         if threading.get_ident() == owner and isinstance(output, Tensor) and args and isinstance(args[0], Tensor):
             recent.append((module, args[0], output))
             del recent[:-RECENT]
+            if id(module) in wanted:
+                projected.append(output)
+            elif output is not args[0] and any(_same(args[0], out) for out in projected[-1:]):
+                seen.setdefault("transformed", type(module).__name__)  # a dropout in eval returns its input
 
     def at_head(module, args):
         if threading.get_ident() == owner and args:
@@ -107,7 +121,8 @@ def reading_out(model: nn.Module) -> Iterator[dict]:
             if found:
                 seen["norm"] = found[-1]
 
-    hooks = [m.register_forward_hook(keep) for m in model.modules() if m is not head and not len(list(m.children()))]
+    leaves = [m for m in model.modules() if m is not head and (not len(list(m.children())) or id(m) in wanted)]
+    hooks = [m.register_forward_hook(keep) for m in leaves]
     hooks.append(head.register_forward_pre_hook(at_head))
     try:
         yield seen
@@ -139,6 +154,7 @@ def read_out(seen: dict, logits: Tensor) -> ReadOut | str:
         unembedding_bias=bias,
         logits=logits[0].detach().float().cpu(),
         dtype=normed.dtype,
+        transformed=seen.get("transformed"),
     )
 
 

@@ -89,6 +89,40 @@ def test_a_shared_layer_model_runs_every_pass_whole_and_says_why(tmp_path, smoll
     assert sweep.resumed == baseline.resume_note
     alone = ablation.ablation_effect(source, TEXT, 32, [(1, 2)])
     assert sweep.values[1][2] == pytest.approx(alone.hidden_change, abs=1e-6)
+    # patching through the one shared projection: each of its calls is its own layer (this file's hook counts them)
+    pair = patching.run_pair(source, "the cat sat on the mat", "the dog sat on the mat", 32, patching.Metric("hidden"))
+    assert not torch.equal(pair.clean_z[0], pair.clean_z[1])
+    got = patching.patch_heads(source, pair, [(1, 2)])[(1, 2)]
+    dense = source.output_projections.layers[0].module
+    head_dim = source.head_dim
+    kept, calls = [], []
+    ids = {
+        name: torch.tensor([source.encode(text, 32).ids])
+        for name, text in (("clean", "the cat sat on the mat"), ("corrupt", "the dog sat on the mat"))
+    }
+    hook = dense.register_forward_pre_hook(lambda _, args: kept.append(args[0].clone()))
+    try:
+        with torch.no_grad():
+            source.model(input_ids=ids["clean"])
+    finally:
+        hook.remove()
+
+    def patch(_, args):
+        calls.append(1)
+        if len(calls) != 2:  # the second call is layer 1
+            return None
+        x = args[0].clone()
+        x[..., slice_of(2, head_dim)] = kept[1][..., slice_of(2, head_dim)]
+        return (x, *args[1:])
+
+    hook = dense.register_forward_pre_hook(patch)
+    try:
+        with torch.no_grad():
+            hidden = source.model(input_ids=ids["corrupt"]).last_hidden_state[0]
+    finally:
+        hook.remove()
+    expected = ablation.cosine_distance(pair.clean_out, hidden).mean()
+    assert got == pytest.approx(float(expected), abs=1e-6)
 
 
 @pytest.fixture(scope="module")
@@ -323,6 +357,22 @@ def test_other_families_and_bfloat16(tmp_path, smollm2, dtype):
         found = direct_logit_attribution(source, CLEAN, 32)
         assert found.checked, found.check_error
         assert found.norm == ("layer" if folder == gpt2 else "rms")
+
+
+def test_a_norm_after_the_attention_is_not_read_as_direct(tmp_path, smollm2):
+    """Gemma 2 normalises each layer's attention output before the residual stream: a head's direct part is not
+    z·W_O, and the logit's attribution says so in one line instead of a map that the sum check would not catch."""
+    from transformers import Gemma2Config, Gemma2ForCausalLM
+
+    from attnviz.models.hf.loading import load_hf_source
+    from tests.integration.tiny_models import tiny
+
+    folder = tiny(tmp_path / "gemma2", smollm2, Gemma2Config, Gemma2ForCausalLM, head_dim=16)
+    source = load_hf_source(str(folder))
+    with pytest.raises(ValueError, match="passes through Gemma2RMSNorm before it joins the residual stream"):
+        direct_logit_attribution(source, CLEAN, 32)
+    pair = patching.run_pair(source, CLEAN, CORRUPT, 32, patching.Metric("kl"))  # patching reads z: it stands
+    assert pair.corrupt > 0
 
 
 def test_one_token_and_the_longest_input(smollm2):
