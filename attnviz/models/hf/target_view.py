@@ -19,7 +19,7 @@ from attnviz.errors import ModelUnavailableError
 from attnviz.i18n.message import Text, msg
 from attnviz.models.ablation import HeadAblation
 from attnviz.models.hf.eager import ablating
-from attnviz.models.source import AblatedOutputs, Encoding, check_layer, running
+from attnviz.models.source import AblatedOutputs, Capability, Encoding, check_layer, running
 
 
 @dataclass(eq=False)
@@ -58,6 +58,11 @@ class TargetView:
     @property
     def route_note(self) -> Text:
         return self.whole.route_note
+
+    @property
+    def capabilities(self) -> frozenset[Capability]:
+        """Its heads ablated on the target; nothing else (a head's output is not read or differentiated here)."""
+        return frozenset({Capability.ABLATE})
 
     @property
     def ablation_modes(self) -> tuple[str, ...]:

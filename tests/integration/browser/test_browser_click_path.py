@@ -25,6 +25,7 @@ NAV = [
     "Parity",
     "Generation",
     "Padding",
+    "Patching",
     "Mask lab",
     "KV cache",
     "Scaling",

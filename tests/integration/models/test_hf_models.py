@@ -47,6 +47,7 @@ def test_bundled_models_load_offline_with_their_real_shapes(minilm, smollm2):
         Capability.REPRODUCE,
         Capability.ABLATE,
         Capability.VALUE_NORMS,
+        Capability.EDIT_HEADS,
     }
     assert smollm2.capabilities == minilm.capabilities | {Capability.GENERATE, Capability.KV_CACHE}
     assert minilm.description.stacks == (Stack("", ("self",), 6, 12, 12, 32, causal=False),)
