@@ -286,6 +286,7 @@ class SweepBaseline:
     ids: tuple[int, ...] = ()
     first_losses: dict[Head, float | None] = field(default_factory=dict)
     last_seconds: float | None = None  # resumed: a pass of ``rows`` heads of the last layer, timed here
+    max_rows: int = 0  # the most rows a pass's outputs may hold (PASS_BYTES); 0: ``rows``
     reduction: Reduction | None = None  # an LM's baseline distributions, computed once for every pass
 
     @property
@@ -305,23 +306,42 @@ class SweepBaseline:
         """A pass's peak beside the baseline: its (rows, T, width) float32 outputs and the float64 temporaries of
         one chunk of positions (log p, p, log q and their product)."""
         T, width = self.values.shape
-        return 4 * self.rows * T * width + 4 * 8 * min(T, REDUCE_POSITIONS) * width
+        return 4 * max(self.rows, self.max_rows) * T * width + 4 * 8 * min(T, REDUCE_POSITIONS) * width
+
+    def row_seconds(self, layer: int) -> float:
+        """A row's predicted time in a pass from ``layer``'s heads: ``pass_seconds`` from the first layer,
+        ``last_seconds`` from the last (both timed here at ``rows`` rows), in between in proportion to the layers
+        it runs."""
+        seconds = self.pass_seconds
+        if self.resume is not None and self.last_seconds is not None:
+            last = self.resume.start_for(self.layers_run - 1)
+            share = self.resume.start_for(layer) / max(1, last)
+            seconds = self.pass_seconds - (self.pass_seconds - self.last_seconds) * share
+        return seconds / self.rows
+
+    def rows_at(self, layer: int) -> int:
+        """Rows a pass from ``layer`` holds: ``rows``, or more when resumed passes from later layers are quicker,
+        as many as fit PASS_SECONDS (a Stop waits for one pass) and ``max_rows`` (its outputs' bytes)."""
+        if self.resume is None or self.last_seconds is None:
+            return self.rows
+        by_time = int(PASS_SECONDS / max(1e-9, self.row_seconds(layer)))
+        return max(self.rows, min(self.max_rows or self.rows, by_time))
 
     def pieces(self, done: Mapping[Head, object] | None = None) -> list[list[Head]]:
-        """The heads not in ``done``, a piece (one batched pass) each ``rows`` of them, in order."""
+        """The heads not in ``done``, in order, a piece (one batched pass) each :meth:`rows_at` its first head's
+        layer."""
         left = [head for head in self.heads if head not in (done or {})]
-        return [left[start : start + self.rows] for start in range(0, len(left), self.rows)]
+        found, start = [], 0
+        while start < len(left):
+            size = self.rows_at(left[start][0])
+            found.append(left[start : start + size])
+            start += size
+        return found
 
     def piece_seconds(self, piece: Sequence[Head]) -> float:
-        """A piece's predicted time, its share by rows (the rows' work dominates once a pass is worth timing) of a
-        pass from its first head's layer: ``pass_seconds`` from the first layer, ``last_seconds`` from the last
-        (both timed here), in between in proportion to the layers it runs."""
-        seconds = self.pass_seconds
-        if self.resume is not None and self.last_seconds is not None and piece:
-            last = self.resume.start_for(self.layers_run - 1)
-            share = self.resume.start_for(min(layer for layer, _ in piece)) / max(1, last)
-            seconds = self.pass_seconds - (self.pass_seconds - self.last_seconds) * share
-        return seconds * len(piece) / self.rows
+        """A piece's predicted time: a row's from its first head's layer, times its rows (more rows a pass cost a
+        little less a row: the prediction errs long)."""
+        return self.row_seconds(min(layer for layer, _ in piece)) * len(piece) if piece else 0.0
 
     def seconds(self, done: Mapping[Head, object] | None = None) -> float:
         """The predicted time of the pieces left after ``done``."""
@@ -362,7 +382,7 @@ def sweep_baseline(
     if resume and isinstance(source, Resumes):  # its baseline pass, timed, and a check pass from the middle layer
         start = clock()
         before, cache = source.layer_cache(text, n_tokens, mode)
-        timings.append(max(1e-9, clock() - start) / 1.5)
+        timings.append(max(1e-9, clock() - start) / 2)  # a pass of one row, and one of two rows from halfway
         cache, note = (None, cache) if isinstance(cache, str) else (cache, None)
     elif resume:
         note = "its source runs every pass whole"
@@ -388,6 +408,7 @@ def sweep_baseline(
         layers_run=before.layers_run,
         heads=heads,
         rows=rows,
+        max_rows=rows_per_pass(T, width, limit),
         pass_seconds=one_row * rows,
         timed_rows=1,
         resume=cache,
