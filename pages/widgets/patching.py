@@ -84,8 +84,11 @@ def patch_section(source: AttentionSource, settings: Settings) -> None:
     """The clean text (the sidebar's) and a corrupted one; the metric on both; every head's estimated restored
     fraction at once, then exact patching of the top heads (one click) or of every head (stoppable)."""
     n_tokens = token_limit(settings.max_tokens, PATCH_TOKENS)
-    if "patch_corrupt" not in st.session_state:
-        st.session_state.patch_corrupt = settings.text
+    if st.session_state.get("patch_corrupt", settings.text) == st.session_state.get(
+        "patch_corrupt_from", settings.text
+    ):
+        st.session_state.patch_corrupt = settings.text  # the sidebar's text until the reader edits it
+    st.session_state.patch_corrupt_from = settings.text
     corrupt = st.text_area(t("patching.corrupt"), key="patch_corrupt", height=80)
     st.caption(t("patching.corrupt_caption", tokens=n_tokens))
     metric = _metric(source, settings, n_tokens, corrupt)
@@ -236,8 +239,8 @@ def direct_logit_section(source: AttentionSource, settings: Settings) -> None:
         st.info(t("patching.no_text"))
         return
     valid_choice("dla_position", range(n), n - 1)
-    if st.session_state.get("dla_position", n - 1) > n - 1:
-        st.session_state.dla_position = n - 1
+    if st.session_state.get("dla_for") != (settings.text, n_tokens):  # a new text opens on its last position
+        st.session_state.dla_position, st.session_state.dla_for = n - 1, (settings.text, n_tokens)
     left, right = st.columns(2)
     position = left.number_input(t("patching.position"), 0, n - 1, key="dla_position")
     token = right.text_input(t("patching.token"), key="dla_token", placeholder=t("patching.token_placeholder"))

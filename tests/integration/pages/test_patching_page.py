@@ -54,7 +54,12 @@ def test_bad_input_and_other_models():
     at.text_area(key="patch_corrupt").input("When Mary and John went").run()
     assert not at.exception and "patching needs the same length" in at.error[0].value
     at = open_page("default", "the cat sat on the mat")
+    assert at.text_area(key="patch_corrupt").value == "the cat sat on the mat"  # the sidebar's, until edited
+    at.text_area(key="text").input("a cat sat on the mat").run()
+    assert at.text_area(key="patch_corrupt").value == "a cat sat on the mat"  # follows it
     at.text_area(key="patch_corrupt").input("the dog sat on the mat").run()
+    at.text_area(key="text").input("the cat sat on the mat").run()
+    assert at.text_area(key="patch_corrupt").value == "the dog sat on the mat"  # once edited, it is the reader's
     assert not at.exception and not at.error, [e.value for e in at.error]
     assert any("cosine distance" in c.value for c in at.caption)  # no LM head: the hidden states' distance
     assert "patch_estimate_map" in [chart.key for chart in at.get("plotly_chart")]
