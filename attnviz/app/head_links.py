@@ -41,3 +41,53 @@ def ranked_heads(rows: Sequence[Sequence], key: str, columns: Sequence[str], hea
         layer, head = rows[chosen[0]][0], rows[chosen[0]][1]
         st.session_state[f"{key}_generation"] = generation + 1
         open_in_heads_page(int(layer), int(head))
+
+
+def heads_text(heads) -> str:
+    """Heads as a reader writes them: "3.1, 23.4"."""
+    return ", ".join(f"{layer}.{head}" for layer, head in heads)
+
+
+SHOWN_FLAGGED = 20  # heads listed by name in a warning; the count says how many there are
+
+
+def estimate_flags(estimate) -> None:
+    """The heads where an estimate (:class:`attnviz.labs.attribution.Estimate`) is known to mislead: saturated,
+    cancelling, each a warning with the heads named."""
+    for name in ("saturated", "cancelling"):
+        heads = getattr(estimate, name)
+        if heads:
+            st.warning(t(f"heads_matter.{name}", heads=heads_text(heads[:SHOWN_FLAGGED]), n=len(heads)))
+
+
+def agreement_note(agreement) -> None:
+    """An estimate against the exact effects (:class:`attnviz.labs.agreement.Agreement`), in a sentence."""
+    st.info(
+        t(
+            "heads_matter.agreement",
+            rho=agreement.spearman,
+            overlap=agreement.overlap,
+            k=agreement.k,
+            n=agreement.n_heads,
+        )
+    )
+
+
+def estimate_table(ranked, estimate_values, exact_values, key: str) -> None:
+    """Heads in the order of ``ranked`` ((layer, head, value) rows), each with its estimate and its exact effect
+    (blank where not run), to 4 significant digits, as :func:`ranked_heads` (a click opens the head)."""
+
+    def shown(value) -> float | None:
+        return None if value is None else float(f"{value:.4g}")
+
+    rows = [
+        (layer, head, shown(estimate_values[layer][head]), shown(exact_values[layer][head] if exact_values else None))
+        for layer, head, _ in ranked
+    ]
+    headers = {
+        "layer": "ablation.col_layer",
+        "head": "ablation.col_head",
+        "estimate": "heads_matter.col_estimate",
+        "exact": "heads_matter.col_exact",
+    }
+    ranked_heads(rows, key, list(headers), headers)

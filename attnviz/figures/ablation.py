@@ -68,14 +68,19 @@ def make_ablation_sweep_figure(sweep: AblationSweep, *, title: str | None = None
             hovertemplate="%{y} %{x}: %{text}<extra></extra>",
         )
     )
+    return layer_head_layout(fig, title, z)
+
+
+def layer_head_layout(fig: go.Figure, title: str, z: np.ndarray) -> go.Figure:
+    """A layer (rows, top down) x head (columns) map's layout, its height by its layers; a head without a value
+    (NaN: not run, or one token) is grey, not white like no effect."""
     fig.update_layout(
         title=title,
         xaxis_title=t("ablation_fig.head"),
         yaxis_title=t("ablation_fig.layer"),
         yaxis_autorange="reversed",
-        # a head without a value (not run, or one token) is grey, not white like no effect
         plot_bgcolor="#d9d9d9" if np.isnan(z).any() else None,
-        height=max(300, 22 * n_layer + 120),
+        height=max(300, 22 * (z.shape[0] if z.size else 0) + 120),
         margin={"l": 60, "r": 20, "t": 50, "b": 50},
     )
     return fig

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
+from attnviz.figures.ablation import layer_head_layout
 from attnviz.figures.base import hover_text
 from attnviz.i18n.translate import t
 
@@ -47,16 +48,7 @@ def make_head_effect_figure(
             hovertemplate=f"%{{y}} %{{x}}: %{{text}} ({measure})<extra></extra>",
         )
     )
-    fig.update_layout(
-        title=title,
-        xaxis_title=t("ablation_fig.head"),
-        yaxis_title=t("ablation_fig.layer"),
-        yaxis_autorange="reversed",
-        plot_bgcolor="#d9d9d9" if np.isnan(z).any() else None,
-        height=max(300, 22 * n_layer + 120),
-        margin={"l": 60, "r": 20, "t": 50, "b": 50},
-    )
-    return fig
+    return layer_head_layout(fig, title, z)
 
 
 def make_positions_figure(values: Sequence[float], labels: Sequence[str], *, title: str, measure: str) -> go.Figure:

@@ -15,6 +15,14 @@ from attnviz.labs.ablation import _rounded
 TOP_K = 10  # the heads the estimate's ranking is compared on, and confirmed
 
 
+def by_size(values: Sequence[Sequence[float | None]], k: int | None = None) -> list[tuple[int, int, float]]:
+    """A layer x head map's heads by |value|, largest first (ties: the earlier head), those without a value left
+    out: [(layer, head, value)], the first ``k``."""
+    found = [(layer, head, float(v)) for layer, row in enumerate(values) for head, v in enumerate(row) if v is not None]
+    ranked = sorted(found, key=lambda item: (-abs(item[2]), item[0], item[1]))
+    return ranked if k is None else ranked[:k]
+
+
 def spearman(a: Sequence[float], b: Sequence[float]) -> float:
     """Spearman's ρ of two equally long sequences (ties given their mean rank); nan when either is constant."""
     ra, rb = ranks(torch.as_tensor(list(a), dtype=torch.float64)), ranks(torch.as_tensor(list(b), dtype=torch.float64))

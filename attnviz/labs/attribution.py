@@ -28,6 +28,7 @@ from torch import Tensor
 from attnviz.errors import ModelUnavailableError
 from attnviz.i18n.message import msg
 from attnviz.labs.ablation import _rounded
+from attnviz.labs.agreement import by_size
 from attnviz.labs.patching import Head, Metric, RunPair, edit_source, metric_of
 from attnviz.models.ablation import check_mode
 from attnviz.models.source import AttentionSource, Capability, EditsHeads, Encoding
@@ -53,9 +54,7 @@ class Estimate:
     kind: str = "loss"  # what was run: "loss" (an LM's), "probes" (an encoder's), "patch" (two texts)
 
     def ranked(self, k: int | None = None) -> list[tuple[int, int, float]]:
-        found = [(layer, head, v) for layer, row in enumerate(self.values) for head, v in enumerate(row)]
-        ranked = sorted(found, key=lambda item: (-abs(item[2]), item[0], item[1]))
-        return ranked if k is None else ranked[:k]
+        return by_size(self.values, k)
 
     def to_json(self) -> dict:
         return {

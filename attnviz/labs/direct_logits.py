@@ -20,6 +20,7 @@ from torch import Tensor
 
 from attnviz.i18n.message import msg
 from attnviz.labs.ablation import Head, _rounded
+from attnviz.labs.agreement import by_size
 from attnviz.models.source import AttentionSource, Capability, EditsHeads
 
 CHECK_TOLERANCE = 1e-3  # the reconstructed logit against the model's: this much of max(1, |logit|) (float32)
@@ -67,14 +68,7 @@ class DirectLogits:
         return self.per_head[position]
 
     def ranked(self, position: int, k: int | None = None) -> list[tuple[int, int, float]]:
-        values = self.at(position)
-        found = [
-            (layer, head, float(values[layer, head]))
-            for layer in range(values.shape[0])
-            for head in range(values.shape[1])
-        ]
-        ranked = sorted(found, key=lambda item: (-abs(item[2]), item[0], item[1]))
-        return ranked if k is None else ranked[:k]
+        return by_size(self.at(position).tolist(), k)
 
     def head_positions(self, head: Head) -> Tensor:
         """One head's contribution at every position: (T,)."""

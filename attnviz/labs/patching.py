@@ -25,7 +25,7 @@ from torch import Tensor
 from attnviz.core.progress import Progress, or_none
 from attnviz.i18n.message import msg
 from attnviz.labs.ablation import PASS_BYTES, PASS_ROWS, Head, _rounded, rows_per_pass
-from attnviz.labs.agreement import TOP_K, Agreement, agreement
+from attnviz.labs.agreement import TOP_K, Agreement, agreement, by_size
 from attnviz.labs.reductions import cosine_distance
 from attnviz.models.resume import CachedLayers
 from attnviz.models.source import AttentionSource, Capability, EditsHeads, Encoding
@@ -273,11 +273,7 @@ class PatchResult:
     estimate: object | None = None
 
     def ranked(self, k: int | None = None) -> list[tuple[int, int, float]]:
-        found = [
-            (layer, head, v) for layer, row in enumerate(self.effects) for head, v in enumerate(row) if v is not None
-        ]
-        ranked = sorted(found, key=lambda item: (-abs(item[2]), item[0], item[1]))
-        return ranked if k is None else ranked[:k]
+        return by_size(self.effects, k)
 
     def agreement(self) -> Agreement | None:
         if self.estimate is None or not any(v is not None for row in self.effects for v in row):

@@ -8,7 +8,7 @@ import math
 import pandas as pd
 import streamlit as st
 
-from attnviz.app.head_links import ranked_heads
+from attnviz.app.head_links import agreement_note, estimate_flags, estimate_table, heads_text
 from attnviz.app.loading import cached, cached_job, result_cache
 from attnviz.app.progress import duration_text, progress_bar
 from attnviz.app.queue_view import admitted, request_id
@@ -185,10 +185,6 @@ def sweep_section(source: AttentionSource, settings: Settings, mode: str, view_k
     show_sweep(result_cache().get_or_compute(("ablation_sweep", key), lambda: done))
 
 
-def _heads_list(heads) -> str:
-    return ", ".join(f"{layer}.{head}" for layer, head in heads)
-
-
 def estimate_section(source: AttentionSource, settings: Settings, mode: str, view_key: tuple = ()) -> None:
     """Every head's effect estimated in one forward and one backward (attribution patching), beside the exact sweep
     when it ran (Spearman's ρ and the top-10 overlap), the heads known to mislead it named, and its top heads
@@ -226,12 +222,7 @@ def estimate_section(source: AttentionSource, settings: Settings, mode: str, vie
         ),
         key="ablation_estimate_map",
     )
-    if estimate.saturated:
-        st.warning(t("heads_matter.saturated", heads=_heads_list(estimate.saturated[:20]), n=len(estimate.saturated)))
-    if estimate.cancelling:
-        st.warning(
-            t("heads_matter.cancelling", heads=_heads_list(estimate.cancelling[:20]), n=len(estimate.cancelling))
-        )
+    estimate_flags(estimate)
     sweep_tokens = ablation.token_limit(settings.max_tokens, ablation.SWEEP_TOKENS)
     found, sweep = result_cache().lookup(
         ("ablation_sweep", (settings.spec, settings.text, sweep_tokens, mode, *view_key))
@@ -244,35 +235,12 @@ def estimate_section(source: AttentionSource, settings: Settings, mode: str, vie
     if exact is not None:
         exact_values = exact.loss_change if lm and exact.loss_change else exact.values
     if found and sweep_tokens == n_tokens:
-        agreement = rank_agreement(estimate.values, exact_values)
-        st.info(
-            t(
-                "heads_matter.agreement",
-                rho=agreement.spearman,
-                overlap=agreement.overlap,
-                k=agreement.k,
-                n=agreement.n_heads,
-            )
-        )
-    rows = []
-    for layer, head, value in estimate.ranked(patching.TOP_K):
-        shown = None if exact_values is None else exact_values[layer][head]
-        rows.append((layer, head, float(f"{value:.4g}"), None if shown is None else float(f"{shown:.4g}")))
-    ranked_heads(
-        rows,
-        "ablation_estimate_ranked",
-        ["layer", "head", "estimate", "exact"],
-        {
-            "layer": "ablation.col_layer",
-            "head": "ablation.col_head",
-            "estimate": "heads_matter.col_estimate",
-            "exact": "heads_matter.col_exact",
-        },
-    )
+        agreement_note(rank_agreement(estimate.values, exact_values))
+    estimate_table(estimate.ranked(patching.TOP_K), estimate.values, exact_values, "ablation_estimate_ranked")
     if exact is None:
         if st.button(t("heads_matter.confirm", k=len(top)), key="ablation_confirm"):
             with (
-                st.spinner(t("heads_matter.confirming", heads=_heads_list(top))),
+                st.spinner(t("heads_matter.confirming", heads=heads_text(top))),
                 admitted(Need(ablation.sweep_bytes(source, n_tokens), 0.0), request_id("ablation_top", key)),
             ):
                 result_cache().get_or_compute(

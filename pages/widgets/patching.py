@@ -7,7 +7,7 @@ import math
 
 import streamlit as st
 
-from attnviz.app.head_links import ranked_heads
+from attnviz.app.head_links import agreement_note, estimate_flags, estimate_table, heads_text, ranked_heads
 from attnviz.app.loading import cached, cached_job, result_cache
 from attnviz.app.progress import progress_bar
 from attnviz.app.queue_view import admitted, request_id
@@ -141,54 +141,22 @@ def patch_section(source: AttentionSource, settings: Settings) -> None:
             )
         else:
             st.info(t("patching.exact_not_run"))
-    if estimate.saturated:
-        st.warning(t("heads_matter.saturated", heads=_heads(estimate.saturated[:20]), n=len(estimate.saturated)))
-    if estimate.cancelling:
-        st.warning(t("heads_matter.cancelling", heads=_heads(estimate.cancelling[:20]), n=len(estimate.cancelling)))
+    estimate_flags(estimate)
     if len(values) >= 2:
-        agreement = result.agreement()
-        st.info(
-            t(
-                "heads_matter.agreement",
-                rho=agreement.spearman,
-                overlap=agreement.overlap,
-                k=agreement.k,
-                n=agreement.n_heads,
-            )
-        )
+        agreement_note(result.agreement())
     ranked = result.ranked(RANKED_K) if len(values) == pair.n_layer * pair.n_head else estimate.ranked(RANKED_K)
-    rows = [
-        (
-            layer,
-            head,
-            float(f"{estimate.values[layer][head]:.4g}"),
-            None if result.effects[layer][head] is None else float(f"{result.effects[layer][head]:.4g}"),
-        )
-        for layer, head, _ in ranked
-    ]
-    ranked_heads(
-        rows,
-        "patch_ranked",
-        ["layer", "head", "estimate", "exact"],
-        {
-            "layer": "ablation.col_layer",
-            "head": "ablation.col_head",
-            "estimate": "heads_matter.col_estimate",
-            "exact": "heads_matter.col_exact",
-        },
-    )
+    estimate_table(ranked, estimate.values, result.effects, "patch_ranked")
     top = patching.confirm(estimate)
     if not confirmed_found and not found and st.button(t("heads_matter.confirm", k=len(top)), key="patch_confirm"):
         need = Need(attribution.estimate_bytes(source, pair.n_tokens), 0.0)
-        with st.spinner(t("heads_matter.confirming", heads=_heads(top))), admitted(need, request_id("patch_top", key)):
+        with (
+            st.spinner(t("heads_matter.confirming", heads=heads_text(top))),
+            admitted(need, request_id("patch_top", key)),
+        ):
             result_cache().get_or_compute(("patch_confirmed", key), lambda: patching.patch_heads(source, pair, top))
         st.rerun()
     if not found:
         _exact_section(source, pair, key, state)
-
-
-def _heads(heads) -> str:
-    return ", ".join(f"{layer}.{head}" for layer, head in heads)
 
 
 def _exact_section(source: AttentionSource, pair: patching.RunPair, key: tuple, state: dict | None) -> None:
