@@ -13,7 +13,6 @@ architecture: every size field of the default config is matched by name.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -28,7 +27,7 @@ from attnviz.core.files import file_lock
 from attnviz.models.hf.text_model import other_parts
 
 KINDS = ("causal", "masked", "seq2seq", "multimodal")
-VERSION = 6
+VERSION = 7
 BUILD_TIMEOUT_S = 120  # per child, for every type it still has to build; a busy machine, several times quiet
 MEMORY_LIMIT = 3 * 2**30  # address space of a building child: a config that needs more is not tiny
 
@@ -39,7 +38,7 @@ REASONS = {
     "multimodal": "a multimodal model whose whole tiny wrapper does not build; attnviz loads its text model",
     "no text input": "its forward takes no input_ids (audio, vision or other modalities)",
     "does not build": "the zoo's generic tiny sizes do not give a config of it that runs (it needs sizes by hand)",
-    "too slow": "building it took over the child's time limit",
+    "too slow": "building it alone took over a building child's whole time limit",
     "round trip": "transformers does not load back what it saved of it (its own save and load lose weights)",
 }
 
@@ -309,7 +308,14 @@ def build_one(model_type: str, kind: str, folder: Path) -> dict:
 
     from attnviz.errors import first_line
 
-    default = AutoConfig.for_model(model_type)
+    try:
+        default = AutoConfig.for_model(model_type)
+    except Exception as err:  # its own defaults do not validate (Gemma 4's assistant)
+        return {
+            "status": "refused",
+            "reason": "does not build",
+            "errors": [f"{type(err).__name__}: {first_line(err)}"[:200]],
+        }
     if other_parts(default):
         return build_multimodal(model_type, kind, default, folder)
     if getattr(default, "is_encoder_decoder", False):
@@ -376,6 +382,12 @@ def build_zoo(types: list[str] | None = None) -> dict[str, dict]:
     return {t: json.loads((root / t / "status.json").read_text()) for t in types}
 
 
+def _last_line(stderr: bytes) -> str:
+    """The last non-empty line a child wrote on stderr (its exception), or ''."""
+    lines = [line for line in stderr.decode(errors="replace").splitlines() if line.strip()]
+    return lines[-1].strip() if lines else ""
+
+
 def _build_missing(types: list[str], root: Path) -> None:
     """Build, in child processes, every type of ``types`` without a ``status.json`` under ``root``."""
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])}
@@ -383,18 +395,29 @@ def _build_missing(types: list[str], root: Path) -> None:
         todo = [t for t in types if not (root / t / "status.json").is_file()]
         if not todo:
             break
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            subprocess.run(
+        try:
+            child = subprocess.run(
                 [sys.executable, "-m", "tests.integration.zoo.build", *todo],
                 env=env,
                 timeout=BUILD_TIMEOUT_S,
                 capture_output=True,
                 check=False,
             )
+            died = f"the building child died on it (exit {child.returncode}): {_last_line(child.stderr)}"[:200]
+        except subprocess.TimeoutExpired:
+            died = None
         for model_type in todo:  # the type it was on when it died or ran out of time
             folder = root / model_type
             if (folder / ".building").exists():
-                (folder / "status.json").write_text(json.dumps({"status": "refused", "reason": "too slow"}))
+                _clear(folder)  # nothing half-saved for a loader to find
+                if died is not None:
+                    status = {"status": "refused", "reason": "does not build", "errors": [died]}
+                elif model_type == todo[0]:  # it had the child's whole time to itself
+                    status = {"status": "refused", "reason": "too slow"}
+                else:  # the time ran out on the types before it: the next child starts with it
+                    status = None
+                if status is not None:
+                    (folder / "status.json").write_text(json.dumps(status))
                 (folder / ".building").unlink()
                 break
         else:
