@@ -7,8 +7,11 @@ whole stream gave it, it is: an RMSNorm maps a part c to (c / σ_t) ⊙ w, a Lay
 token y at position t is Σ_parts (norm_t(c) · U_y) + b · U_y + bias_y, and each head's part is exact in that
 frozen-scale reading (TransformerLens' ``apply_ln_to_stack`` with the cached scale). What the heads do not carry
 (embeddings, MLPs, biases) is the rest. The sum is checked: the frozen-scale map of the whole stream must give the
-model's own logit; a model whose logits are changed after its LM head (a soft cap, a scale) fails the check, and
-the page says so with both numbers.
+model's own logit; a model whose logits are changed after its LM head by more than a scale (a soft cap) fails the
+check, and the page says so with both numbers. Two scales applied without a module are found in the pass by data
+flow and applied (:mod:`attnviz.models.hf.head_edits`): a layer's attention output joining the stream times c
+(Granite's ``residual_multiplier``: each of the layer's heads contributes c · z_h W_O^h), and logits that are the
+LM head's output times s (Granite's 1 / ``logits_scaling``).
 """
 
 from __future__ import annotations
@@ -53,6 +56,13 @@ class DirectLogits:
     norm: str
     gain: str
     dtype: torch.dtype = torch.float32
+    join_scales: tuple[float, ...] = ()  # per layer: the attention output joins the stream times this (found)
+    logit_scale: float = 1.0  # the model's logits are its LM head's output times this (found)
+
+    @property
+    def scaled(self) -> bool:
+        """Whether the model scales its attention outputs or its logits without a module (found and applied)."""
+        return self.logit_scale != 1.0 or any(c != 1.0 for c in self.join_scales)
 
     @property
     def check_error(self) -> float:
@@ -147,16 +157,19 @@ def direct_logit_attribution(
     if reading is None:
         raise ValueError(msg("direct_logits_lib.norm", name=source.name, norm=read.norm))
     centre, gain_name, gain, sigma = reading
-    u = read.unembedding[token_id].double()  # (d_model,)
+    u = read.unembedding[token_id].double() * read.logit_scale  # (d_model,)
     direction = gain[None, :] * u[None, :] / sigma  # (T, d_model): a part c adds c · direction (after centring)
     if centre:
         direction = direction - direction.mean(dim=-1, keepdim=True)  # (c − mean c) · v = c · (v − mean v)
     constant = float((bias.double() @ u) if bias is not None else 0.0)
-    constant += float(read.unembedding_bias[token_id]) if read.unembedding_bias is not None else 0.0
+    if read.unembedding_bias is not None:
+        constant += float(read.unembedding_bias[token_id]) * read.logit_scale
+    joins = [1.0 if c is None else c for c in read.join_scales]
+    joins += [1.0] * (len(zs) - len(joins))
     per_head = []
     for layer, (blocks, _) in enumerate(source.head_blocks()):
         back = torch.einsum("hkd,td->thk", blocks.double(), direction)  # (T, n_head, head_dim): W_O^h direction_t
-        per_head.append((zs[layer] * back).sum(dim=-1))  # (T, n_head)
+        per_head.append((zs[layer] * back).sum(dim=-1) * joins[layer])  # (T, n_head)
     per_head = torch.stack(per_head, dim=1)  # (T, n_layer, n_head)
     reconstructed = (read.residual.double() * direction).sum(dim=-1) + constant  # (T,)
     logits = read.logits[:, token_id].double()
@@ -172,4 +185,6 @@ def direct_logit_attribution(
         norm="layer" if centre else "rms",
         gain=gain_name,
         dtype=read.dtype,
+        join_scales=tuple(joins[: len(zs)]),
+        logit_scale=read.logit_scale,
     )

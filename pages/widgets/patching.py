@@ -235,6 +235,12 @@ def direct_logit_section(source: AttentionSource, settings: Settings) -> None:
     st.caption(check)
     if not found.checked:
         st.warning(t("patching.check_failed", error=found.check_error))
+    joins = sorted({float(f"{c:.4g}") for c in found.join_scales if c != 1.0})  # as shown: 4 digits
+    if joins:
+        scales = f"{joins[0]:.4g}" if len(joins) == 1 else f"{joins[0]:.4g}–{joins[-1]:.4g}"
+        st.info(t("patching.scaled_joins", scales=scales))
+    if found.logit_scale != 1.0:
+        st.info(t("patching.scaled_logits", scale=found.logit_scale))
     token_shown = hover_text(visible_text(found.token))  # the reader's token: data, not Plotly markup
     measure = t("patching.logit_measure", token=token_shown)
     plotly(

@@ -99,25 +99,30 @@ def session_from_weights(
 
 @contextmanager
 def ablating(layers: Sequence[OutputProjection], n_head: int, ablation: HeadAblation) -> Iterator[None]:
-    """The eager route's head ablation: a forward pre-hook on each layer's output projection rewrites its input
-    (R, T, n_head * head_dim) for this thread's passes only (the model is shared)."""
+    """The eager route's head ablation: a forward pre-hook on each output projection module rewrites its input
+    (R, T, n_head * head_dim) for this thread's passes only (the model is shared); a module that serves several
+    layers (one a call, :func:`eager_output_projections`) counts its calls to tell them apart."""
     owner = threading.get_ident()
+    at: dict[int, list[int]] = {}  # a module's layers, in call order (several for a module shared by layers)
+    for index, projection in enumerate(layers):
+        at.setdefault(id(projection.module), []).append(index)
+    calls: dict[int, int] = {}  # this pass's calls of each module so far
 
-    def rewrite(index: int):
-        def hook(module, args):
-            if threading.get_ident() != owner or not args:
-                return None
-            x = args[0]  # (R, T, n_head * head_dim)
-            heads = ablation.heads_of(index, x.shape[0])  # on the host: read without waiting for the GPU
-            z = x.view(*x.shape[:-1], n_head, -1)  # (R, T, n_head, head_dim)
-            return (ablate_output(z, z, heads, ablation.mode).reshape(x.shape), *args[1:])
+    def hook(module, args):
+        if threading.get_ident() != owner or not args:
+            return None
+        indices, k = at[id(module)], calls.get(id(module), 0)
+        calls[id(module)] = k + 1
+        x = args[0]  # (R, T, n_head * head_dim)
+        heads = ablation.heads_of(indices[min(k, len(indices) - 1)], x.shape[0])  # on the host: no GPU wait
+        z = x.view(*x.shape[:-1], n_head, -1)  # (R, T, n_head, head_dim)
+        return (ablate_output(z, z, heads, ablation.mode).reshape(x.shape), *args[1:])
 
-        return hook
-
-    hooks = [p.module.register_forward_pre_hook(rewrite(i)) for i, p in enumerate(layers)]
+    modules = list({id(p.module): p.module for p in layers}.values())  # each module once, in order
+    hooks = [module.register_forward_pre_hook(hook) for module in modules]
     ablation.layers_seen = len(layers)
     try:
         yield
     finally:
-        for hook in hooks:
-            hook.remove()
+        for handle in hooks:
+            handle.remove()

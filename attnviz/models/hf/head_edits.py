@@ -8,7 +8,10 @@ skips its first layers (:mod:`attnviz.models.resume`) numbers the rest as a whol
 
 For direct logit attribution, :func:`reading_out` finds what turns the last residual stream into logits: the
 LM head (the model's output embeddings) and the module whose output it reads (the final norm), with what entered
-and left that module.
+and left that module; and, by data flow, how each layer's attention output joins the residual stream (the first
+module after the projection reads x = r + c·o, r an earlier module's input: c is 1 in most models, Granite's
+``residual_multiplier`` or MiniCPM's depth scale in others, applied without a module) and how the model's logits
+relate to its LM head's output (Granite divides them by ``logits_scaling``).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from torch import Tensor, nn
 from attnviz.models.hf.projections import OutputProjection
 
 RECENT = 8  # leaf modules remembered before the LM head runs: the final norm is among the last
+CANDIDATES = 32  # leaf inputs remembered as a projection's residual r (a layer's input is a few modules back)
 HeadEdit = Callable[[int, Tensor], Tensor]  # (attention layer, z (B, T, n_head, head_dim)) -> the z W_O reads
 
 
@@ -79,6 +83,8 @@ class ReadOut:
     logits: Tensor
     transformed: str | None = None  # a module between a layer's output projection and the residual stream
     dtype: torch.dtype = torch.float32  # what the model ran in: its rounding bounds how closely the norm is read
+    join_scales: tuple[float | None, ...] = ()  # per attention call: c in r + c·o, None where no join was found
+    logit_scale: float = 1.0  # the model's logits are its LM head's output times this
 
 
 def _same(a: Tensor, b: Tensor) -> bool:
@@ -103,32 +109,103 @@ def reading_out(model: nn.Module, projections: Sequence[nn.Module] = ()) -> Iter
 
     projected: list[Tensor] = []  # this pass's output projections' outputs
     wanted = {id(module) for module in projections}
+    inputs: list[Tensor] = []  # the last leaf inputs: where a projection's output may have joined from
+    joins: dict[int, float | None] = seen.setdefault("joins", {})  # projection call -> c, or None
+    pending: list[Tensor] = []  # the last projection's output, until a module reads something else
 
     def keep(module, args, output):
-        if threading.get_ident() == owner and isinstance(output, Tensor) and args and isinstance(args[0], Tensor):
-            recent.append((module, args[0], output))
-            del recent[:-RECENT]
-            if id(module) in wanted:
-                projected.append(output)
-            elif output is not args[0] and any(_same(args[0], out) for out in projected[-1:]):
-                seen.setdefault("transformed", type(module).__name__)  # a dropout in eval returns its input
+        if threading.get_ident() != owner or not isinstance(output, Tensor) or not args:
+            return
+        x = args[0]
+        if not isinstance(x, Tensor):
+            return
+        recent.append((module, x, output))
+        del recent[:-RECENT]
+        if id(module) in wanted:
+            projected.append(output)
+            pending[:] = [output]
+        elif pending and _same(x, pending[0]):
+            if output is not x:  # a dropout in eval returns its input
+                seen.setdefault("transformed", type(module).__name__)
+                joins[len(projected) - 1] = None
+                pending.clear()
+        elif pending:  # the first module to read past the projection's output: x = r + c·o for an earlier input r?
+            joins[len(projected) - 1] = join_scale(x, pending[0], inputs)
+            pending.clear()
+        inputs.append(x)
+        del inputs[:-CANDIDATES]
 
     def at_head(module, args):
         if threading.get_ident() == owner and args:
             seen["head"] = (module, args[0])
+            pending.clear()
             # the module that made the head's input, passing over identities (a dropout in eval returns its input)
             found = [entry for entry in recent if _same(entry[2], args[0]) and not _same(entry[1], args[0])]
             if found:
                 seen["norm"] = found[-1]
 
+    def head_output(module, args, output):
+        if threading.get_ident() == owner and isinstance(output, Tensor):
+            seen["head_last"] = output[0, -1].detach()  # (vocab,): one position tells a scale of the logits
+
     leaves = [m for m in model.modules() if m is not head and (not len(list(m.children())) or id(m) in wanted)]
     hooks = [m.register_forward_hook(keep) for m in leaves]
     hooks.append(head.register_forward_pre_hook(at_head))
+    hooks.append(head.register_forward_hook(head_output))
     try:
         yield seen
     finally:
         for hook in hooks:
             hook.remove()
+
+
+def _fit(y: Tensor, x: Tensor) -> tuple[float, float]:
+    """The c of y ≈ c·x by least squares, and ‖y − c·x‖ (float64)."""
+    y, x = y.double().flatten(), x.double().flatten()
+    c = float(y @ x / (x @ x))
+    return c, float((y - c * x).norm())
+
+
+def join_scale(x: Tensor, o: Tensor, inputs: Sequence[Tensor]) -> float | None:
+    """The c with x = r + c·o, for the latest of ``inputs`` (r) that gives one, snapped to 1 where it is 1 within
+    its own precision; None where none does (a parallel block's MLP reads the layer's normed input, not the stream
+    after the attention) or o is too small beside the stream's rounding to tell c to 1 %.
+
+    Element by element, x = r + c·o rounded in x's dtype is off by at most half a unit in the last place of x and
+    of c·o: each element is weighted by its own rounding, so a few large dimensions of the stream do not hide the
+    rest, and every element must fit within twice that rounding (and c's own uncertainty)."""
+    if not o.is_floating_point() or o.shape != x.shape:
+        return None
+    eps = torch.finfo(x.dtype).eps
+    x64, o64 = x.double().flatten(), o.double().flatten()
+    for r in reversed(inputs):
+        if r.shape != x.shape or r.dtype != x.dtype or r.device != x.device:
+            continue
+        r64 = r.double().flatten()
+        d = x64 - r64
+        w2 = (eps * (x64.abs() + r64.abs()) + 1e-30).pow(-2)
+        weight = float((w2 * o64 * o64).sum())
+        if weight == 0.0:
+            continue
+        c = float((w2 * d * o64).sum()) / weight
+        sigma = weight**-0.5  # c's uncertainty from the rounding
+        slack = eps * (x64.abs() + d.abs()) + 4 * sigma * o64.abs() + 1e-30
+        if abs(c) <= 4 * sigma or not bool(((d - c * o64).abs() <= slack).all()):
+            continue  # o is not in x − r (r is x: a parallel block's MLP reads the attention's own input), or not all of it
+        if sigma > 0.01 * max(1.0, abs(c)):
+            return None
+        return 1.0 if abs(c - 1.0) <= 4 * sigma + 4 * eps else c
+    return None
+
+
+def _logit_scale(head_last: Tensor | None, logits_last: Tensor) -> float:
+    """s with the model's logits = s × its LM head's output (at the last position), 1 where they are the same
+    values or no scale fits (a soft cap: the sum check then fails and says so)."""
+    if head_last is None or head_last.shape != logits_last.shape or torch.equal(head_last, logits_last):
+        return 1.0
+    eps = torch.finfo(head_last.dtype).eps
+    s, off = _fit(logits_last, head_last)
+    return s if off <= 4 * eps * float(logits_last.double().norm()) and s != 0.0 else 1.0
 
 
 def read_out(seen: dict, logits: Tensor) -> ReadOut | str:
@@ -155,6 +232,8 @@ def read_out(seen: dict, logits: Tensor) -> ReadOut | str:
         logits=logits[0].detach().float().cpu(),
         dtype=normed.dtype,
         transformed=seen.get("transformed"),
+        join_scales=tuple(seen["joins"].get(i) for i in range(max(seen["joins"], default=-1) + 1)),
+        logit_scale=_logit_scale(seen.get("head_last"), logits[0, -1].detach()),
     )
 
 

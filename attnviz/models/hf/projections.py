@@ -29,7 +29,7 @@ API (stable; other parts import it):
   a pass, in order), ``for_attention(module)``, ``reason`` (None when every
   layer was found, else why not, in one line) and ``found``.
 - :func:`find_output_projections(model, n_head, vocab_size=None)` -> Projections (interface route).
-- :func:`eager_output_projections(model, n_head, d_model)` -> Projections (eager route).
+- :func:`eager_output_projections(model, n_head, d_model, vocab_size=None)` -> Projections (eager route).
 - :func:`head_blocks(module, n_head)` -> (n_head, head_dim, d_model) for any Linear/Conv1D.
 
 :class:`~attnviz.models.hf.source.HFSource` holds the result as ``output_projections`` (found once per loaded
@@ -216,7 +216,7 @@ def find_output_projections(model: nn.Module, n_head: int, vocab_size: int | Non
 
 
 @torch.no_grad()
-def eager_output_projections(model: nn.Module, n_head: int, d_model: int) -> Projections:
+def eager_output_projections(model: nn.Module, n_head: int, d_model: int, vocab_size: int | None = None) -> Projections:
     """The eager route's output projections, read from structure (no attention output is seen there).
 
     For each attention module (class name ending in "Attention", outermost
@@ -225,6 +225,10 @@ def eager_output_projections(model: nn.Module, n_head: int, d_model: int) -> Pro
     projection (its output is d_model wide, not 3·d_model). A module without
     one (DeBERTa-v2's projection lives in a sibling ``SelfOutput``): that
     sibling's ``dense`` when the parent has one of the right shape. Otherwise refused.
+
+    The layers are the attention modules a probe pass calls, in the order it calls them, one a call (as the
+    interface route numbers them): a module a text-only pass never runs (TrOCR's cross-attention) is not a
+    layer, and a module shared by every layer is each of them. Where the probe fails, the structure's order.
     """
     outer = [m for m in model.modules() if type(m).__name__.endswith("Attention")]
     inner_ids = {id(c) for m in outer for c in m.modules() if c is not m and type(c).__name__.endswith("Attention")}
@@ -249,7 +253,34 @@ def eager_output_projections(model: nn.Module, n_head: int, d_model: int) -> Pro
         layers.append(projection)
     if not layers:
         return _refused("no attention module found")
+    called = _attention_calls(model, list(by_attention), vocab_size)
+    if called:
+        layers = [by_attention[module] for module in called]
     return Projections(layers=tuple(layers), _by_attention=by_attention)
+
+
+@torch.no_grad()
+def _attention_calls(model: nn.Module, modules: list[nn.Module], vocab_size: int | None) -> list[nn.Module]:
+    """``modules`` as one probe pass of :data:`PROBE_TOKENS` ids calls them, in order, one entry a call (this
+    thread's calls only: the model may be shared); [] where the pass fails."""
+    owner = threading.get_ident()
+    calls: list[nn.Module] = []
+
+    def hook(module, args, kwargs):
+        if threading.get_ident() == owner:
+            calls.append(module)
+
+    hooks = [m.register_forward_pre_hook(hook, with_kwargs=True) for m in modules]
+    vocab = vocab_size or getattr(getattr(model, "config", None), "vocab_size", None) or 100
+    ids = (torch.arange(PROBE_TOKENS) * 7 + 3) % max(1, int(vocab))
+    try:
+        model(input_ids=ids[None].to(main_device(model, "cpu")), return_dict=True)
+    except Exception:  # the probe is best effort: the structure's order stands
+        return []
+    finally:
+        for h in hooks:
+            h.remove()
+    return calls
 
 
 def _in_width(attention: nn.Module, n_head: int) -> int:

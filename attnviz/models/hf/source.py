@@ -171,7 +171,9 @@ class HFSource:
         """Every attention layer's output projection W_O (attnviz.models.hf.projections): found by data flow on
         a probe pass for the interface route, read from the modules' structure for the eager route."""
         if self.route == "eager":
-            return eager_output_projections(self.model, self.n_head, self.d_model)
+            return eager_output_projections(
+                self.model, self.n_head, self.d_model, getattr(self.config, "vocab_size", None)
+            )
         return find_output_projections(self.model, self.n_head, getattr(self.config, "vocab_size", None))
 
     @functools.cached_property

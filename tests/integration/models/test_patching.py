@@ -375,6 +375,120 @@ def test_a_norm_after_the_attention_is_not_read_as_direct(tmp_path, smollm2):
     assert pair.corrupt > 0
 
 
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_scales_applied_without_a_module_are_found_and_applied(tmp_path, smollm2, dtype):
+    """Granite adds each layer's attention output to the stream times ``residual_multiplier`` and divides its logits
+    by ``logits_scaling``, in arithmetic outside any module: the attribution finds both in the pass and each head's
+    figure is its part of the logit, by hand (this file's hooks on ``o_proj`` and the final norm, the config's two
+    numbers, which attnviz never reads); the sum check holds. Before, the check passed with every head 0.22 times
+    too large... or too small, and failed outright with the logit scale."""
+    from transformers import GraniteConfig, GraniteForCausalLM
+
+    from attnviz.models.hf.loading import load_hf_source
+    from attnviz.models.hf.placement import Placement
+    from tests.integration.tiny_models import tiny
+
+    multiplier, logits_scaling = 0.22, 8.0
+    folder = tiny(
+        tmp_path / "granite",
+        smollm2,
+        GraniteConfig,
+        GraniteForCausalLM,
+        residual_multiplier=multiplier,
+        logits_scaling=logits_scaling,
+    )
+    source = load_hf_source(str(folder), placement=Placement(dtype))
+    found = direct_logit_attribution(source, CLEAN, 32, " Mary")
+    assert found.checked, found.check_error
+    low = dtype == "bfloat16"
+    assert found.join_scales == pytest.approx([multiplier] * 2, rel=2e-2 if low else 1e-6)
+    assert found.logit_scale == pytest.approx(1 / logits_scaling, rel=1e-2 if low else 1e-6)
+    model = source.model
+    ids = torch.tensor([source.encode(CLEAN, 32).ids], device=source.device)
+    inputs, hooks = {}, []
+    for layer in (0, 1):
+        hooks.append(
+            o_proj(model, layer).register_forward_pre_hook(lambda _, a, layer=layer: inputs.setdefault(layer, a[0]))
+        )
+    hooks.append(model.model.norm.register_forward_pre_hook(lambda _, a: inputs.setdefault("final", a[0])))
+    try:
+        with torch.no_grad():
+            model(input_ids=ids)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    token = source.token_ids(" Mary")[0]
+    x = inputs["final"][0, -1].double()
+    scale = torch.sqrt(x.pow(2).mean() + model.model.norm.variance_epsilon)
+    row = model.lm_head.weight[token].double() * model.model.norm.weight.double() / scale / logits_scaling
+    head_dim = source.head_dim
+    largest = float(found.per_head[-1].abs().max())
+    for layer in (0, 1):
+        weight = o_proj(model, layer).weight.double()
+        for head in range(source.n_head):
+            part = inputs[layer][0, -1, slice_of(head, head_dim)].double() @ weight[:, slice_of(head, head_dim)].T
+            expected = multiplier * float(part @ row)
+            assert float(found.per_head[-1, layer, head]) == pytest.approx(
+                expected, abs=(3e-2 if low else 1e-6) * largest
+            )
+
+
+def test_standard_models_join_their_attention_unscaled(smollm2):
+    """SmolLM2 adds each attention output to the stream as it is: every layer's scale is found and is exactly 1."""
+    found = direct_logit_attribution(smollm2, CLEAN, 64, " Mary")
+    assert found.join_scales == (1.0,) * 30 and found.logit_scale == 1.0 and not found.scaled
+
+
+def test_attention_a_text_pass_never_runs_is_not_a_layer(tmp_path, smollm2):
+    """TrOCR's decoder (the eager route) holds a cross-attention a text-only pass never calls: its layers are the
+    two self-attentions, in the order the pass calls them (they used to be four, by structure, and layer 1 was
+    layer 0's unused cross-attention). Ablating layer 1's head 0 equals this file's pre-hook zeroing that head's
+    slice of ``layers[1].self_attn.out_proj``; each head's direct logit is its part through that projection."""
+    from transformers import TrOCRConfig, TrOCRForCausalLM
+
+    from attnviz.labs.ablation import sweep_baseline, sweep_piece
+    from attnviz.models.hf.loading import load_hf_source
+    from tests.integration.tiny_models import tiny
+
+    folder = tiny(
+        tmp_path / "trocr",
+        smollm2,
+        TrOCRConfig,
+        TrOCRForCausalLM,
+        d_model=64,
+        decoder_layers=2,
+        decoder_attention_heads=4,
+        decoder_ffn_dim=128,
+        max_position_embeddings=256,
+        use_learned_position_embeddings=True,
+    )
+    source = load_hf_source(str(folder))
+    model = source.model
+    layers = model.model.decoder.layers
+    assert source.route == "eager"
+    assert [p.module for p in source.output_projections.layers] == [layer.self_attn.out_proj for layer in layers]
+    whole = sweep_baseline(source, TEXT, 16, "zero", timed=False, resume=False)
+    got = sweep_piece(source, TEXT, whole, [(1, 0)])[(1, 0)]
+    head_dim = source.head_dim
+
+    def zero_head(_, args):
+        x = args[0].clone()
+        x[..., slice_of(0, head_dim)] = 0
+        return (x, *args[1:])
+
+    ids = torch.tensor([source.encode(TEXT, 16).ids])
+    with torch.no_grad():
+        before = model(input_ids=ids).logits[0]
+        handle = layers[1].self_attn.out_proj.register_forward_pre_hook(zero_head)
+        try:
+            after = model(input_ids=ids).logits[0]
+        finally:
+            handle.remove()
+    assert got == pytest.approx(reference_kl_mean(before, after), abs=1e-6)
+    found = direct_logit_attribution(source, TEXT, 16)
+    assert found.checked and found.per_head.shape == (len(ids[0]), 2, 4)
+
+
 def test_one_token_and_the_longest_input(smollm2):
     """One token: no loss to estimate (one line), but patching by logit difference and the logit's attribution run.
     The longest input the estimate reads (ESTIMATE_TOKENS) is what it reads of a longer text."""

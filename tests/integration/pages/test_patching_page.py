@@ -84,3 +84,25 @@ def test_the_ablation_pages_estimate_on_smollm2_is_quick(mode):
     assert at.button(key="ablation_confirm")
     at.button(key="ablation_confirm").click().run()
     assert not at.exception and any("confirmed exactly" in c.value for c in at.caption)
+
+
+def test_a_model_that_scales_without_a_module_says_so_on_the_direct_logit_tab(tmp_path, smollm2):
+    """A Granite folder whose attention output joins the stream × 0.22 and whose logits are its LM head's ÷ 8:
+    the tab says both were found and applied, and the sum check holds (no warning)."""
+    from transformers import GraniteConfig, GraniteForCausalLM
+
+    from tests.integration.tiny_models import tiny
+
+    folder = tiny(
+        tmp_path / "granite", smollm2, GraniteConfig, GraniteForCausalLM, residual_multiplier=0.22, logits_scaling=8.0
+    )
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300).run()
+    at.text_area(key="text").input(CLEAN).run()
+    at.selectbox(key="model").set_value("path").run()
+    at.text_input(key="model_path").input(str(folder)).run()
+    at.switch_page("pages/patching.py").run()
+    assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
+    infos = [info.value for info in at.info]
+    assert any("attention output by 0.22 on its way into the residual stream" in i for i in infos), infos
+    assert any("LM head's output × 0.125" in i for i in infos), infos
+    assert not any("frozen-scale reading misses" in w.value for w in at.warning)
