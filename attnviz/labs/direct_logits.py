@@ -97,22 +97,27 @@ class DirectLogits:
         }
 
 
+EPSILONS = (1e-5, 1e-6, 1e-8, 1e-12)  # tried, in order, for a norm that does not store its epsilon
+
+
 def _norm_reading(
-    residual: Tensor, normed: Tensor, weight: Tensor | None, bias: Tensor | None, eps: float, limit: float
+    residual: Tensor, normed: Tensor, weight: Tensor | None, bias: Tensor | None, eps: float | None, limit: float
 ):
-    """Which frozen-scale reading reproduces the final norm: (centre, gain name, gain (d,), σ (T, 1)), or None."""
+    """Which frozen-scale reading reproduces the final norm: (centre, gain name, gain (d,), σ (T, 1)), or None.
+    ``eps`` None: the norm does not store it, and the usual ones are tried."""
     x = residual.double()
     b = bias.double() if bias is not None else torch.zeros(x.shape[-1], dtype=torch.float64)
     scale = float(normed.abs().max()) if normed.numel() else 1.0
-    for centre in (False, True):
-        shifted = x - x.mean(dim=-1, keepdim=True) if centre else x
-        sigma = (shifted.pow(2).mean(dim=-1, keepdim=True) + eps).sqrt()  # (T, 1)
-        gains = [("w", weight.double()), ("1 + w", 1.0 + weight.double())] if weight is not None else []
-        gains.append(("1", torch.ones(x.shape[-1], dtype=torch.float64)))
-        for name, gain in gains:
-            guess = shifted / sigma * gain + b
-            if float((guess - normed.double()).abs().max()) <= limit * max(1.0, scale):
-                return centre, name, gain, sigma
+    for epsilon in (eps,) if eps is not None else EPSILONS:
+        for centre in (False, True):
+            shifted = x - x.mean(dim=-1, keepdim=True) if centre else x
+            sigma = (shifted.pow(2).mean(dim=-1, keepdim=True) + epsilon).sqrt()  # (T, 1)
+            gains = [("w", weight.double()), ("1 + w", 1.0 + weight.double())] if weight is not None else []
+            gains.append(("1", torch.ones(x.shape[-1], dtype=torch.float64)))
+            for name, gain in gains:
+                guess = shifted / sigma * gain + b
+                if float((guess - normed.double()).abs().max()) <= limit * max(1.0, scale):
+                    return centre, name, gain, sigma
     return None
 
 

@@ -77,14 +77,14 @@ class ReadOut:
     norm: str
     norm_weight: Tensor | None
     norm_bias: Tensor | None
-    norm_eps: float
+    norm_eps: float | None  # None where the norm does not store it
     unembedding: Tensor
     unembedding_bias: Tensor | None
     logits: Tensor
     transformed: str | None = None  # a module between a layer's output projection and the residual stream
     dtype: torch.dtype = torch.float32  # what the model ran in: its rounding bounds how closely the norm is read
     join_scales: tuple[float | None, ...] = ()  # per attention call: c in r + c·o, None where no join was found
-    logit_scale: float = 1.0  # the model's logits are its LM head's output times this
+    logit_scale: float = 1.0  # the model's logits are the LM head's output on the final norm's times this
 
 
 def _same(a: Tensor, b: Tensor) -> bool:
@@ -143,6 +143,14 @@ def reading_out(model: nn.Module, projections: Sequence[nn.Module] = ()) -> Iter
             found = [entry for entry in recent if _same(entry[2], args[0]) and not _same(entry[1], args[0])]
             if found:
                 seen["norm"] = found[-1]
+                return
+            for entry in reversed(recent):  # or a module's output times k, in arithmetic between them
+                if entry[2] is entry[1] or _same(entry[2], entry[1]):
+                    continue
+                k = _head_input_scale(args[0], entry[2])
+                if k is not None:
+                    seen["norm"], seen["head_scale"] = entry, k
+                    return
 
     def head_output(module, args, output):
         if threading.get_ident() == owner and isinstance(output, Tensor):
@@ -166,14 +174,32 @@ def _fit(y: Tensor, x: Tensor) -> tuple[float, float]:
     return c, float((y - c * x).norm())
 
 
+def _fitted(y: Tensor, x: Tensor, rounding: Tensor, eps: float) -> float | None:
+    """The c of y = c·x (float64, flat), each element weighted by its own ``rounding`` (what the dtype may have
+    rounded it by), when every element fits within twice that (and c's own uncertainty) and c is told to 1 %;
+    snapped to 1 where it is 1 within its precision. None where x is not in y (c indistinguishable from 0), some
+    element does not fit, or x is too small beside the rounding to tell c."""
+    w2 = (rounding + 1e-30).pow(-2)
+    weight = float((w2 * x * x).sum())
+    if weight == 0.0:
+        return None
+    c = float((w2 * y * x).sum()) / weight
+    sigma = weight**-0.5  # c's uncertainty from the rounding
+    if abs(c) <= 4 * sigma or not bool(((y - c * x).abs() <= 2 * rounding + 4 * sigma * x.abs() + 1e-30).all()):
+        return None
+    if sigma > 0.01 * max(1.0, abs(c)):
+        return None
+    return 1.0 if abs(c - 1.0) <= 4 * sigma + 4 * eps else c
+
+
 def join_scale(x: Tensor, o: Tensor, inputs: Sequence[Tensor]) -> float | None:
-    """The c with x = r + c·o, for the latest of ``inputs`` (r) that gives one, snapped to 1 where it is 1 within
-    its own precision; None where none does (a parallel block's MLP reads the layer's normed input, not the stream
-    after the attention) or o is too small beside the stream's rounding to tell c to 1 %.
+    """The c with x = r + c·o, for the latest of ``inputs`` (r) that gives one (:func:`_fitted`); None where none
+    does (a parallel block's MLP reads the layer's normed input, not the stream after the attention) or o is too
+    small beside the stream's rounding to tell c.
 
     Element by element, x = r + c·o rounded in x's dtype is off by at most half a unit in the last place of x and
     of c·o: each element is weighted by its own rounding, so a few large dimensions of the stream do not hide the
-    rest, and every element must fit within twice that rounding (and c's own uncertainty)."""
+    rest."""
     if not o.is_floating_point() or o.shape != x.shape:
         return None
     eps = torch.finfo(x.dtype).eps
@@ -183,19 +209,20 @@ def join_scale(x: Tensor, o: Tensor, inputs: Sequence[Tensor]) -> float | None:
             continue
         r64 = r.double().flatten()
         d = x64 - r64
-        w2 = (eps * (x64.abs() + r64.abs()) + 1e-30).pow(-2)
-        weight = float((w2 * o64 * o64).sum())
-        if weight == 0.0:
-            continue
-        c = float((w2 * d * o64).sum()) / weight
-        sigma = weight**-0.5  # c's uncertainty from the rounding
-        slack = eps * (x64.abs() + d.abs()) + 4 * sigma * o64.abs() + 1e-30
-        if abs(c) <= 4 * sigma or not bool(((d - c * o64).abs() <= slack).all()):
-            continue  # o is not in x − r (r is x: a parallel block's MLP reads the attention's own input), or not all of it
-        if sigma > 0.01 * max(1.0, abs(c)):
-            return None
-        return 1.0 if abs(c - 1.0) <= 4 * sigma + 4 * eps else c
+        c = _fitted(d, o64, eps * (x64.abs() + r64.abs() + d.abs()) / 2, eps)
+        if c is not None:
+            return c
     return None
+
+
+def _head_input_scale(head_input: Tensor, normed: Tensor) -> float | None:
+    """k with the LM head's input = k × the final norm's output (MiniCPM 3 divides by ``logits_scaling``, Inkling
+    by its width multiplier, in plain arithmetic), or None."""
+    if not normed.is_floating_point() or normed.shape != head_input.shape:
+        return None
+    eps = torch.finfo(head_input.dtype).eps
+    h64, y64 = head_input.double().flatten(), normed.double().flatten()
+    return _fitted(h64, y64, eps * h64.abs(), eps)
 
 
 def _logit_scale(head_last: Tensor | None, logits_last: Tensor) -> float:
@@ -233,16 +260,16 @@ def read_out(seen: dict, logits: Tensor) -> ReadOut | str:
         dtype=normed.dtype,
         transformed=seen.get("transformed"),
         join_scales=tuple(seen["joins"].get(i) for i in range(max(seen["joins"], default=-1) + 1)),
-        logit_scale=_logit_scale(seen.get("head_last"), logits[0, -1].detach()),
+        logit_scale=_logit_scale(seen.get("head_last"), logits[0, -1].detach()) * seen.get("head_scale", 1.0),
     )
 
 
-def norm_parameters(norm: nn.Module) -> tuple[Tensor | None, Tensor | None, float]:
+def norm_parameters(norm: nn.Module) -> tuple[Tensor | None, Tensor | None, float | None]:
     """A norm module's weight (d,), bias (d,) (None where it has none) and epsilon, float32 on the CPU."""
     with align_module_device(norm):
         weight = getattr(norm, "weight", None)
         bias = getattr(norm, "bias", None)
         weight = weight.detach().float().cpu().clone() if isinstance(weight, Tensor) else None
         bias = bias.detach().float().cpu().clone() if isinstance(bias, Tensor) else None
-    eps = next((getattr(norm, name) for name in ("eps", "variance_epsilon", "epsilon") if hasattr(norm, name)), 1e-6)
-    return weight, bias, float(eps)
+    eps = next((getattr(norm, name) for name in ("eps", "variance_epsilon", "epsilon") if hasattr(norm, name)), None)
+    return weight, bias, None if eps is None else float(eps)  # None: not stored (OLMo's LayerNorm passes 1e-5)

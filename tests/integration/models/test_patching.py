@@ -375,34 +375,52 @@ def test_a_norm_after_the_attention_is_not_read_as_direct(tmp_path, smollm2):
     assert pair.corrupt > 0
 
 
+SCALED = {  # a family that scales in plain arithmetic: its config, and (join c, logit factor s) from that config
+    "granite": (
+        {"residual_multiplier": 0.22, "logits_scaling": 8.0},
+        lambda c: (c.residual_multiplier, 1 / c.logits_scaling),
+    ),
+    "minicpm3": (  # its attention joins × scale_depth / √layers; its final norm's output is divided before the head
+        {
+            "scale_depth": 1.4,
+            "dim_model_base": 16,
+            "q_lora_rank": 32,
+            "kv_lora_rank": 16,
+            "qk_nope_head_dim": 8,
+            "qk_rope_head_dim": 8,
+            "v_head_dim": 16,
+        },
+        lambda c: (c.scale_depth / math.sqrt(c.num_hidden_layers), 1 / c.logits_scaling),
+    ),
+}
+
+
+@pytest.mark.parametrize("family", sorted(SCALED))
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-def test_scales_applied_without_a_module_are_found_and_applied(tmp_path, smollm2, dtype):
+def test_scales_applied_without_a_module_are_found_and_applied(tmp_path, smollm2, family, dtype):
     """Granite adds each layer's attention output to the stream times ``residual_multiplier`` and divides its logits
-    by ``logits_scaling``, in arithmetic outside any module: the attribution finds both in the pass and each head's
-    figure is its part of the logit, by hand (this file's hooks on ``o_proj`` and the final norm, the config's two
-    numbers, which attnviz never reads); the sum check holds. Before, the check passed with every head 0.22 times
-    too large... or too small, and failed outright with the logit scale."""
-    from transformers import GraniteConfig, GraniteForCausalLM
+    by ``logits_scaling``; MiniCPM 3 adds it times scale_depth / √layers and divides its final norm's output before
+    the LM head: all in arithmetic outside any module. The attribution finds them in the pass and each head's figure
+    is its part of the logit by hand (this file's hooks on ``o_proj`` and the final norm, the config's numbers, which
+    attnviz never reads); the sum check holds. Before, Granite's check passed with every head 1 / 0.22 times too
+    large and failed with its logit scale, and MiniCPM 3 was refused."""
+    import transformers
 
     from attnviz.models.hf.loading import load_hf_source
     from attnviz.models.hf.placement import Placement
     from tests.integration.tiny_models import tiny
 
-    multiplier, logits_scaling = 0.22, 8.0
-    folder = tiny(
-        tmp_path / "granite",
-        smollm2,
-        GraniteConfig,
-        GraniteForCausalLM,
-        residual_multiplier=multiplier,
-        logits_scaling=logits_scaling,
-    )
+    name = {"granite": "Granite", "minicpm3": "MiniCPM3"}[family]
+    config_cls, model_cls = getattr(transformers, f"{name}Config"), getattr(transformers, f"{name}ForCausalLM")
+    fields, expected_scales = SCALED[family]
+    folder = tiny(tmp_path / family, smollm2, config_cls, model_cls, **fields)
     source = load_hf_source(str(folder), placement=Placement(dtype))
+    multiplier, factor = expected_scales(source.config)
     found = direct_logit_attribution(source, CLEAN, 32, " Mary")
     assert found.checked, found.check_error
     low = dtype == "bfloat16"
     assert found.join_scales == pytest.approx([multiplier] * 2, rel=2e-2 if low else 1e-6)
-    assert found.logit_scale == pytest.approx(1 / logits_scaling, rel=1e-2 if low else 1e-6)
+    assert found.logit_scale == pytest.approx(factor, rel=1e-2 if low else 1e-6)
     model = source.model
     ids = torch.tensor([source.encode(CLEAN, 32).ids], device=source.device)
     inputs, hooks = {}, []
@@ -420,11 +438,11 @@ def test_scales_applied_without_a_module_are_found_and_applied(tmp_path, smollm2
     token = source.token_ids(" Mary")[0]
     x = inputs["final"][0, -1].double()
     scale = torch.sqrt(x.pow(2).mean() + model.model.norm.variance_epsilon)
-    row = model.lm_head.weight[token].double() * model.model.norm.weight.double() / scale / logits_scaling
-    head_dim = source.head_dim
+    row = model.lm_head.weight[token].double() * model.model.norm.weight.double() / scale * factor
     largest = float(found.per_head[-1].abs().max())
     for layer in (0, 1):
         weight = o_proj(model, layer).weight.double()
+        head_dim = weight.shape[1] // source.n_head  # MiniCPM 3's value heads are wider than its query heads
         for head in range(source.n_head):
             part = inputs[layer][0, -1, slice_of(head, head_dim)].double() @ weight[:, slice_of(head, head_dim)].T
             expected = multiplier * float(part @ row)

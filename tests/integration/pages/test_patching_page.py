@@ -104,5 +104,5 @@ def test_a_model_that_scales_without_a_module_says_so_on_the_direct_logit_tab(tm
     assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
     infos = [info.value for info in at.info]
     assert any("attention output by 0.22 on its way into the residual stream" in i for i in infos), infos
-    assert any("LM head's output × 0.125" in i for i in infos), infos
+    assert any("on the way to its logits by 0.125 in all" in i for i in infos), infos
     assert not any("frozen-scale reading misses" in w.value for w in at.warning)

@@ -55,6 +55,14 @@ def test_the_final_norms_frozen_scale_reading():
     gemma = x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * (1 + w)
     assert _norm_reading(x, gemma, w, None, 1e-6, 1e-3)[1] == "1 + w"
     assert _norm_reading(x, torch.tanh(x), w, None, 1e-6, 1e-3) is None  # not a norm a frozen scale reads
+    # OLMo's LayerNorm stores no weight, bias or epsilon (it passes 1e-5): on a stream whose variance is near the
+    # epsilon, the stored-nothing reading tries the usual epsilons and finds 1e-5; a wrong one given does not read
+    small = x * 3e-3
+    olmo = torch.nn.functional.layer_norm(small, (8,), None, None, eps=1e-5)
+    centre, gain, _, sigma = _norm_reading(small, olmo, None, None, None, 1e-3)
+    assert (centre, gain) == (True, "1")
+    assert torch.allclose(sigma[:, 0], (small.double().var(-1, unbiased=False) + 1e-5).sqrt())
+    assert _norm_reading(small, olmo, None, None, 1e-8, 1e-3) is None
 
 
 def test_where_a_resumed_pass_starts():
