@@ -40,17 +40,20 @@ from attnviz.labs.head_specs import SHOWN_SPEC_CHARS, check_heads, parse_heads, 
 from attnviz.labs.reductions import (
     REDUCE_POSITIONS,
     TOP_K,
+    HeadReduction,
     Reduction,
     cosine_distance,
+    head_reduction,
     kl_divergence,
     kl_rows,
+    kl_through_head,
     next_token_losses,
     reduction_of,
     top_tokens,
 )
 from attnviz.models.ablation import ABLATION_MODES, Head, check_mode
 from attnviz.models.resume import CachedLayers
-from attnviz.models.source import AblatedOutputs, AttentionSource, Resumes
+from attnviz.models.source import AblatedOutputs, AttentionSource, ReadsHead, Resumes
 from attnviz.settings import ABLATION_TOKENS, SWEEP_TOKENS
 
 PASS_BYTES = 256 * 2**20  # the outputs one batched pass of the sweep may hold: R x T x vocab x 4 B
@@ -288,6 +291,7 @@ class SweepBaseline:
     last_seconds: float | None = None  # resumed: a pass of ``rows`` heads of the last layer, timed here
     max_rows: int = 0  # the most rows a pass's outputs may hold (PASS_BYTES); 0: ``rows``
     reduction: Reduction | None = None  # an LM's baseline distributions, computed once for every pass
+    through_head: HeadReduction | None = None  # a ReadsHead source's: each pass keeps what its LM head reads
 
     @property
     def n_tokens(self) -> int:
@@ -299,12 +303,15 @@ class SweepBaseline:
         """What it holds: the baseline's outputs, its distributions (an LM) and the layers' cached outputs."""
         held = self.values.numel() * self.values.element_size()
         held += self.reduction.nbytes if self.reduction is not None else 0
+        held += self.through_head.nbytes - self.through_head.reduction.nbytes if self.through_head is not None else 0
         return int(held + (self.resume.nbytes if self.resume is not None else 0))
 
     @property
     def pass_bytes(self) -> int:
         """A pass's peak beside the baseline: its (rows, T, width) float32 outputs and the float64 temporaries of
         one chunk of positions (log p, p, log q and their product)."""
+        if self.through_head is not None:
+            return self.through_head.pass_bytes(max(self.rows, self.max_rows))
         T, width = self.values.shape
         return 4 * max(self.rows, self.max_rows) * T * width + 4 * 8 * min(T, REDUCE_POSITIONS) * width
 
@@ -417,6 +424,13 @@ def sweep_baseline(
         ids=tuple(before.encoding.ids or ()),
         reduction=reduction_of(base) if before.logits else None,
     )
+    head = source.unembedding() if before.logits and isinstance(source, ReadsHead) else None
+    if head is not None and baseline.reduction is not None:  # a pass's outputs: (rows, T, d), no logits held
+        through = head_reduction(baseline.reduction, *head)
+        max_rows = next(
+            (n for n in range(PASS_ROWS, 0, -1) if through.pass_bytes(n) <= limit + through.pass_bytes(0)), 1
+        )
+        baseline = dataclasses.replace(baseline, through_head=through, max_rows=max(max_rows, baseline.max_rows))
     if not heads or not timed:
         return baseline
     scores: dict[Head, float | None] = {}
@@ -427,7 +441,11 @@ def sweep_baseline(
         scores.update(sweep_piece(source, text, baseline, first, losses))
         seconds = max(1e-9, clock() - start) * rows / len(first)  # a pass of ``rows`` rows
     last_seconds = None
-    final = [head for head in heads[-rows:] if head not in scores]
+    # the last layer's heads, up to a layer's and what a pass holds: later passes hold more rows than the first, and
+    # a row costs less in a bigger batch, so the time from the last layer is measured near that size (a row from
+    # there costs at most a whole one: the pass stays within twice PASS_SECONDS)
+    k = max(rows, min(source.n_head, baseline.max_rows, int(2 * PASS_SECONDS / one_row)))
+    final = [head for head in heads[-k:] if head not in scores]
     if cache is not None and final and final[0][0] > first[-1][0]:  # resumed: a pass from the last layer, timed
         start = clock()
         scores.update(sweep_piece(source, text, baseline, final, losses))
@@ -453,12 +471,15 @@ def sweep_piece(
     hidden_change in float64 before anything else runs: {head: value}. ``losses``: filled with an LM's change of
     the mean next-token loss (after − before) for each head."""
     rows = [[head] for head in heads]
-    if baseline.resume is not None:
-        after = source.ablated_outputs(text, baseline.max_tokens, rows, baseline.mode, resume=baseline.resume).values
-    else:
-        after = source.ablated_outputs(text, baseline.max_tokens, rows, baseline.mode).values
-    if baseline.logits:  # (R, T, vocab)
-        kl, after_losses = kl_rows(baseline.values, after, ids=baseline.ids, reduction=baseline.reduction)
+    options = {} if baseline.resume is None else {"resume": baseline.resume}
+    if baseline.through_head is not None:
+        options["head_reads"] = True
+    after = source.ablated_outputs(text, baseline.max_tokens, rows, baseline.mode, **options).values
+    if baseline.logits:
+        if baseline.through_head is not None:  # (R, T, d): what the LM head read; its logits formed block by block
+            kl, after_losses = kl_through_head(after, baseline.through_head, ids=baseline.ids)
+        else:  # (R, T, vocab)
+            kl, after_losses = kl_rows(baseline.values, after, ids=baseline.ids, reduction=baseline.reduction)
         scores = [_mean(row[:-1]) for row in kl]
         if losses is not None and baseline.loss_before is not None:
             losses.update(

@@ -120,6 +120,98 @@ def kl_rows(
     return out if targets is None else (out, losses)
 
 
+VOCAB_BLOCK = 1024  # next-token logits formed this many tokens of the vocabulary at a time: they stay in cache
+
+
+@dataclass(frozen=True, eq=False)
+class HeadReduction:
+    """A baseline's distributions with the LM head that forms every row's logits from what the head reads
+    (:func:`kl_through_head`): weight (vocab, d) and bias (vocab,) or None as the model holds them; mean_row (T, d)
+    float64, Σ_v p_v W_v at each position; offset (T,) float64, Σ_v p_v (b_v − bias_v): a row's Σ_v p_v a_v less the
+    baseline's is x·mean_row − offset, without its logits."""
+
+    reduction: Reduction
+    weight: Tensor
+    bias: Tensor | None
+    mean_row: Tensor
+    offset: Tensor
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.reduction.nbytes + self.mean_row.numel() * 8 + self.offset.numel() * 8)
+
+    def pass_bytes(self, rows: int) -> int:
+        """:func:`kl_through_head`'s peak for ``rows`` rows: what the head reads (float32 at most), a block's
+        logits and three temporaries of their size, and a chunk of positions reduced the direct way (its logits
+        and three float64 temporaries)."""
+        T, d = self.mean_row.shape
+        vocab = self.weight.shape[0]
+        return 4 * rows * T * (d + 4 * VOCAB_BLOCK) + (4 + 3 * 8) * REDUCE_POSITIONS * vocab
+
+
+def head_reduction(reduction: Reduction, weight: Tensor, bias: Tensor | None) -> HeadReduction:
+    """:class:`HeadReduction` of a baseline's :class:`Reduction` and the LM head (weight (vocab, d), bias)."""
+    p = reduction.p.double()  # (T, vocab)
+    mean_row = p @ weight.double()  # (T, d)
+    offset = (p * reduction.logits.double()).sum(dim=-1)
+    if bias is not None:
+        offset = offset - p @ bias.double()
+    return HeadReduction(reduction, weight, bias, mean_row, offset)
+
+
+def kl_through_head(
+    reads: Tensor, head: HeadReduction, ids: Sequence[int] | None = None, block: int = VOCAB_BLOCK
+) -> Tensor | tuple[Tensor, Tensor]:
+    """:func:`kl_rows` of R rows given by what the LM head reads, reads (R, T, d), without any row's (T, vocab)
+    logits held: each block of ``block`` tokens' logits is formed by the head (in the model's dtype, then float32,
+    as the model's logits are) and reduced at once while it is in cache: Σ p expm1(d) and Σ p d in float64 by
+    blocks (:func:`_sum64`), d centred by the exact Σ p a − Σ p b from ``head.mean_row``. A position where some |d|
+    passes BIG_CHANGE is reduced directly in float64 from its whole row of logits, formed again. With ``ids``, also
+    the next-token losses (R, T - 1). The same formula as :func:`kl_rows`, in another order of blocks: within
+    1e-9 of it on SmolLM2's heads."""
+    red = head.reduction
+    R, T, _ = reads.shape
+    vocab = head.weight.shape[0]
+    shift = (reads.double() * head.mean_row[None]).sum(dim=-1) - head.offset[None]  # (R, T) float64
+    shift32 = shift.float()
+    grown_sum = torch.zeros(R * T, dtype=torch.float64)
+    linear_sum = torch.zeros(R * T, dtype=torch.float64)
+    largest = torch.zeros(R * T)
+    moved = torch.zeros(R * T, dtype=torch.bool)  # a position whose logits differ from the baseline's at all
+    targets = None if ids is None else torch.as_tensor(list(ids[1:]), dtype=torch.long)  # (T - 1,)
+    picked = torch.zeros(R, max(0, T - 1), dtype=torch.float64)
+    for start in range(0, vocab, block):
+        end = min(vocab, start + block)
+        bias = None if head.bias is None else head.bias[start:end]
+        a = torch.nn.functional.linear(reads, head.weight[start:end], bias).float()  # (R, T, C)
+        raw = a - red.logits[None, :, start:end]  # (R, T, C)
+        moved |= (raw != 0).any(dim=-1).reshape(-1)
+        d = raw - shift32[..., None]
+        p = red.p[None, :, start:end]  # (1, T, C)
+        grown_sum += _sum64((p * torch.expm1(d)).reshape(R * T, -1))
+        linear_sum += _sum64((p * d).reshape(R * T, -1))
+        largest = torch.maximum(largest, d.abs().amax(dim=-1).reshape(-1))
+        if targets is not None:
+            inside = ((targets >= start) & (targets < end)).nonzero()[:, 0]  # positions whose next token is here
+            if inside.numel():
+                picked[:, inside] = a[:, inside, targets[inside] - start].double()
+    grown = torch.log1p(grown_sum)
+    kl = (grown - linear_sum).clamp_min(0.0).reshape(R, T)
+    lse = (red.lse[None] + shift + grown.reshape(R, T)).clone()  # (R, T)
+    still = ~moved.reshape(R, T)  # the baseline's logits exactly: KL 0, its log-normaliser, as kl_rows gives them
+    kl[still] = 0.0
+    lse[still] = red.lse[None].expand(R, T)[still]
+    far = (largest > BIG_CHANGE).reshape(R, T).nonzero()
+    for start in range(0, far.shape[0], REDUCE_POSITIONS):  # the direct way, from each one's whole row of logits
+        rows, positions = far[start : start + REDUCE_POSITIONS, 0], far[start : start + REDUCE_POSITIONS, 1]
+        a = torch.nn.functional.linear(reads[rows, positions], head.weight, head.bias).float()  # (F, vocab)
+        log_p = red.logits[positions].double() - red.lse[positions, None]
+        kl[rows, positions], lse[rows, positions] = _kl_direct(log_p.exp(), log_p, a)
+    if targets is None:
+        return kl
+    return kl, lse[:, : T - 1] - picked
+
+
 def cosine_distance(before: Tensor, after: Tensor) -> Tensor:
     """1 − cos(before, after) at each position, in float64: (..., d) -> (...); two zero vectors are 0 apart."""
     before, after = before.double(), after.double()

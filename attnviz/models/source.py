@@ -152,6 +152,7 @@ class AblatedOutputs:
     values: Tensor
     logits: bool
     layers_run: int
+    head_reads: bool = False  # values: what the LM head reads, (R, T, d) in the model's dtype (ReadsHead)
 
 
 KV_CACHES = ("transformers", "attnviz")  # whose cache a prefill fills: transformers' DynamicCache, attnviz's KVCache
@@ -400,6 +401,18 @@ class Resumes(Protocol):
         """The text with nothing ablated and each layer's output from that pass (checked by a pass from the middle
         layer), or why this model's passes cannot start mid-model; ``ablated_outputs(..., resume=cache)`` then
         starts each pass at its earliest head's layer."""
+        ...
+
+
+@runtime_checkable
+class ReadsHead(Protocol):
+    """A source whose next-token logits are exactly its LM head's product on what the head reads: the exact sweep
+    keeps only that from each pass and forms the logits a block of the vocabulary at a time inside its reduction
+    (attnviz.labs.reductions.kl_through_head), never a row's (T, vocab) whole."""
+
+    def unembedding(self) -> tuple[Tensor, Tensor | None] | None:
+        """The LM head's weight (vocab, d) and bias (or None), when the logits are its product alone and it runs
+        on the CPU; else None. ``ablated_outputs(..., head_reads=True)`` then returns what the head reads."""
         ...
 
 

@@ -11,6 +11,7 @@ this module).
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Sequence
 
 import torch
@@ -19,7 +20,7 @@ from torch import Tensor
 from attnviz.errors import ModelUnavailableError, first_line
 from attnviz.i18n.message import msg
 from attnviz.models.ablation import HeadAblation
-from attnviz.models.hf import eager
+from attnviz.models.hf import eager, hooks
 from attnviz.models.hf.attention import ablating
 from attnviz.models.hf.head_edits import HeadEdit, ReadOut, editing, read_out, reading_out
 from attnviz.models.hf.hooks import last_hidden
@@ -39,9 +40,12 @@ def ablated_outputs(
     head_sets: Sequence[Sequence[tuple[int, int]]],
     mode: str,
     resume: CachedLayers | None = None,
+    head_reads: bool = False,
 ) -> AblatedOutputs:
     """One batch, a row per set of heads: every position's next-token logits (an LM) or last hidden states.
-    ``resume``: the text's :meth:`layer_cache`; the pass then starts at the layer of the earliest head asked."""
+    ``resume``: the text's :meth:`layer_cache`; the pass then starts at the layer of the earliest head asked.
+    ``head_reads`` (a source whose :meth:`unembedding` is not None): what the LM head reads instead of the logits,
+    (R, T, d) in the model's dtype (``AblatedOutputs.head_reads``)."""
     if mode not in source.ablation_modes:
         raise ModelUnavailableError(msg("ablation_lib.unsupported", name=source.name, mode=mode))
     encoding = source.encode(text, max_tokens)
@@ -50,10 +54,47 @@ def ablated_outputs(
     ablation = HeadAblation(rows, mode, source.n_head)
     first = min((layer for heads in rows for layer, _ in heads), default=None)
     start = resume.start_for(first) if resume is not None and first is not None else 0
+    if head_reads:
+        with hooks.head_reads(source.model.get_output_embeddings()) as read:
+            ablated_pass(source, input_ids, ablation, resume, start)
+        return AblatedOutputs(
+            encoding=encoding, values=read[-1].detach(), logits=True, layers_run=ablation.layers_seen, head_reads=True
+        )
     values, _ = ablated_pass(source, input_ids, ablation, resume, start)
     return AblatedOutputs(
         encoding=encoding, values=values.float().cpu(), logits=source.can_generate, layers_run=ablation.layers_seen
     )
+
+
+@torch.no_grad()
+def unembedding(source) -> tuple[Tensor, Tensor | None] | None:
+    """The LM head's weight (vocab, d) and bias when the model's next-token logits are exactly its product on what
+    it reads (nothing after it: no scale, no cap), its weights on the CPU where the model runs; else None. Checked
+    on a probe pass of 5 token ids: the model's logits against the head's product on what it read, bit for bit."""
+    head = source.model.get_output_embeddings() if source.can_generate else None
+    if not isinstance(head, torch.nn.Linear) or torch.device(source.device).type != "cpu":
+        return None
+    if head.weight.device.type != "cpu":  # offloaded (meta) or elsewhere
+        return None
+    ids = torch.tensor([[(7 * i + 3) % max(1, head.out_features) for i in range(5)]], device=source.device)
+    reads: list[Tensor] = []
+
+    def keep(module, args):
+        if threading.get_ident() == owner and args:
+            reads.append(args[0])
+
+    owner = threading.get_ident()
+    handle = head.register_forward_pre_hook(keep)
+    try:
+        with running(source.name):
+            logits = source.model(input_ids=ids, return_dict=True).logits
+    finally:
+        handle.remove()
+    if not reads or reads[-1].shape[:-1] != logits.shape[:-1]:
+        return None
+    if not torch.equal(torch.nn.functional.linear(reads[-1], head.weight, head.bias), logits):
+        return None
+    return head.weight.detach(), None if head.bias is None else head.bias.detach()
 
 
 def ablated_pass(

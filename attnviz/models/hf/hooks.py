@@ -74,3 +74,24 @@ def layer_inputs(modules: Mapping[int, torch.nn.Module]) -> Iterator[dict[int, T
     finally:
         for hook in hooks:
             hook.remove()
+
+
+@contextmanager
+def head_reads(head: torch.nn.Module) -> Iterator[list[Tensor]]:
+    """What the LM head ``head`` reads in this thread's passes, (B, T, d) each, and the head given only the last
+    position of it: the pass's logits are then (B, 1, vocab), and whoever wanted every position's forms them from
+    what was read (:func:`attnviz.labs.reductions.kl_through_head`)."""
+    read: list[Tensor] = []
+    owner = threading.get_ident()
+
+    def keep(module, args):
+        if threading.get_ident() != owner or not args or not isinstance(args[0], Tensor):
+            return None
+        read.append(args[0])
+        return (args[0][..., -1:, :], *args[1:])
+
+    hook = head.register_forward_pre_hook(keep)
+    try:
+        yield read
+    finally:
+        hook.remove()

@@ -50,6 +50,7 @@ from attnviz.i18n.message import Text, msg
 from attnviz.models.ablation import ABLATION_MODES
 from attnviz.models.hf import eager
 from attnviz.models.hf.ablated import ablated_outputs, decoder_layers, head_pass, layer_cache
+from attnviz.models.hf.ablated import unembedding as head_unembedding
 from attnviz.models.hf.attention import IMPLEMENTATION, capturing, overriding_mask, reference
 from attnviz.models.hf.hooks import last_hidden, layer_inputs
 from attnviz.models.hf.kv import HFDecoder, prefill_kv
@@ -540,12 +541,18 @@ class HFSource:
             )
         return inputs
 
-    def ablated_outputs(
-        self, text: str, max_tokens: int, head_sets: Sequence[Sequence[tuple[int, int]]], mode: str, resume=None
-    ) -> AblatedOutputs:
+    def ablated_outputs(self, text: str, max_tokens: int, head_sets, mode: str, resume=None, head_reads=False):
         """One batch, a row per set of heads: every position's next-token logits (an LM) or last hidden states
-        (:func:`attnviz.models.hf.ablated.ablated_outputs`); ``resume``: the text's :meth:`layer_cache`."""
-        return ablated_outputs(self, text, max_tokens, head_sets, mode, resume)
+        (:func:`attnviz.models.hf.ablated.ablated_outputs`); ``resume``: the text's :meth:`layer_cache`;
+        ``head_reads``: what the LM head reads instead of the logits (where :meth:`unembedding` is not None)."""
+        return ablated_outputs(self, text, max_tokens, head_sets, mode, resume, head_reads)
+
+    def unembedding(self) -> tuple[Tensor, Tensor | None] | None:
+        """The LM head's weight and bias when the logits are its product alone (checked once on a probe pass),
+        on the CPU (:func:`attnviz.models.hf.ablated.unembedding`); else None."""
+        return self._unembedding
+
+    _unembedding = functools.cached_property(head_unembedding)  # checked once per loaded model
 
     @functools.cached_property
     def _layers(self) -> torch.nn.ModuleList | str:

@@ -2,6 +2,7 @@
 patching, attribution patching's first-order figures and direct logit attribution, on SmolLM2, MiniLM, the embedded
 model and small random models of other families (float32 and bfloat16)."""
 
+import dataclasses
 import math
 
 import numpy as np
@@ -51,6 +52,12 @@ def test_the_resumed_sweep_equals_the_whole_forward_and_plain_hooks(smollm2, mod
     assert isinstance(smollm2, Resumes) and len(resumed.resume.layers) == smollm2.n_layer
     got = ablation.sweep_piece(smollm2, TEXT, resumed, heads)
     expected = ablation.sweep_piece(smollm2, TEXT, whole, heads)
+    # each pass keeps what the LM head reads and forms the logits block by block in the reduction: the same as the
+    # whole (R, T, vocab) logits reduced by kl_rows, but for the order of float32 sums (1e-8: 100 times inside 1e-6)
+    assert resumed.through_head is not None and whole.through_head is not None
+    logits_path = ablation.sweep_piece(smollm2, TEXT, dataclasses.replace(whole, through_head=None), heads)
+    for head in heads:
+        assert abs(expected[head] - logits_path[head]) <= 1e-8
     ids = torch.tensor([smollm2.encode(TEXT, 64).ids])
     model, head_dim = smollm2.model, smollm2.head_dim
     with torch.no_grad():
@@ -418,6 +425,8 @@ def test_scales_applied_without_a_module_are_found_and_applied(tmp_path, smollm2
     multiplier, factor = expected_scales(source.config)
     found = direct_logit_attribution(source, CLEAN, 32, " Mary")
     assert found.checked, found.check_error
+    # the exact sweep forms logits from what the LM head reads only where they are its product alone: not Granite's
+    assert (source.unembedding() is None) == (family == "granite")
     low = dtype == "bfloat16"
     assert found.join_scales == pytest.approx([multiplier] * 2, rel=2e-2 if low else 1e-6)
     assert found.logit_scale == pytest.approx(factor, rel=1e-2 if low else 1e-6)

@@ -296,6 +296,31 @@ def test_losses_and_kl_are_reduced_in_float64_over_a_real_vocabulary():
         assert np.abs(losses[row].numpy() - expected).max() < SWEEP_TOLERANCE * max(1.0, np.abs(expected).max())
 
 
+def test_logits_formed_block_by_block_reduce_as_the_whole_logits_do():
+    """kl_through_head: rows given by what an LM head reads (a weak change, a large one past BIG_CHANGE, none), a
+    biased head over SmolLM2's vocabulary size: the KL and the losses of kl_rows on the whole logits, to
+    SWEEP_TOLERANCE of the value; the unchanged row exactly 0."""
+    from attnviz.labs.reductions import head_reduction, kl_through_head
+
+    generator = torch.Generator().manual_seed(5)
+    n, d, vocab = 40, 64, 49_152
+    weight = torch.randn(vocab, d, generator=generator) * 0.3
+    bias = torch.randn(vocab, generator=generator) * 0.1
+    x = torch.randn(n, d, generator=generator) * 3
+    rows = torch.stack(
+        [x + 0.01 * torch.randn(n, d, generator=generator), x + 3 * torch.randn(n, d, generator=generator), x]
+    )
+    before = torch.nn.functional.linear(x, weight, bias)
+    ids = torch.randint(0, vocab, (n,), generator=generator).tolist()
+    reduction = ablation.reduction_of(before)
+    kl, losses = ablation.kl_rows(before, torch.nn.functional.linear(rows, weight, bias), ids=ids, reduction=reduction)
+    got, got_losses = kl_through_head(rows, head_reduction(reduction, weight, bias), ids=ids, block=1000)
+    assert float(kl[1].median()) > 10.0  # the large change: most positions reduced the direct way
+    assert ((got - kl).abs() <= SWEEP_TOLERANCE * kl.abs().clamp_min(1.0)).all()
+    assert ((got_losses - losses).abs() <= SWEEP_TOLERANCE * losses.abs().clamp_min(1.0)).all()
+    assert got[2].abs().max() == 0.0 and torch.equal(got_losses[2], losses[2])
+
+
 class ShiftedLM:
     """An LM whose logits are a fixed (T, 49,152) table plus a small shift per ablated head: the lab's
     reductions end to end, against the float64 reference."""
