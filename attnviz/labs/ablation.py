@@ -303,7 +303,7 @@ class SweepBaseline:
         """What it holds: the baseline's outputs, its distributions (an LM) and the layers' cached outputs."""
         held = self.values.numel() * self.values.element_size()
         held += self.reduction.nbytes if self.reduction is not None else 0
-        held += self.through_head.nbytes - self.through_head.reduction.nbytes if self.through_head is not None else 0
+        held += self.through_head.nbytes if self.through_head is not None else 0
         return int(held + (self.resume.nbytes if self.resume is not None else 0))
 
     @property
@@ -427,10 +427,8 @@ def sweep_baseline(
     head = source.unembedding() if before.logits and isinstance(source, ReadsHead) else None
     if head is not None and baseline.reduction is not None:  # a pass's outputs: (rows, T, d), no logits held
         through = head_reduction(baseline.reduction, *head)
-        max_rows = next(
-            (n for n in range(PASS_ROWS, 0, -1) if through.pass_bytes(n) <= limit + through.pass_bytes(0)), 1
-        )
-        baseline = dataclasses.replace(baseline, through_head=through, max_rows=max(max_rows, baseline.max_rows))
+        max_rows = max(rows_per_pass(T, through.row_width, limit), baseline.max_rows)
+        baseline = dataclasses.replace(baseline, through_head=through, max_rows=max_rows)
     if not heads or not timed:
         return baseline
     scores: dict[Head, float | None] = {}

@@ -138,15 +138,21 @@ class HeadReduction:
 
     @property
     def nbytes(self) -> int:
-        return int(self.reduction.nbytes + self.mean_row.numel() * 8 + self.offset.numel() * 8)
+        """What it holds beyond its :class:`Reduction` and the model's own head: mean_row and offset."""
+        return int(self.mean_row.numel() * 8 + self.offset.numel() * 8)
+
+    @property
+    def row_width(self) -> int:
+        """A row's float32 values at each position in :func:`kl_through_head`: what the head reads, a block's logits
+        and three temporaries of their size."""
+        return int(self.mean_row.shape[1] + 4 * VOCAB_BLOCK)
 
     def pass_bytes(self, rows: int) -> int:
-        """:func:`kl_through_head`'s peak for ``rows`` rows: what the head reads (float32 at most), a block's
-        logits and three temporaries of their size, and a chunk of positions reduced the direct way (its logits
-        and three float64 temporaries)."""
-        T, d = self.mean_row.shape
-        vocab = self.weight.shape[0]
-        return 4 * rows * T * (d + 4 * VOCAB_BLOCK) + (4 + 3 * 8) * REDUCE_POSITIONS * vocab
+        """:func:`kl_through_head`'s peak for ``rows`` rows: their :attr:`row_width` at every position, and a chunk
+        of positions reduced the direct way (its logits and three float64 temporaries)."""
+        return (
+            4 * rows * self.mean_row.shape[0] * self.row_width + (4 + 3 * 8) * REDUCE_POSITIONS * self.weight.shape[0]
+        )
 
 
 def head_reduction(reduction: Reduction, weight: Tensor, bias: Tensor | None) -> HeadReduction:
@@ -197,7 +203,7 @@ def kl_through_head(
                 picked[:, inside] = a[:, inside, targets[inside] - start].double()
     grown = torch.log1p(grown_sum)
     kl = (grown - linear_sum).clamp_min(0.0).reshape(R, T)
-    lse = (red.lse[None] + shift + grown.reshape(R, T)).clone()  # (R, T)
+    lse = red.lse[None] + shift + grown.reshape(R, T)  # (R, T)
     still = ~moved.reshape(R, T)  # the baseline's logits exactly: KL 0, its log-normaliser, as kl_rows gives them
     kl[still] = 0.0
     lse[still] = red.lse[None].expand(R, T)[still]

@@ -11,7 +11,6 @@ this module).
 from __future__ import annotations
 
 import contextlib
-import threading
 from collections.abc import Sequence
 
 import torch
@@ -24,6 +23,7 @@ from attnviz.models.hf import eager, hooks
 from attnviz.models.hf.attention import ablating
 from attnviz.models.hf.head_edits import HeadEdit, ReadOut, editing, read_out, reading_out
 from attnviz.models.hf.hooks import last_hidden
+from attnviz.models.hf.projections import probe_ids
 from attnviz.models.resume import CachedLayers, cached_layers, caching, layer_list, outputs_match, resuming
 from attnviz.models.source import AblatedOutputs, Encoding, running
 
@@ -76,20 +76,8 @@ def unembedding(source) -> tuple[Tensor, Tensor | None] | None:
         return None
     if head.weight.device.type != "cpu":  # offloaded (meta) or elsewhere
         return None
-    ids = torch.tensor([[(7 * i + 3) % max(1, head.out_features) for i in range(5)]], device=source.device)
-    reads: list[Tensor] = []
-
-    def keep(module, args):
-        if threading.get_ident() == owner and args:
-            reads.append(args[0])
-
-    owner = threading.get_ident()
-    handle = head.register_forward_pre_hook(keep)
-    try:
-        with running(source.name):
-            logits = source.model(input_ids=ids, return_dict=True).logits
-    finally:
-        handle.remove()
+    with hooks.head_reads(head, last_only=False) as reads, running(source.name):
+        logits = source.model(input_ids=probe_ids(source.model, head.out_features), return_dict=True).logits
     if not reads or reads[-1].shape[:-1] != logits.shape[:-1]:
         return None
     if not torch.equal(torch.nn.functional.linear(reads[-1], head.weight, head.bias), logits):

@@ -167,13 +167,6 @@ def reading_out(model: nn.Module, projections: Sequence[nn.Module] = ()) -> Iter
             hook.remove()
 
 
-def _fit(y: Tensor, x: Tensor) -> tuple[float, float]:
-    """The c of y ≈ c·x by least squares, and ‖y − c·x‖ (float64)."""
-    y, x = y.double().flatten(), x.double().flatten()
-    c = float(y @ x / (x @ x))
-    return c, float((y - c * x).norm())
-
-
 def _fitted(y: Tensor, x: Tensor, rounding: Tensor, eps: float) -> float | None:
     """The c of y = c·x (float64, flat), each element weighted by its own ``rounding`` (what the dtype may have
     rounded it by), when every element fits within twice that (and c's own uncertainty) and c is told to 1 %;
@@ -231,8 +224,9 @@ def _logit_scale(head_last: Tensor | None, logits_last: Tensor) -> float:
     if head_last is None or head_last.shape != logits_last.shape or torch.equal(head_last, logits_last):
         return 1.0
     eps = torch.finfo(head_last.dtype).eps
-    s, off = _fit(logits_last, head_last)
-    return s if off <= 4 * eps * float(logits_last.double().norm()) and s != 0.0 else 1.0
+    l64, h64 = logits_last.double().flatten(), head_last.double().flatten()
+    s = _fitted(l64, h64, eps * l64.abs(), eps)
+    return 1.0 if s is None else s
 
 
 def read_out(seen: dict, logits: Tensor) -> ReadOut | str:

@@ -77,10 +77,10 @@ def layer_inputs(modules: Mapping[int, torch.nn.Module]) -> Iterator[dict[int, T
 
 
 @contextmanager
-def head_reads(head: torch.nn.Module) -> Iterator[list[Tensor]]:
-    """What the LM head ``head`` reads in this thread's passes, (B, T, d) each, and the head given only the last
-    position of it: the pass's logits are then (B, 1, vocab), and whoever wanted every position's forms them from
-    what was read (:func:`attnviz.labs.reductions.kl_through_head`)."""
+def head_reads(head: torch.nn.Module, last_only: bool = True) -> Iterator[list[Tensor]]:
+    """What the LM head ``head`` reads in this thread's passes, (B, T, d) each. ``last_only``: the head is given
+    only the last position of it, so the pass's logits are (B, 1, vocab), and whoever wanted every position's forms
+    them from what was read (:func:`attnviz.labs.reductions.kl_through_head`)."""
     read: list[Tensor] = []
     owner = threading.get_ident()
 
@@ -88,7 +88,7 @@ def head_reads(head: torch.nn.Module) -> Iterator[list[Tensor]]:
         if threading.get_ident() != owner or not args or not isinstance(args[0], Tensor):
             return None
         read.append(args[0])
-        return (args[0][..., -1:, :], *args[1:])
+        return (args[0][..., -1:, :], *args[1:]) if last_only else None
 
     hook = head.register_forward_pre_hook(keep)
     try:

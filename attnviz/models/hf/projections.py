@@ -60,6 +60,14 @@ def _conv1d_type() -> type | None:
     return Conv1D
 
 
+def probe_ids(model: nn.Module, vocab_size: int | None = None) -> Tensor:
+    """A probe pass's input: :data:`PROBE_TOKENS` token ids spread over the vocabulary, (1, PROBE_TOKENS), on the
+    device the model takes its inputs on."""
+    vocab = vocab_size or getattr(getattr(model, "config", None), "vocab_size", None) or 100
+    ids = (torch.arange(PROBE_TOKENS) * 7 + 3) % max(1, int(vocab))
+    return ids[None].to(main_device(model, "cpu"))  # not a parameter's: an offloaded one is on the meta device
+
+
 def is_projection(module: nn.Module) -> bool:
     """Whether ``module`` is a dense map a projection can be: ``nn.Linear`` or transformers' ``Conv1D`` (GPT-2)."""
     conv = _conv1d_type()
@@ -181,14 +189,12 @@ def find_output_projections(model: nn.Module, n_head: int, vocab_size: int | Non
             events.append(("linear", module, args[0], None))
 
     hooks = [m.register_forward_pre_hook(hook) for m in model.modules() if is_projection(m)]
-    vocab = vocab_size or getattr(getattr(model, "config", None), "vocab_size", None) or 100
-    ids = (torch.arange(PROBE_TOKENS) * 7 + 3) % max(1, int(vocab))
-    device = main_device(model, "cpu")  # not a parameter's: an offloaded one is on the meta device
+    ids = probe_ids(model, vocab_size)
     n_layer = int(getattr(getattr(model, "config", None), "num_hidden_layers", 1) or 1)
     session = _ProbeSession(events, PROBE_TOKENS, n_layer * n_head)
     try:
         with capturing(session):
-            model(input_ids=ids[None].to(device), return_dict=True)
+            model(input_ids=ids, return_dict=True)
     except Exception as err:  # the probe is best effort: its failure is said, and the model still runs without it
         return _refused(f"the probe pass failed: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}")
     finally:
@@ -271,10 +277,8 @@ def _attention_calls(model: nn.Module, modules: list[nn.Module], vocab_size: int
             calls.append(module)
 
     hooks = [m.register_forward_pre_hook(hook, with_kwargs=True) for m in modules]
-    vocab = vocab_size or getattr(getattr(model, "config", None), "vocab_size", None) or 100
-    ids = (torch.arange(PROBE_TOKENS) * 7 + 3) % max(1, int(vocab))
     try:
-        model(input_ids=ids[None].to(main_device(model, "cpu")), return_dict=True)
+        model(input_ids=probe_ids(model, vocab_size), return_dict=True)
     except Exception:  # the probe is best effort: the structure's order stands
         return []
     finally:
@@ -300,4 +304,5 @@ __all__ = [
     "find_output_projections",
     "head_blocks",
     "is_projection",
+    "probe_ids",
 ]

@@ -267,15 +267,11 @@ def test_the_ablation_estimate_is_its_first_order_definition(smollm2):
         assert np.abs(np.array(estimate.values[layer]) - expected).max() <= 1e-6 * max(1.0, np.abs(expected).max())
 
 
-def test_direct_logit_attribution_by_hand(smollm2):
-    """Each head's direct logit of " Mary" at the last position: z_h W_O^h through RMSNorm with this position's scale
-    frozen (this file's hooks on the final norm's input) and the LM head's row; the sum check to 1e-4."""
-    found = direct_logit_attribution(smollm2, CLEAN, 64, " Mary")
-    assert found.norm == "rms" and found.checked and found.check_error < 1e-3
-    model, head_dim = smollm2.model, smollm2.head_dim
-    ids = torch.tensor([smollm2.encode(CLEAN, 64).ids])
+def read_by_hand(model, ids: torch.Tensor, layers) -> tuple[dict, torch.Tensor]:
+    """This file's own hooks on a Llama-layout model: each of ``layers``' o_proj input (z, (1, T, n_head·hd)) and the
+    final norm's input ("final"), and the last position's logits."""
     inputs, hooks = {}, []
-    for layer in (3, 29):
+    for layer in layers:
         hooks.append(
             o_proj(model, layer).register_forward_pre_hook(lambda _, a, layer=layer: inputs.setdefault(layer, a[0]))
         )
@@ -286,6 +282,16 @@ def test_direct_logit_attribution_by_hand(smollm2):
     finally:
         for hook in hooks:
             hook.remove()
+    return inputs, logits
+
+
+def test_direct_logit_attribution_by_hand(smollm2):
+    """Each head's direct logit of " Mary" at the last position: z_h W_O^h through RMSNorm with this position's scale
+    frozen (this file's hooks on the final norm's input) and the LM head's row; the sum check to 1e-4."""
+    found = direct_logit_attribution(smollm2, CLEAN, 64, " Mary")
+    assert found.norm == "rms" and found.checked and found.check_error < 1e-3
+    model, head_dim = smollm2.model, smollm2.head_dim
+    inputs, logits = read_by_hand(model, torch.tensor([smollm2.encode(CLEAN, 64).ids]), (3, 29))
     x = inputs["final"][0, -1].double()
     scale = torch.sqrt(x.pow(2).mean() + model.model.norm.variance_epsilon)
     row = model.lm_head.weight[smollm2.token_ids(" Mary")[0]].double() * model.model.norm.weight.double() / scale
@@ -431,19 +437,7 @@ def test_scales_applied_without_a_module_are_found_and_applied(tmp_path, smollm2
     assert found.join_scales == pytest.approx([multiplier] * 2, rel=2e-2 if low else 1e-6)
     assert found.logit_scale == pytest.approx(factor, rel=1e-2 if low else 1e-6)
     model = source.model
-    ids = torch.tensor([source.encode(CLEAN, 32).ids], device=source.device)
-    inputs, hooks = {}, []
-    for layer in (0, 1):
-        hooks.append(
-            o_proj(model, layer).register_forward_pre_hook(lambda _, a, layer=layer: inputs.setdefault(layer, a[0]))
-        )
-    hooks.append(model.model.norm.register_forward_pre_hook(lambda _, a: inputs.setdefault("final", a[0])))
-    try:
-        with torch.no_grad():
-            model(input_ids=ids)
-    finally:
-        for hook in hooks:
-            hook.remove()
+    inputs, _ = read_by_hand(model, torch.tensor([source.encode(CLEAN, 32).ids], device=source.device), (0, 1))
     token = source.token_ids(" Mary")[0]
     x = inputs["final"][0, -1].double()
     scale = torch.sqrt(x.pow(2).mean() + model.model.norm.variance_epsilon)
