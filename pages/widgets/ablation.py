@@ -140,11 +140,8 @@ def sweep_section(source: AttentionSource, settings: Settings, mode: str, view_k
     values = {**baseline.first, **(state["values"] if state else {})}
     limit = limit_text("ablation.sweep_limit", baseline.n_tokens, settings.max_tokens, ablation.SWEEP_TOKENS)
     if len(values) == len(baseline.heads):  # timing the first pass ran every head: nothing left to ask for
-        st.caption(t("ablation.sweep_done", n=len(baseline.heads), tokens=baseline.n_tokens, limit=limit))
-        show_sweep(
-            result_cache().get_or_compute(("ablation_sweep", key), lambda: ablation.sweep_result(baseline, values, {}))
-        )
-        return
+        result_cache().get_or_compute(("ablation_sweep", key), lambda: ablation.sweep_result(baseline, values, {}))
+        st.rerun()  # drawn as done, with the estimate above beside it
     st.caption(
         t(
             "ablation.sweep_caption",
@@ -182,7 +179,8 @@ def sweep_section(source: AttentionSource, settings: Settings, mode: str, view_k
     stop.empty()
     done = ablation.sweep_result(baseline, state["values"], state["losses"])
     st.session_state.pop(SWEEP_STATE, None)
-    show_sweep(result_cache().get_or_compute(("ablation_sweep", key), lambda: done))
+    result_cache().get_or_compute(("ablation_sweep", key), lambda: done)
+    st.rerun()  # the estimate above was drawn before the sweep ended: drawn again beside it, with their agreement
 
 
 def estimate_section(source: AttentionSource, settings: Settings, mode: str, view_key: tuple = ()) -> None:

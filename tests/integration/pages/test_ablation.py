@@ -230,6 +230,9 @@ def test_the_page_sweep_stops_and_continues(monkeypatch):
     assert not at.exception and not at.warning, (at.exception, [w.value for w in at.warning])
     assert len(calls) == 2 and "ablation_sweep_start" not in [b.key for b in at.button]  # the 16 left, no more
     assert len(at.get("plotly_chart")) == 2 and len(at.dataframe[-1].value) == ablation.RANKED_K
+    # the estimate above, drawn again once the sweep ended: its agreement with it, and the exact column filled
+    assert any("Spearman" in info.value for info in at.info), [info.value for info in at.info]
+    assert at.dataframe[0].value.iloc[:, 3].notna().all()
 
 
 def test_a_lower_loss_is_green_and_a_higher_one_red(tiny_llama):
