@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 PORT ?= 8501
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup run test test-fast fuzz lint browser bench bench-browser screenshots docker-check clean
+.PHONY: setup run test test-fast test-kernels test-shuffled fuzz lint browser bench bench-browser screenshots docker-check clean
 
 $(STAMP): requirements.txt requirements-dev.txt requirements-models.txt constraints.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -52,6 +52,17 @@ test: setup browser lint
 # and without hypothesis's plugin (only tests/property generates inputs)
 test-fast: setup
 	$(BIN)/python -m pytest tests/unit -q -n $(TEST_WORKERS) -m "not slow" -p no:hypothesispytest
+
+# every test in a random order (pytest-random-order; a group's tests stay on one worker, shuffled among themselves):
+# a test that needs another to run first fails here; the seed is printed, `--random-order-seed=N` replays it
+test-shuffled: setup browser
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup --random-order-bucket=global
+
+# the numeric suites (references, routes, dtypes) once under each of torch's kernel choices (ATEN_CPU_CAPABILITY=default,
+# avx2, avx512) and oneDNN's AVX2 (ONEDNN_MAX_CPU_ISA, bfloat16 matmuls): about 4 x 7 min on 2 cores (tests/kernels.py);
+# `make test` runs the quick ones under the scalar kernels (tests/integration/test_kernels.py)
+test-kernels: setup
+	$(BIN)/python -m tests.kernels
 
 # the generated-input suites alone (part of `make test`): 2,000+ cases, each with a time limit and a memory cap
 fuzz: setup

@@ -8,6 +8,7 @@ from attnviz.app.widgets import plotly, table
 from attnviz.core.token_display import markdown_text
 from attnviz.figures.kv import make_engine_figure, make_head_grouping_figure, make_kv_length_figure
 from attnviz.i18n.translate import t, tr
+from attnviz.labs.kv.agreement import transformers_agreement
 from attnviz.labs.kv.config import KV_DTYPES
 from attnviz.labs.kv.engines import engine_estimates
 from attnviz.labs.kv.memory import (
@@ -21,7 +22,7 @@ from attnviz.labs.kv.memory import (
     variants,
     weight_bytes,
 )
-from attnviz.labs.kv.report import describe_engines, describe_fit
+from attnviz.labs.kv.report import describe_agreement, describe_engines, describe_fit
 from pages.widgets.kv_cache import block_label, gpu_memory_input, kv_checks, kv_config_input, kv_engine_knobs
 
 st.title(t("kv_cache.title"))
@@ -73,12 +74,15 @@ with st.expander(t("kv_cache.engine_settings")):
     knobs = kv_engine_knobs()
 with st.spinner(t("kv_speed.engines_spinner")):  # the first time per config: transformers' modeling code loads
     engines = engine_estimates(cfg, batch, seq_len, dtype, **knobs)
+    agreement = transformers_agreement(cfg, batch, seq_len, dtype, block, group)  # None: no transformers figure
 left, right = st.columns([3, 2])
 with left:
     drawn = [(e.engine, e.total_bytes) for e in engines if e.total_bytes is not None]
     plotly(make_engine_figure(est.total_bytes, drawn), "kv_engines")
 with right:
     st.markdown(tr(describe_engines(est.total_bytes, engines)))
+    if agreement is not None:  # the minimum beside transformers' figure: the same bytes, or why not
+        st.markdown(tr(describe_agreement(agreement)))
 
 st.subheader(t("kv_cache.curves"))
 lengths = curve_lengths(max(seq_len, longest, 4 * (cfg.window or 0)))  # past a window, to show its plateau

@@ -48,6 +48,9 @@ Parity's own bound, which the Parity page and ``attnviz heads --parity`` apply, 
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
+
 import torch
 
 from attnviz.models.record import PARITY_TOLERANCES
@@ -98,3 +101,80 @@ def assert_exact_on_cpu(actual, expected, device, dtype: str = "float32", quanti
     else:
         worst = float((actual - expected).abs().max()) if actual.numel() else 0.0
         assert worst <= bound, f"{quantity} on {device} ({dtype}) differs by {worst:.3g} > {bound:.3g}"
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Bounds derived, not tuned (STYLE §22). Two computations that are not the same arithmetic (another batch shape, another
+# kernel, another device or dtype) differ by rounding alone: each product and sum rounds by at most eps(dtype) relative,
+# and roundings that are independent add like a random walk, so a result of size |value| reached through a reduction
+# of depth n (the number of roundings that feed it) is off by about eps × |value| × √n. The safety factor covers what
+# the random-walk estimate leaves out (a kernel that blocks its sums differently rounds a few terms more than once).
+
+EPS = {"float32": torch.finfo(torch.float32).eps, "bfloat16": torch.finfo(torch.bfloat16).eps}
+EPS["float16"], EPS["float64"] = torch.finfo(torch.float16).eps, torch.finfo(torch.float64).eps
+
+
+def derived_bound(dtype: str, magnitude: float, depth: int, safety: float = 4.0) -> float:
+    """eps(dtype) × magnitude × √depth × safety: how far two roundings of one computation may lie apart."""
+    return EPS[dtype] * max(abs(magnitude), 1.0) * math.sqrt(max(depth, 1)) * safety
+
+
+def forward_depth(n_layer: int, d_model: int, d_ff: int | None = None) -> int:
+    """The roundings that feed one output of a transformer's forward: each layer adds to the residual a sum over
+    d_model (attention's o_proj) and over d_ff (the MLP's down projection, 4 × d_model where unknown), and the
+    unembedding sums d_model more."""
+    return n_layer * (d_model + (d_ff or 4 * d_model)) + d_model
+
+
+@dataclass(frozen=True)
+class Bound:
+    """A named comparison's bound, and the sentence that derives it."""
+
+    value: float
+    why: str
+
+
+# The fixed bounds the suites name, each derived from the sizes it covers, with its sentence. float32 eps = 1.19e-7.
+_SCORE = derived_bound("float32", 8.0, 128)  # a score: head_dim ≤ 128 products, |q·k| ≤ 8 in every suite's models
+BOUNDS: dict[str, Bound] = {
+    "attention": Bound(
+        _SCORE / 4,
+        f"an attention weight or output in float32 from two routes (ours against torch's sdpa, eager's, a fused or a"
+        f" chunked pass): a score sums head_dim ≤ 128 products of size ≤ 8, off by {_SCORE:.2g} (safety 4); a weight w"
+        f" moves by w(1 − w) ≤ 1/4 of that, {_SCORE / 4:.2g}; an output is a weighted mean of values, no larger",
+    ),
+    "row_statistics": Bound(
+        _SCORE / 4,
+        "entropy, max weight and the per-row shares from two routes: a max moves as its weight does (attention's"
+        " bound); a share or an entropy sums a row's weight errors, which add to the row's sum of 1 and so cancel",
+    ),
+    "logits": Bound(
+        derived_bound("float32", 12.0, forward_depth(2, 32)),
+        "next-token logits of a tiny model (2 layers, hidden 32, |logit| ≤ 12) from one pass against a fresh load's:"
+        " the forward's depth at the largest logit, derived_bound('float32', 12, forward_depth(2, 32))",
+    ),
+    "record_weights": Bound(
+        derived_bound("float32", 1.0, 24),
+        "a weight of a hand-made record (tests/unit/labs/role_patterns.py: scores log w, rows of T ≤ 24 keys) against"
+        " its exact w: the float32 softmax's sum over T keys rounds the weight (≤ 1) by eps relative per term, and the"
+        " log's rounding moves w by eps·w·|log w| ≤ eps/e: derived_bound('float32', 1, 24)",
+    ),
+    "record_statistics": Bound(
+        derived_bound("float32", math.log(24), 24),
+        "a statistic of a hand-made record's rows (an entropy, a score, a share, a JSD) against its value by hand:"
+        " it sums a row's T ≤ 24 weight errors (record_weights) times the statistic's slope, |log w| ≤ ln 24 for"
+        " the weights that carry it: derived_bound('float32', ln 24, 24)",
+    ),
+    "flow": Bound(
+        derived_bound("float32", 1.0, 3 * 20) + 3 * 20 * 0.5e-9,
+        "an attention flow (≤ 1; attnviz.labs.rollout, integer max-flow on capacities rounded to 1e-9) against a"
+        " float max-flow (networkx's, or by hand): a cut holds ≤ n_layer·T = 3·20 edges whose capacities are float32"
+        " weights (eps/2 each, derived_bound('float32', 1, 60)), each rounded to the integer unit once more (half of"
+        " 1e-9 each, added in full), and the flow is returned in float32",
+    ),
+}
+
+
+def bound(name: str) -> float:
+    """The value of :data:`BOUNDS`' ``name``."""
+    return BOUNDS[name].value

@@ -9,7 +9,7 @@ import streamlit as st
 
 from attnviz.app.widgets import table
 from attnviz.i18n.message import Text
-from attnviz.i18n.translate import t
+from attnviz.i18n.translate import t, tr
 
 HEADS_PAGE = "pages/heads.py"
 
@@ -71,6 +71,17 @@ def agreement_note(agreement) -> None:
             n=agreement.n_heads,
         )
     )
+
+
+def head_check_note(check) -> None:
+    """The estimate against the exact effects head by head (:class:`attnviz.labs.agreement.HeadCheck`): a caption
+    when every head compared agrees within the bound, else a warning a reason with its heads named."""
+    said = check.messages()
+    if not check.disagree:
+        st.caption(tr(said[0]))
+        return
+    for message in said:
+        st.warning(tr(message))
 
 
 def estimate_table(ranked, estimate_values, exact_values, key: str) -> None:

@@ -16,7 +16,8 @@ from contextlib import contextmanager
 import streamlit as st
 
 from attnviz.core.progress import Progress, ProgressState
-from attnviz.i18n.translate import t
+from attnviz.core.time_agreement import TimeVerdict
+from attnviz.i18n.translate import t, tr
 
 DRAW_EVERY_S = 0.1  # a bar redrawn at most this often (each redraw is a message to the browser); the last always
 
@@ -62,3 +63,11 @@ def progress_bar(title: str, clock=time.perf_counter) -> Iterator[Progress]:
         yield Progress(on_update=draw, clock=clock)
     finally:
         slot.empty()
+
+
+def time_note(verdict: TimeVerdict | None) -> None:
+    """A job's predicted time beside the time it took (:func:`attnviz.core.time_agreement.time_verdict`): a caption
+    when they agree within the bound, an info box that says why when they do not; nothing when no part ended."""
+    if verdict is None:
+        return
+    (st.caption if verdict.agrees else st.info)(tr(verdict.message))

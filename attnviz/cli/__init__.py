@@ -1,7 +1,7 @@
 """The command line: ``python -m attnviz <subcommand>``.
 
-One module per subcommand (``heads``, ``compare``, ``scaling``, ``ablate``, ``patch``, ``train_scale``, ``mask_doctor``,
-``kv_cache``, ``bench``) holds its arguments (``add_command``) and the function that runs it. Beside them is what
+One module per subcommand (``heads``, ``compare``, ``scaling``, ``ablate``, ``patch``, ``logits``, ``train_scale``,
+``mask_doctor``, ``kv_cache``, ``bench``) holds its arguments (``add_command``) and the function that runs it. Beside them is what
 they share: ``output`` (every line a command prints), ``checks`` (bad input, bounds and budgets) and ``loading``
 (the model a per-text command reads). Here are the parser and :func:`main`. Bad input exits non-zero with a
 one-line reason on stderr, never a traceback.
@@ -20,14 +20,25 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from attnviz import __version__
-from attnviz.cli import ablate, bench, compare, heads, kv_cache, mask_doctor, patch, scaling, train_scale
+from attnviz.cli import ablate, bench, compare, heads, kv_cache, logits, mask_doctor, patch, scaling, train_scale
 from attnviz.cli.checks import CheckFailedError, CommandError
 from attnviz.cli.output import out, stdout_is_unicode
 from attnviz.core.files import printable
 from attnviz.core.memory_errors import is_out_of_memory, one_line
 from attnviz.errors import first_line
 
-COMMANDS = (heads, compare, scaling, ablate, patch, train_scale, mask_doctor, kv_cache, bench)  # in --help's order
+COMMANDS = (
+    heads,
+    compare,
+    scaling,
+    ablate,
+    patch,
+    logits,
+    train_scale,
+    mask_doctor,
+    kv_cache,
+    bench,
+)  # in --help's order
 
 
 def one_line_errors(parser: argparse.ArgumentParser, command: str) -> None:

@@ -39,6 +39,7 @@ class _Working:
 def kv_cache_command(args: argparse.Namespace) -> int:
     """The KV cache a model config needs: exit 0, or 2 with one line for an unreadable or unusable config."""
     from attnviz.errors import ConfigError
+    from attnviz.labs.kv.agreement import transformers_agreement
     from attnviz.labs.kv.config import load_config
     from attnviz.labs.kv.engines import engine_estimates
     from attnviz.labs.kv.memory import estimate, kind_counts
@@ -51,6 +52,9 @@ def kv_cache_command(args: argparse.Namespace) -> int:
             result = estimate(cfg, args.batch, seq_len, args.dtype, block_size=args.block_size)
             # --json prints no engine, so transformers' cache is not measured for it (estimate checks the same input)
             engines = [] if args.json else engine_estimates(cfg, args.batch, seq_len, args.dtype)
+            agreement = (
+                None if args.json else transformers_agreement(cfg, args.batch, seq_len, args.dtype, args.block_size)
+            )
     except (ConfigError, ValueError) as err:
         raise CommandError(str(err)) from err
     if args.json:
@@ -83,6 +87,15 @@ def kv_cache_command(args: argparse.Namespace) -> int:
     for figure in engines:
         out.line(f"  {figure.engine:26s} {_size(figure.total_bytes)}")
         out.line(f"    {figure.rule} ({figure.source})")
+    if agreement is not None and not agreement.reasons:
+        out.line("transformers' figure equals the minimum to the byte")
+    elif agreement is not None:
+        if agreement.agrees:
+            out.line("transformers' figure equals the minimum, by differences that cancel:")
+        else:
+            out.line(f"transformers' figure differs from the minimum by {agreement.difference:+,} B:")
+        for reason in agreement.reasons:
+            out.line(f"  {reason.text}")
     for note in cfg.notes:
         out.line(f"note: {note}")
     return 0

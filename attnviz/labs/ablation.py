@@ -27,12 +27,14 @@ import dataclasses
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor
 
 from attnviz.core.progress import Progress, or_none
+from attnviz.core.time_agreement import TimeLog, cpu_share
 from attnviz.core.token_display import visible_text
 from attnviz.core.tokenizer import Token
 from attnviz.i18n.message import msg
@@ -292,6 +294,7 @@ class SweepBaseline:
     max_rows: int = 0  # the most rows a pass's outputs may hold (PASS_BYTES); 0: ``rows``
     reduction: Reduction | None = None  # an LM's baseline distributions, computed once for every pass
     through_head: HeadReduction | None = None  # a ReadsHead source's: each pass keeps what its LM head reads
+    timed_share: float | None = None  # CPU seconds a second while it was timed: what the time taken is read against
 
     @property
     def n_tokens(self) -> int:
@@ -385,6 +388,7 @@ def sweep_baseline(
     n_tokens = token_limit(max_tokens, SWEEP_TOKENS)
     if timed:
         _baseline(source, text, 1, mode)  # one token, untimed: a model's first pass pays for lazy set-up, not tokens
+    timing_started = (clock(), time.process_time())
     timings, cache, note = [], None, None
     if resume and isinstance(source, Resumes):  # its baseline pass, timed, and a check pass from the middle layer
         start = clock()
@@ -455,6 +459,7 @@ def sweep_baseline(
         timed_rows=len(first) if rows > 1 else 1,
         first=scores,
         first_losses=losses,
+        timed_share=cpu_share(clock() - timing_started[0], time.process_time() - timing_started[1]),
     )
 
 
@@ -515,10 +520,11 @@ def run_pieces(
     values: dict[Head, float | None],
     progress: Progress | None = None,
     losses: dict[Head, float | None] | None = None,
+    log: TimeLog | None = None,
 ) -> dict[Head, float | None]:
     """The pieces left after ``values`` (which this fills in as each pass ends, so an interrupted run keeps what
     it did); ``progress``: a stage of the heads left, a step per head; ``losses``: filled as :func:`sweep_piece`
-    fills it."""
+    fills it; ``log``: a lap per pass, its predicted time beside what it took."""
     values.update({head: v for head, v in baseline.first.items() if head not in values})
     pieces = baseline.pieces(values)
     progress = or_none(progress)
@@ -528,7 +534,9 @@ def run_pieces(
     else:
         progress.stage("ablation_lib.progress_heads_left", total, n_done=len(values), n_heads=len(baseline.heads))
     for piece in pieces:
-        values.update(sweep_piece(source, text, baseline, piece, losses))
+        first = min(layer for layer, _ in piece)
+        with nullcontext() if log is None else log.part(first, baseline.piece_seconds(piece)):
+            values.update(sweep_piece(source, text, baseline, piece, losses))
         progress.step(len(piece))
     return values
 

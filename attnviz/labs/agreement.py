@@ -1,5 +1,6 @@
-"""How well one ranking of heads agrees with another: Spearman's ρ of |effect| and the overlap of the top k (an
-estimate against the exact effects)."""
+"""How well an estimate of every head agrees with the exact effects: Spearman's ρ of |effect| and the overlap of
+the top k (the rankings), and the heads whose two values disagree in sign or size beyond a stated bound, each with
+its reason (the estimate's own flag, or the disagreement itself)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from dataclasses import dataclass
 import torch
 
 from attnviz.core.alignment import ranks
+from attnviz.i18n.message import Message, msg
 from attnviz.labs.ablation import _rounded
 
 TOP_K = 10  # the heads the estimate's ranking is compared on, and confirmed
@@ -63,3 +65,91 @@ def agreement(
     est, ex = [abs(e) for e, _ in pairs], [abs(x) for _, x in pairs]
     k = min(k, len(pairs))
     return Agreement(spearman(est, ex), top_overlap(est, ex, k), k, len(pairs))
+
+
+# A first-order estimate has no error bound of its own: what it leaves out is the second-order remainder, the
+# curvature of everything after the head, which is not computed. So the bound is stated, not derived: a head's
+# estimate agrees with its exact effect when it has the same sign and is within a factor of SIZE_FACTOR of it (it
+# keeps the head's effect within "half to twice", the precision at which the page's maps and rankings are read).
+# Heads whose estimate and exact effect are both under SIZE_FLOOR of the largest exact |effect| are not compared:
+# they are blank cells on both maps' shared colour scale, and their signs are within the noise of the arithmetic.
+SIZE_FACTOR = 2.0
+SIZE_FLOOR = 0.05
+SHOWN_HEADS = 20  # heads named in a sentence; the count says how many there are
+
+
+@dataclass(frozen=True)
+class HeadDisagreement:
+    """One head whose estimate and exact effect disagree beyond the bound: ``kind`` "sign" (opposite signs) or
+    "size" (over SIZE_FACTOR apart); ``reason`` the estimate's own flag when it has one ("saturated",
+    "cancelling"), else ``kind``."""
+
+    layer: int
+    head: int
+    estimate: float
+    exact: float
+    kind: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class HeadCheck:
+    """The estimate against the exact effect head by head: the ``n_compared`` heads run exactly (with a value of
+    each), and those of them that disagree beyond the bound (``factor``, ``floor``)."""
+
+    disagree: tuple[HeadDisagreement, ...]
+    n_compared: int
+    factor: float = SIZE_FACTOR
+    floor: float = SIZE_FLOOR
+
+    def messages(self) -> list[Message]:
+        """What a page says: one sentence per reason with its heads named (a sign flip the estimate did not flag
+        first), or one that every head compared agrees within the bound."""
+        if not self.disagree:
+            return [msg("estimate_agree.agree", n=self.n_compared, factor=self.factor, floor=self.floor)]
+        said = []
+        for reason in ("sign", "size", "saturated", "cancelling"):
+            heads = [d for d in self.disagree if d.reason == reason]
+            if heads:
+                text = _heads_text(heads)
+                said.append(msg(f"estimate_agree.{reason}", n=len(heads), heads=text, factor=self.factor))
+        return said
+
+
+def head_check(
+    estimate: Sequence[Sequence[float]],
+    exact: Sequence[Sequence[float | None]],
+    saturated: Sequence[tuple[int, int]] = (),
+    cancelling: Sequence[tuple[int, int]] = (),
+    factor: float = SIZE_FACTOR,
+    floor: float = SIZE_FLOOR,
+) -> HeadCheck:
+    """The heads run exactly whose estimate (the same measure, n_layer × n_head) has the opposite sign or is over
+    ``factor`` off, among those where either is at least ``floor`` × the largest exact |effect|; in layer, head
+    order. A flagged head keeps its flag as the reason (saturated first)."""
+    pairs = [
+        (layer, head, float(e), float(x))
+        for layer, (e_row, x_row) in enumerate(zip(estimate, exact, strict=False))
+        for head, (e, x) in enumerate(zip(e_row, x_row, strict=False))
+        if x is not None and math.isfinite(x) and math.isfinite(e)
+    ]
+    largest = max((abs(x) for *_, x in pairs), default=0.0)
+    found = []
+    for layer, head, e, x in pairs:
+        if largest == 0 or max(abs(e), abs(x)) < floor * largest:
+            continue
+        if e * x < 0:
+            kind = "sign"
+        elif max(abs(e), abs(x)) > factor * min(abs(e), abs(x)):
+            kind = "size"
+        else:
+            continue
+        reason = "saturated" if (layer, head) in saturated else "cancelling" if (layer, head) in cancelling else kind
+        found.append(HeadDisagreement(layer, head, e, x, kind, reason))
+    return HeadCheck(tuple(found), len(pairs), factor, floor)
+
+
+def _heads_text(found: Sequence[HeadDisagreement]) -> str:
+    """Heads with their two values, "3.1 (-0.12 / +0.056)": the estimate, then the exact effect (3 digits each)."""
+    shown = ", ".join(f"{d.layer}.{d.head} ({d.estimate:+.3g} / {d.exact:+.3g})" for d in found[:SHOWN_HEADS])
+    return shown + (" …" if len(found) > SHOWN_HEADS else "")

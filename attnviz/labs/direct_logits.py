@@ -11,7 +11,10 @@ model's own logit; a model whose logits are changed after its LM head by more th
 check, and the page says so with both numbers. Two scales applied without a module are found in the pass by data
 flow and applied (:mod:`attnviz.models.hf.head_edits`): a layer's attention output joining the stream times c
 (Granite's ``residual_multiplier``: each of the layer's heads contributes c · z_h W_O^h), and logits that are the
-LM head's output times s (Granite's 1 / ``logits_scaling``).
+LM head's output times s (Granite's 1 / ``logits_scaling``). Each of them carries its verdict
+(:class:`~attnviz.models.readings.Reading`): a parallel block's join is not applicable (its attention output joins
+the stream beside the MLP's, unscaled), and a scale the pass could not tell refuses the attribution in one line,
+never counted as 1.0.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from torch import Tensor
 from attnviz.i18n.message import msg
 from attnviz.labs.ablation import Head, _rounded
 from attnviz.labs.agreement import by_size
+from attnviz.models.readings import NOT_APPLICABLE, Reading, Verdict
 from attnviz.models.source import AttentionSource, Capability, EditsHeads
 
 CHECK_TOLERANCE = 1e-3  # the reconstructed logit against the model's: this much of max(1, |logit|) (float32)
@@ -56,8 +60,29 @@ class DirectLogits:
     norm: str
     gain: str
     dtype: torch.dtype = torch.float32
-    join_scales: tuple[float, ...] = ()  # per layer: the attention output joins the stream times this (found)
-    logit_scale: float = 1.0  # the model's logits are its LM head's output times this (found)
+    joins: tuple[Reading, ...] = ()  # per layer: the attention output joins the stream times this
+    head_scale: Reading = NOT_APPLICABLE  # the LM head reads the final norm's output times this
+    output_scale: Reading = NOT_APPLICABLE  # the model's logits are its LM head's output times this
+
+    @property
+    def join_scales(self) -> tuple[float, ...]:
+        """Each layer's join scale as applied (1.0 where not applicable)."""
+        return tuple(float(r.value) for r in self.joins)
+
+    @property
+    def logit_scale(self) -> float:
+        """Everything between the final norm's output and the logits, as applied: head scale × output scale."""
+        return float(self.head_scale.value) * float(self.output_scale.value)
+
+    def scales(self) -> dict:
+        """Each read-out with its verdict, as JSON: ``join`` (one a layer), ``head_input``, ``logits`` and the
+        ``final_norm`` (its frozen-scale reading: found, or the attribution is refused)."""
+        return {
+            "join": [r.to_json() for r in self.joins],
+            "head_input": self.head_scale.to_json(),
+            "logits": self.output_scale.to_json(),
+            "final_norm": {"value": NORM_NAMES[self.norm], "gain": self.gain, "verdict": Verdict.FOUND.value},
+        }
 
     @property
     def scaled(self) -> bool:
@@ -97,17 +122,23 @@ class DirectLogits:
         }
 
 
+NORM_NAMES = {"rms": "RMSNorm", "layer": "LayerNorm"}
 EPSILONS = (1e-5, 1e-6, 1e-8, 1e-12)  # tried, in order, for a norm that does not store its epsilon
 
 
 def _norm_reading(
     residual: Tensor, normed: Tensor, weight: Tensor | None, bias: Tensor | None, eps: float | None, limit: float
 ):
-    """Which frozen-scale reading reproduces the final norm: (centre, gain name, gain (d,), σ (T, 1)), or None.
-    ``eps`` None: the norm does not store it, and the usual ones are tried."""
+    """Which frozen-scale reading reproduces the final norm best: (centre, gain name, gain (d,), σ (T, 1)), or None
+    where none does within ``limit``. ``eps`` None: the norm does not store it, and the usual ones are tried.
+
+    The best, not the first within the limit: in bfloat16 a LayerNorm of a stream whose mean is small is reproduced
+    within the rounding by an RMS reading too, and that reading would give every head a wrong part (its mean is not
+    removed) while the whole stream's check still passed."""
     x = residual.double()
     b = bias.double() if bias is not None else torch.zeros(x.shape[-1], dtype=torch.float64)
     scale = float(normed.abs().max()) if normed.numel() else 1.0
+    best, best_error = None, limit * max(1.0, scale)
     for epsilon in (eps,) if eps is not None else EPSILONS:
         for centre in (False, True):
             shifted = x - x.mean(dim=-1, keepdim=True) if centre else x
@@ -115,18 +146,33 @@ def _norm_reading(
             gains = [("w", weight.double()), ("1 + w", 1.0 + weight.double())] if weight is not None else []
             gains.append(("1", torch.ones(x.shape[-1], dtype=torch.float64)))
             for name, gain in gains:
-                guess = shifted / sigma * gain + b
-                if float((guess - normed.double()).abs().max()) <= limit * max(1.0, scale):
-                    return centre, name, gain, sigma
-    return None
+                error = float((shifted / sigma * gain + b - normed.double()).abs().max())
+                if error <= best_error if best is None else error < best_error:  # ties: the earlier reading
+                    best, best_error = (centre, name, gain, sigma), error
+    return best
+
+
+def determined_joins(read, n_layer: int) -> tuple[Reading, ...]:
+    """Each layer's join reading (those the pass never reached not determined), or ValueError naming the first
+    scale the pass could not tell: a join, the LM head's input or the logits."""
+    joins = tuple(read.join_scales[:n_layer]) + (Reading.not_determined(),) * (n_layer - len(read.join_scales))
+    for layer, join in enumerate(joins):
+        if not join.determined:
+            raise ValueError(msg("direct_logits_lib.join_undetermined", layer=layer))
+    if not read.head_scale.determined:
+        raise ValueError(msg("direct_logits_lib.head_undetermined"))
+    if not read.logit_scale.determined:
+        raise ValueError(msg("direct_logits_lib.logits_undetermined"))
+    return joins
 
 
 def direct_logit_attribution(
     source: AttentionSource, text: str, max_tokens: int, token: str | None = None, position: int | None = None
 ) -> DirectLogits:
     """Each head's direct contribution to ``token``'s logit (default: the model's top next token at ``position``,
-    default the last) at every position of ``text``. ValueError when the source cannot edit heads, has no LM head,
-    its final norm is not one a frozen scale reads (RMSNorm or LayerNorm), or the token is not one token."""
+    default the last; negative: from the end) at every position of ``text``. ValueError when the source cannot edit
+    heads, has no LM head, its final norm is not one a frozen scale reads (RMSNorm or LayerNorm), a scale between a
+    head and the logit could not be told, the position is not in the text or the token is not one token."""
     if Capability.EDIT_HEADS not in source.capabilities or not isinstance(source, EditsHeads):
         raise ValueError(msg("patching_lib.unsupported", name=source.name))
     if Capability.GENERATE not in source.capabilities:
@@ -146,9 +192,9 @@ def direct_logit_attribution(
     if read.transformed is not None:
         raise ValueError(msg("direct_logits_lib.transformed", name=source.name, module=read.transformed))
     T = len(encoding.tokens)
-    at = T - 1 if position is None else position
+    at = T - 1 if position is None else position + T if position < 0 else position
     if not 0 <= at < T:
-        raise ValueError(msg("direct_logits_lib.position", position=at, last=T - 1))
+        raise ValueError(msg("direct_logits_lib.position", position=position, last=T - 1, first=-T))
     if token is None:
         token_id = int(read.logits[at].argmax())
     else:
@@ -162,19 +208,19 @@ def direct_logit_attribution(
     if reading is None:
         raise ValueError(msg("direct_logits_lib.norm", name=source.name, norm=read.norm))
     centre, gain_name, gain, sigma = reading
-    u = read.unembedding[token_id].double() * read.logit_scale  # (d_model,)
+    joins = determined_joins(read, len(zs))
+    logit_scale = float(read.head_scale.value) * float(read.logit_scale.value)
+    u = read.unembedding[token_id].double() * logit_scale  # (d_model,)
     direction = gain[None, :] * u[None, :] / sigma  # (T, d_model): a part c adds c · direction (after centring)
     if centre:
         direction = direction - direction.mean(dim=-1, keepdim=True)  # (c − mean c) · v = c · (v − mean v)
     constant = float((bias.double() @ u) if bias is not None else 0.0)
     if read.unembedding_bias is not None:
-        constant += float(read.unembedding_bias[token_id]) * read.logit_scale
-    joins = [1.0 if c is None else c for c in read.join_scales]
-    joins += [1.0] * (len(zs) - len(joins))
+        constant += float(read.unembedding_bias[token_id]) * float(read.logit_scale.value)
     per_head = []
     for layer, (blocks, _) in enumerate(source.head_blocks()):
         back = torch.einsum("hkd,td->thk", blocks.double(), direction)  # (T, n_head, head_dim): W_O^h direction_t
-        per_head.append((zs[layer] * back).sum(dim=-1) * joins[layer])  # (T, n_head)
+        per_head.append((zs[layer] * back).sum(dim=-1) * float(joins[layer].value))  # (T, n_head)
     per_head = torch.stack(per_head, dim=1)  # (T, n_layer, n_head)
     reconstructed = (read.residual.double() * direction).sum(dim=-1) + constant  # (T,)
     logits = read.logits[:, token_id].double()
@@ -190,6 +236,7 @@ def direct_logit_attribution(
         norm="layer" if centre else "rms",
         gain=gain_name,
         dtype=read.dtype,
-        join_scales=tuple(joins[: len(zs)]),
-        logit_scale=read.logit_scale,
+        joins=joins,
+        head_scale=read.head_scale,
+        output_scale=read.logit_scale,
     )

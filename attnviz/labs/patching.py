@@ -16,13 +16,15 @@ encoder's ``hidden``, the mean cosine distance of the last hidden states from th
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
 from attnviz.core.progress import Progress, or_none
+from attnviz.core.time_agreement import TimeLog, cpu_share
 from attnviz.i18n.message import msg
 from attnviz.labs.ablation import PASS_BYTES, PASS_ROWS, Head, _rounded, rows_per_pass
 from attnviz.labs.agreement import TOP_K, Agreement, agreement, by_size
@@ -306,15 +308,20 @@ def patch_heads(
     heads: Sequence[Head],
     progress: Progress | None = None,
     done: dict[Head, float] | None = None,
+    log: TimeLog | None = None,
+    price: Callable[[Sequence[Head]], float] | None = None,
 ) -> dict[Head, float]:
     """Exact patching of ``heads`` (each alone), a pass at a time; ``done`` is filled as each pass ends (a stop keeps
-    it): {head: M of the patched run}."""
+    it): {head: M of the patched run}. ``log`` and ``price`` (a pass's predicted seconds,
+    :meth:`PatchPlan.piece_seconds`): a lap per pass, its predicted time beside what it took."""
     done = {} if done is None else done
     left = [head for head in heads if head not in done]
     progress = or_none(progress)
     progress.stage("patching_lib.progress", len(left))
     for piece in patch_pieces(left, patch_rows(pair)):
-        done.update(patch_piece(source, pair, piece))
+        timed = log is not None and price is not None
+        with log.part(min(layer for layer, _ in piece), price(piece)) if timed else nullcontext():
+            done.update(patch_piece(source, pair, piece))
         progress.step(len(piece))
     return done
 
@@ -345,7 +352,8 @@ def confirm(estimate, k: int = TOP_K) -> list[Head]:
 @dataclass(frozen=True, eq=False)
 class PatchPlan:
     """Exact patching of every head, priced: ``rows`` heads a pass, a pass from the first layer timed here
-    (``first_seconds``) and one from the last (``last_seconds``), their heads' values already in ``done``."""
+    (``first_seconds``) and one from the last (``last_seconds``), their heads' values already in ``done``;
+    ``timed_share``: the CPU seconds a second while they were timed."""
 
     heads: list[Head]
     rows: int
@@ -353,18 +361,20 @@ class PatchPlan:
     last_seconds: float
     done: dict[Head, float]
     n_layer: int
+    timed_share: float | None = None
 
     def pieces(self, done: dict[Head, float] | None = None) -> list[list[Head]]:
         left = [head for head in self.heads if head not in {**self.done, **(done or {})}]
         return patch_pieces(left, self.rows)
 
     def seconds(self, done: dict[Head, float] | None = None) -> float:
-        """The pieces left, each priced between a first-layer and a last-layer pass by its first head's layer."""
-        total = 0.0
-        for piece in self.pieces(done):
-            share = min(layer for layer, _ in piece) / max(1, self.n_layer - 1)
-            total += (self.first_seconds - (self.first_seconds - self.last_seconds) * share) * len(piece) / self.rows
-        return total
+        """The pieces left, each priced by :meth:`piece_seconds`."""
+        return sum((self.piece_seconds(piece) for piece in self.pieces(done)), 0.0)
+
+    def piece_seconds(self, piece: Sequence[Head]) -> float:
+        """A pass's price: between a first-layer and a last-layer pass by its first head's layer, by its rows."""
+        share = min(layer for layer, _ in piece) / max(1, self.n_layer - 1)
+        return (self.first_seconds - (self.first_seconds - self.last_seconds) * share) * len(piece) / self.rows
 
 
 def plan_patching(source: AttentionSource, pair: RunPair, heads: Sequence[Head] | None = None) -> PatchPlan:
@@ -377,6 +387,7 @@ def plan_patching(source: AttentionSource, pair: RunPair, heads: Sequence[Head] 
     rows = patch_rows(pair)
     done: dict[Head, float] = {}
     timings = []
+    started = (time.perf_counter(), time.process_time())
     for piece in (heads[:rows], heads[-rows:]):
         piece = [head for head in piece if head not in done]
         if not piece:
@@ -385,7 +396,8 @@ def plan_patching(source: AttentionSource, pair: RunPair, heads: Sequence[Head] 
         start = time.perf_counter()
         done.update(patch_piece(source, pair, piece))
         timings.append((time.perf_counter() - start) * rows / len(piece))
-    return PatchPlan(heads, rows, timings[0], timings[1], done, pair.n_layer)
+    share = cpu_share(time.perf_counter() - started[0], time.process_time() - started[1])
+    return PatchPlan(heads, rows, timings[0], timings[1], done, pair.n_layer, share)
 
 
 def top_next_token(source: AttentionSource, text: str, max_tokens: int, k: int = 2) -> list[str]:

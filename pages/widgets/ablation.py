@@ -8,13 +8,14 @@ import math
 import pandas as pd
 import streamlit as st
 
-from attnviz.app.head_links import agreement_note, estimate_flags, estimate_table, heads_text
+from attnviz.app.head_links import agreement_note, estimate_flags, estimate_table, head_check_note, heads_text
 from attnviz.app.loading import cached, cached_job, result_cache
-from attnviz.app.progress import duration_text, progress_bar
-from attnviz.app.queue_view import admitted, request_id
+from attnviz.app.progress import duration_text, progress_bar, time_note
+from attnviz.app.queue_view import admission, admitted, request_id
 from attnviz.app.state import Settings, valid_choice
 from attnviz.app.widgets import plotly, table
 from attnviz.core.admission import Need
+from attnviz.core.time_agreement import TimeLog, time_verdict
 from attnviz.core.token_display import markdown_text, shown_text
 from attnviz.figures.ablation import make_ablation_change_figure, make_ablation_sweep_figure
 from attnviz.figures.heads_matter import make_head_effect_figure
@@ -22,6 +23,7 @@ from attnviz.i18n.translate import t
 from attnviz.labs import ablation, attribution, patching
 from attnviz.labs.ablation import AblationResult, AblationSweep
 from attnviz.labs.agreement import agreement as rank_agreement
+from attnviz.labs.agreement import head_check
 from attnviz.models.source import AttentionSource, Capability
 from attnviz.settings import ESTIMATE_TOKENS
 
@@ -64,18 +66,25 @@ def show_result(result: AblationResult, name: str) -> None:
                 table(top, key=f"ablation_{side}", headers=headers, hide_index=True)
 
 
-SWEEP_STATE = "ablation_sweep_state"  # session state: {"key", "values" {head: value}, "status"} of this session's sweep
+SWEEP_STATE = "ablation_sweep_state"  # session state: {"key", "values" {head: value}, "laps", "status"} of its sweep
+SWEEP_TIMING = "ablation_sweep_timing"  # session state: {"key", "laps", "share"} of the sweep this session finished
 
 
 def _start(key: tuple) -> None:
     state = st.session_state.get(SWEEP_STATE)
-    kept = state if state and state["key"] == key else {"values": {}, "losses": {}}  # Continue keeps a stop's
+    kept = state if state and state["key"] == key else {"values": {}, "losses": {}, "laps": []}  # Continue keeps
     st.session_state[SWEEP_STATE] = {
         "key": key,
         "values": kept["values"],
         "losses": kept["losses"],
+        "laps": kept["laps"],
         "status": "running",
     }
+
+
+def other_requests() -> int:
+    """Requests of this server running beside this session's own (which is running when this is asked)."""
+    return admission().n_running - 1
 
 
 def _stop() -> None:
@@ -124,6 +133,9 @@ def sweep_section(source: AttentionSource, settings: Settings, mode: str, view_k
     if found:
         limit = limit_text("ablation.sweep_limit", sweep.n_tokens, settings.max_tokens, ablation.SWEEP_TOKENS)
         st.caption(t("ablation.sweep_done", n=sweep.n_heads, tokens=sweep.n_tokens, limit=limit))
+        timing = st.session_state.get(SWEEP_TIMING)
+        if timing is not None and timing["key"] == key:  # this session ran it: the time it took beside the prediction
+            time_note(time_verdict(timing["laps"], timing["share"]))
         show_sweep(sweep)
         return
     need = Need(ablation.sweep_bytes(source, sweep_tokens), 0.0)
@@ -159,6 +171,7 @@ def sweep_section(source: AttentionSource, settings: Settings, mode: str, view_k
     if state is None or state["status"] != "running":
         if state is not None and state["status"] == "stopped":
             show_sweep(ablation.sweep_result(baseline, values, state["losses"]))
+            time_note(time_verdict(state["laps"], baseline.timed_share))  # the passes done before the stop
             label = t(
                 "ablation.sweep_continue",
                 left=len(baseline.heads) - len(values),
@@ -175,9 +188,11 @@ def sweep_section(source: AttentionSource, settings: Settings, mode: str, view_k
         progress_bar(t("ablation.sweeping")) as progress,
         admitted(Need(baseline.pass_bytes, baseline.seconds(values)), rid),
     ):
-        ablation.run_pieces(source, settings.text, baseline, state["values"], progress, state["losses"])
+        log = TimeLog(state["laps"], other_requests)
+        ablation.run_pieces(source, settings.text, baseline, state["values"], progress, state["losses"], log)
     stop.empty()
     done = ablation.sweep_result(baseline, state["values"], state["losses"])
+    st.session_state[SWEEP_TIMING] = {"key": key, "laps": state["laps"], "share": baseline.timed_share}
     st.session_state.pop(SWEEP_STATE, None)
     result_cache().get_or_compute(("ablation_sweep", key), lambda: done)
     st.rerun()  # the estimate above was drawn before the sweep ended: drawn again beside it, with their agreement
@@ -234,6 +249,7 @@ def estimate_section(source: AttentionSource, settings: Settings, mode: str, vie
         exact_values = exact.loss_change if lm and exact.loss_change else exact.values
     if found and sweep_tokens == n_tokens:
         agreement_note(rank_agreement(estimate.values, exact_values))
+        _head_check(estimate, exact, lm)
     estimate_table(estimate.ranked(patching.TOP_K), estimate.values, exact_values, "ablation_estimate_ranked")
     if exact is None:
         if st.button(t("heads_matter.confirm", k=len(top)), key="ablation_confirm"):
@@ -254,3 +270,18 @@ def estimate_section(source: AttentionSource, settings: Settings, mode: str, vie
             exact_values,
         )
         st.caption(t("heads_matter.confirmed", k=len(top), rho=agreement.spearman))
+        _head_check(estimate, exact, lm)
+
+
+def _head_check(estimate, exact: AblationSweep, lm: bool) -> None:
+    """The estimate against the exact effects head by head, where both measure the same thing (an LM's loss
+    change); otherwise why only their rankings are compared."""
+    if lm and exact.loss_change:
+        head_check_note(head_check(estimate.values, exact.loss_change, estimate.saturated, estimate.cancelling))
+        return
+    measures = (
+        (t("heads_matter.measure_loss"), t("estimate_agree.exact_kl"))
+        if lm
+        else (t("estimate_agree.estimate_hidden"), t("estimate_agree.exact_hidden"))
+    )
+    st.caption(t("estimate_agree.measures_differ", estimate=measures[0], exact=measures[1]))

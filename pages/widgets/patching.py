@@ -7,32 +7,43 @@ import math
 
 import streamlit as st
 
-from attnviz.app.head_links import agreement_note, estimate_flags, estimate_table, heads_text, ranked_heads
+from attnviz.app.head_links import (
+    agreement_note,
+    estimate_flags,
+    estimate_table,
+    head_check_note,
+    heads_text,
+    ranked_heads,
+)
 from attnviz.app.loading import cached, cached_job, result_cache
-from attnviz.app.progress import progress_bar
+from attnviz.app.progress import progress_bar, time_note
 from attnviz.app.queue_view import admitted, request_id
 from attnviz.app.state import Settings, valid_choice
 from attnviz.app.widgets import plotly, show_error
 from attnviz.core.admission import Need
+from attnviz.core.time_agreement import TimeLog, time_verdict
 from attnviz.core.token_display import markdown_text, visible_text
 from attnviz.figures.base import hover_text
 from attnviz.figures.heads_matter import make_head_effect_figure, make_positions_figure
 from attnviz.i18n.translate import t
 from attnviz.labs import attribution, patching
 from attnviz.labs.ablation import token_limit
+from attnviz.labs.agreement import head_check
 from attnviz.labs.direct_logits import direct_logit_attribution
+from attnviz.models.readings import Verdict
 from attnviz.models.source import AttentionSource, Capability
 from attnviz.settings import PATCH_TOKENS
-from pages.widgets.ablation import about
+from pages.widgets.ablation import about, other_requests
 
-PATCH_STATE = "patch_state"  # session state: {"key", "values" {head: M}, "status"} of this session's exact patching
+PATCH_STATE = "patch_state"  # session state: {"key", "values" {head: M}, "laps", "status"} of its exact patching
+PATCH_TIMING = "patch_timing"  # session state: {"key", "laps", "share"} of the patching this session finished
 RANKED_K = 10
 
 
 def _start(key: tuple) -> None:
     state = st.session_state.get(PATCH_STATE)
-    values = state["values"] if state and state["key"] == key else {}
-    st.session_state[PATCH_STATE] = {"key": key, "values": values, "status": "running"}
+    kept = state if state and state["key"] == key else {"values": {}, "laps": []}  # Continue keeps a stop's
+    st.session_state[PATCH_STATE] = {"key": key, "values": kept["values"], "laps": kept["laps"], "status": "running"}
 
 
 def _stop() -> None:
@@ -144,6 +155,8 @@ def patch_section(source: AttentionSource, settings: Settings) -> None:
     estimate_flags(estimate)
     if len(values) >= 2:
         agreement_note(result.agreement())
+    if values:  # the same measure on both sides (the fraction restored): compared head by head too
+        head_check_note(head_check(estimate.values, result.effects, estimate.saturated, estimate.cancelling))
     ranked = result.ranked(RANKED_K) if len(values) == pair.n_layer * pair.n_head else estimate.ranked(RANKED_K)
     estimate_table(ranked, estimate.values, result.effects, "patch_ranked")
     top = patching.confirm(estimate)
@@ -157,6 +170,8 @@ def patch_section(source: AttentionSource, settings: Settings) -> None:
         st.rerun()
     if not found:
         _exact_section(source, pair, key, state)
+    elif (timing := st.session_state.get(PATCH_TIMING)) is not None and timing["key"] == key:
+        time_note(time_verdict(timing["laps"], timing["share"]))  # this session ran it: the time beside the price
 
 
 def _exact_section(source: AttentionSource, pair: patching.RunPair, key: tuple, state: dict | None) -> None:
@@ -168,6 +183,7 @@ def _exact_section(source: AttentionSource, pair: patching.RunPair, key: tuple, 
     if state is None or state["status"] != "running":
         if state is not None and state["status"] == "stopped":
             st.warning(t("patching.stopped", done=len(done), total=total))
+            time_note(time_verdict(state["laps"], plan.timed_share))  # the passes done before the stop
             label = t("patching.continue", left=total - len(done), time=about(plan.seconds(done)))
         else:
             label = t("patching.run", n=total, time=about(plan.seconds()))
@@ -184,13 +200,15 @@ def _exact_section(source: AttentionSource, pair: patching.RunPair, key: tuple, 
                 Need(attribution.estimate_bytes(source, pair.n_tokens), plan.seconds(done)), request_id("patch", key)
             ),
         ):
-            patching.patch_heads(source, pair, plan.heads, progress, state["values"])
+            log = TimeLog(state["laps"], other_requests)
+            patching.patch_heads(source, pair, plan.heads, progress, state["values"], log, plan.piece_seconds)
         finished = True
     finally:
         if not finished:
             state["status"] = "stopped"
     stop.empty()
     result_cache().get_or_compute(("patch_exact", key), lambda: dict(state["values"]))
+    st.session_state[PATCH_TIMING] = {"key": key, "laps": state["laps"], "share": plan.timed_share}
     st.session_state.pop(PATCH_STATE, None)
     st.rerun()
 
@@ -241,6 +259,9 @@ def direct_logit_section(source: AttentionSource, settings: Settings) -> None:
         st.info(t("patching.scaled_joins", scales=scales))
     if found.logit_scale != 1.0:
         st.info(t("patching.scaled_logits", scale=found.logit_scale))
+    parallel = [layer for layer, join in enumerate(found.joins) if join.verdict is Verdict.NOT_APPLICABLE]
+    if parallel:
+        st.info(t("patching.parallel_joins", n=len(parallel)))
     token_shown = hover_text(visible_text(found.token))  # the reader's token: data, not Plotly markup
     measure = t("patching.logit_measure", token=token_shown)
     plotly(

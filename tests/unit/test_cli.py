@@ -6,7 +6,18 @@ import pytest
 
 from attnviz import cli
 
-SUBCOMMANDS = ["heads", "compare", "scaling", "ablate", "patch", "train-scale", "mask-doctor", "kv-cache", "bench"]
+SUBCOMMANDS = [
+    "heads",
+    "compare",
+    "scaling",
+    "ablate",
+    "patch",
+    "logits",
+    "train-scale",
+    "mask-doctor",
+    "kv-cache",
+    "bench",
+]
 
 
 def test_every_subcommand_is_offered():

@@ -37,7 +37,7 @@ assert exit_code(["--help"]) == 0 and exit_code(["kv-cache", "--help"]) == 0
 for argv in (["heads", "", "--quiet"], ["heads", "x", "--n-layer", "0"], ["heads", "x", "--device", "tpu"],
              ["compare", "x", " "], ["scaling", "x", "--threshold", "2"], ["ablate", "", "--heads", "0.0"],
              ["ablate", "x", "--heads", "0.0", "--mode", "bogus"], ["bench", "--threads", "0"],
-             ["kv-cache", "x", "--dtype", "fp7"], ["mask-doctor"], ["train-scale", "--bogus"]):
+             ["kv-cache", "x", "--dtype", "fp7"], ["logits", "", "--quiet"], ["logits", "x", "--position", "y"], ["mask-doctor"], ["train-scale", "--bogus"]):
     assert exit_code(argv) == 2, argv
 """
     assert imported_after(code) == []

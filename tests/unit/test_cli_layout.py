@@ -8,7 +8,18 @@ import pytest
 
 from attnviz import cli
 
-SUBCOMMANDS = ["heads", "compare", "scaling", "ablate", "patch", "train-scale", "mask-doctor", "kv-cache", "bench"]
+SUBCOMMANDS = [
+    "heads",
+    "compare",
+    "scaling",
+    "ablate",
+    "patch",
+    "logits",
+    "train-scale",
+    "mask-doctor",
+    "kv-cache",
+    "bench",
+]
 
 
 def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:

@@ -172,16 +172,30 @@ def measure_time(case: str, tokens: int, repeats: int = 5) -> dict:
     }
 
 
+def bare_products(x: Inputs) -> tuple[Tensor, Tensor]:
+    """The two products any attention that returns its weights must form and hold, and nothing else: q·kᵀ
+    (B, n_head, T, T) and that times v (B, n_head, T, head_dim), with no scale, mask or softmax. Its peak memory
+    is the floor for a case's: what the result holds plus whatever this CPU's matmul kernels keep while they run
+    (packing buffers, which differ by BLAS and instruction set)."""
+    q, k, v = x["q"], x["k"], x["v"]
+    B, n_head, T, head_dim = q.shape
+    group = n_head // k.shape[1]
+    scores = q.reshape(B, k.shape[1], group * T, head_dim) @ k.transpose(-2, -1)  # (B, n_kv_head, group·T, T)
+    output = scores @ v  # (B, n_kv_head, group·T, head_dim)
+    return output.view(B, n_head, T, head_dim), scores.view(B, n_head, T, -1)
+
+
 def peak_extra_mb_here(case: str, tokens: int, which: str) -> float:
-    """MiB that one call of ``which`` ("ours" or "reference") adds to this process's peak RSS.
+    """MiB that one call of ``which`` ("ours", "reference", or "floor": :func:`bare_products` on the same inputs)
+    adds to this process's peak RSS.
 
     Meant for a fresh process (see :func:`peak_extra_mb`). The inputs are allocated
     before the baseline; the returned tensors count, as a caller holds them.
     """
-    if which not in ("ours", "reference"):
-        raise ValueError(f"which must be 'ours' or 'reference', not {which!r}")
+    if which not in ("ours", "reference", "floor"):
+        raise ValueError(f"which must be 'ours', 'reference' or 'floor', not {which!r}")
     torch.set_num_threads(TIMING_THREADS)
-    call = getattr(CASES[case], which)
+    call = bare_products if which == "floor" else getattr(CASES[case], which)
     inputs = make_inputs(tokens)
     call(make_inputs(16))  # loads kernels and pools without touching the real sizes
     gc.collect()

@@ -8,7 +8,7 @@ import json
 from dataclasses import dataclass
 
 from attnviz import settings
-from attnviz.i18n.message import Text, concat, msg
+from attnviz.i18n.message import Text, msg
 from attnviz.labs.kv.config import KVConfig
 from attnviz.labs.kv.memory import bytes_per_element, check_count, check_dtype, layer_token_bytes
 from attnviz.models.registry import transformers_cache_elements
@@ -32,6 +32,7 @@ LLAMACPP_PAD = 256  # llama-kv-cache-iswa.cpp: "the SWA cache is always padded t
 # ggml block sizes (bytes, values) for the cache types our dtypes map to; fp8 has no ggml cache type
 _GGML_BLOCKS = {"fp32": (4, 1), "fp16": (2, 1), "bf16": (2, 1), "int8": (34, 32), "int4": (20, 32)}
 _GGML_NAMES = {"fp32": "f32", "fp16": "f16", "bf16": "bf16", "int8": "q8_0", "int4": "q4_1"}
+HF_DTYPES = ("fp32", "bf16", "fp16")  # what DynamicCache stores: the activations' dtype, never a quantised one
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -107,28 +108,32 @@ def _llamacpp(cfg: KVConfig, batch: int, seq_len: int, dtype: str, n_ubatch: int
     return EngineFigure("llama.cpp", None if total is None else streams * total, rule, LLAMACPP_SOURCE)
 
 
-def _hf(cfg: KVConfig, batch: int, seq_len: int, dtype: str):
-    if dtype not in ("fp32", "bf16", "fp16"):
-        rule = msg("kv_memory.hf_no_dtype", dtype=dtype)
-        return EngineFigure("transformers DynamicCache", None, rule, HF_SOURCE)
+def hf_rule_bytes(cfg: KVConfig, batch: int, seq_len: int, dtype: str) -> int:
+    """transformers' ``DynamicCache`` by its rule, for a config its modeling code cannot be measured from: every
+    token of full and MLA layers, the last ``sliding_window - 1`` of sliding ones, nothing for linear ones."""
 
     def tokens(kind: str) -> int:
         if kind == "linear":
             return 0
-        return min(seq_len, cfg.window - 1) if kind == "sliding" else seq_len
+        return len(range(seq_len)[-cfg.window + 1 :]) if kind == "sliding" else seq_len
 
-    total = batch * _sum_layers(cfg, tokens, lambda kind: layer_token_bytes(cfg, kind, dtype))
+    return batch * _sum_layers(cfg, tokens, lambda kind: layer_token_bytes(cfg, kind, dtype))
+
+
+def _hf(cfg: KVConfig, batch: int, seq_len: int, dtype: str):
+    if dtype not in HF_DTYPES:
+        rule = msg("kv_memory.hf_no_dtype", dtype=dtype)
+        return EngineFigure("transformers DynamicCache", None, rule, HF_SOURCE)
     measured = measured_hf_bytes(cfg, batch, seq_len, dtype)
     if measured is None:
-        return EngineFigure("transformers DynamicCache", total, msg("kv_memory.hf_rule"), HF_SOURCE)
-    rule = msg("kv_memory.hf_measured")
-    if measured > total:  # the modeling code caches more than the minimum K/V
-        why = msg("kv_memory.hf_falcon_broadcast") if _falcon_broadcast(cfg) else msg("kv_memory.hf_more_other")
-        rule = concat(rule, " ", msg("kv_memory.hf_more", extra=measured - total, minimum=total, why=why))
-    return EngineFigure("transformers DynamicCache", measured, rule, HF_SOURCE)
+        return EngineFigure(
+            "transformers DynamicCache", hf_rule_bytes(cfg, batch, seq_len, dtype), msg("kv_memory.hf_rule"), HF_SOURCE
+        )
+    # where it differs from the minimum, attnviz.labs.kv.agreement says why, beside both figures
+    return EngineFigure("transformers DynamicCache", measured, msg("kv_memory.hf_measured"), HF_SOURCE)
 
 
-def _falcon_broadcast(cfg: KVConfig) -> bool:
+def falcon_broadcast(cfg: KVConfig) -> bool:
     """Falcon's new decoder architecture broadcasts K and V to every query head before they are cached."""
     raw = json.loads(cfg.raw_json) if cfg.raw_json else {}
     return str(cfg.model_type).lower() == "falcon" and bool(raw.get("new_decoder_architecture"))

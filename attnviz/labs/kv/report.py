@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from attnviz.i18n.message import Text, concat, join, msg
+from attnviz.labs.kv.agreement import KVAgreement
 from attnviz.labs.kv.config import kv_config_of
 from attnviz.labs.kv.engines import EngineFigure
 from attnviz.labs.kv.measure import measured_cache_bytes
@@ -47,6 +48,26 @@ def describe_engines(minimum: int, engines: Sequence[EngineFigure]) -> Text:
             )
         )
     return join(lines, "\n")
+
+
+def describe_agreement(agreement: KVAgreement) -> Text:
+    """Markdown: the minimum and transformers' figure agree to the byte, or by how much they differ (or that
+    they are equal by reasons that cancel) and, one bullet each, every reason, with the bytes it accounts for."""
+    how = msg("kv_agree.measured") if agreement.measured else msg("kv_agree.ruled")
+    if not agreement.reasons:
+        return msg("kv_agree.exact", bytes=agreement.minimum, how=how)
+    head = (
+        msg("kv_agree.cancel", bytes=agreement.minimum, how=how)
+        if agreement.agrees
+        else msg(
+            "kv_agree.differ",
+            transformers=agreement.transformers,
+            minimum=agreement.minimum,
+            difference=agreement.difference,
+            how=how,
+        )
+    )
+    return join([head, *(concat("- ", reason.text) for reason in agreement.reasons)], "\n")
 
 
 def describe_fit(fit: dict, gpu_gb: float) -> Text:

@@ -11,7 +11,10 @@ LM head (the model's output embeddings) and the module whose output it reads (th
 and left that module; and, by data flow, how each layer's attention output joins the residual stream (the first
 module after the projection reads x = r + c·o, r an earlier module's input: c is 1 in most models, Granite's
 ``residual_multiplier`` or MiniCPM's depth scale in others, applied without a module) and how the model's logits
-relate to its LM head's output (Granite divides them by ``logits_scaling``).
+relate to its LM head's output (Granite divides them by ``logits_scaling``). Each of these readings carries its
+verdict (:class:`~attnviz.models.readings.Reading`): found, not applicable (a parallel block's MLP reads the layer's
+input, not the stream after the attention; logits that are the LM head's own output) or not determined, never a
+silent 1.0.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from accelerate.utils import align_module_device
 from torch import Tensor, nn
 
 from attnviz.models.hf.projections import OutputProjection
+from attnviz.models.readings import NOT_APPLICABLE, Reading
 
 RECENT = 8  # leaf modules remembered before the LM head runs: the final norm is among the last
 CANDIDATES = 32  # leaf inputs remembered as a projection's residual r (a layer's input is a few modules back)
@@ -83,8 +87,9 @@ class ReadOut:
     logits: Tensor
     transformed: str | None = None  # a module between a layer's output projection and the residual stream
     dtype: torch.dtype = torch.float32  # what the model ran in: its rounding bounds how closely the norm is read
-    join_scales: tuple[float | None, ...] = ()  # per attention call: c in r + c·o, None where no join was found
-    logit_scale: float = 1.0  # the model's logits are the LM head's output on the final norm's times this
+    join_scales: tuple[Reading, ...] = ()  # per attention call: c in r + c·o
+    head_scale: Reading = NOT_APPLICABLE  # the LM head reads the final norm's output times this
+    logit_scale: Reading = NOT_APPLICABLE  # the model's logits are the LM head's output times this
 
 
 def _same(a: Tensor, b: Tensor) -> bool:
@@ -110,7 +115,8 @@ def reading_out(model: nn.Module, projections: Sequence[nn.Module] = ()) -> Iter
     projected: list[Tensor] = []  # this pass's output projections' outputs
     wanted = {id(module) for module in projections}
     inputs: list[Tensor] = []  # the last leaf inputs: where a projection's output may have joined from
-    joins: dict[int, float | None] = seen.setdefault("joins", {})  # projection call -> c, or None
+    outputs: list[Tensor] = []  # the last leaf outputs: with ``inputs``, what existed before a projection ran
+    joins: dict[int, Reading] = seen.setdefault("joins", {})  # projection call -> c and its verdict
     pending: list[Tensor] = []  # the last projection's output, until a module reads something else
 
     def keep(module, args, output):
@@ -127,13 +133,14 @@ def reading_out(model: nn.Module, projections: Sequence[nn.Module] = ()) -> Iter
         elif pending and _same(x, pending[0]):
             if output is not x:  # a dropout in eval returns its input
                 seen.setdefault("transformed", type(module).__name__)
-                joins[len(projected) - 1] = None
+                joins[len(projected) - 1] = Reading.not_determined()
                 pending.clear()
         elif pending:  # the first module to read past the projection's output: x = r + c·o for an earlier input r?
-            joins[len(projected) - 1] = join_scale(x, pending[0], inputs)
+            joins[len(projected) - 1] = join_reading(x, pending[0], inputs, outputs)
             pending.clear()
         inputs.append(x)
-        del inputs[:-CANDIDATES]
+        outputs.append(output)
+        del inputs[:-CANDIDATES], outputs[:-CANDIDATES]
 
     def at_head(module, args):
         if threading.get_ident() == owner and args:
@@ -208,6 +215,19 @@ def join_scale(x: Tensor, o: Tensor, inputs: Sequence[Tensor]) -> float | None:
     return None
 
 
+def join_reading(x: Tensor, o: Tensor, inputs: Sequence[Tensor], earlier: Sequence[Tensor]) -> Reading:
+    """How the projection's output ``o`` joins the stream, read where the first module past it reads ``x``: found
+    (:func:`join_scale`); not applicable where ``x`` existed before the projection ran (one of ``inputs`` or of the
+    ``earlier`` outputs): a parallel block, whose MLP reads the layer's normed input and whose attention output
+    joins the stream beside the MLP's, with no scale of its own to read; not determined otherwise."""
+    c = join_scale(x, o, inputs)
+    if c is not None:
+        return Reading.found(c)
+    if any(_same(x, r) for r in (*inputs, *earlier)):
+        return Reading.not_applicable()
+    return Reading.not_determined()
+
+
 def _head_input_scale(head_input: Tensor, normed: Tensor) -> float | None:
     """k with the LM head's input = k × the final norm's output (MiniCPM 3 divides by ``logits_scaling``, Inkling
     by its width multiplier, in plain arithmetic), or None."""
@@ -218,15 +238,18 @@ def _head_input_scale(head_input: Tensor, normed: Tensor) -> float | None:
     return _fitted(h64, y64, eps * h64.abs(), eps)
 
 
-def _logit_scale(head_last: Tensor | None, logits_last: Tensor) -> float:
-    """s with the model's logits = s × its LM head's output (at the last position), 1 where they are the same
-    values or no scale fits (a soft cap: the sum check then fails and says so)."""
-    if head_last is None or head_last.shape != logits_last.shape or torch.equal(head_last, logits_last):
-        return 1.0
+def _logit_scale(head_last: Tensor | None, logits_last: Tensor) -> Reading:
+    """s with the model's logits = s × its LM head's output (at the last position): not applicable where they are
+    the same values, found where one s fits, not determined where none does (a soft cap) or the head's output was
+    not seen."""
+    if head_last is None or head_last.shape != logits_last.shape:
+        return Reading.not_determined()
+    if torch.equal(head_last, logits_last):
+        return Reading.not_applicable()
     eps = torch.finfo(head_last.dtype).eps
     l64, h64 = logits_last.double().flatten(), head_last.double().flatten()
     s = _fitted(l64, h64, eps * l64.abs(), eps)
-    return 1.0 if s is None else s
+    return Reading.not_determined() if s is None else Reading.found(s)
 
 
 def read_out(seen: dict, logits: Tensor) -> ReadOut | str:
@@ -253,8 +276,11 @@ def read_out(seen: dict, logits: Tensor) -> ReadOut | str:
         logits=logits[0].detach().float().cpu(),
         dtype=normed.dtype,
         transformed=seen.get("transformed"),
-        join_scales=tuple(seen["joins"].get(i) for i in range(max(seen["joins"], default=-1) + 1)),
-        logit_scale=_logit_scale(seen.get("head_last"), logits[0, -1].detach()) * seen.get("head_scale", 1.0),
+        join_scales=tuple(
+            seen["joins"].get(i, Reading.not_determined()) for i in range(max(seen["joins"], default=-1) + 1)
+        ),
+        head_scale=Reading.found(seen["head_scale"]) if "head_scale" in seen else Reading.not_applicable(),
+        logit_scale=_logit_scale(seen.get("head_last"), logits[0, -1].detach()),
     )
 
 

@@ -96,7 +96,8 @@ def test_bad_arguments_exit_2_with_one_line(args):
 
 
 # `kv-cache jamba-v0.1/` as attnviz printed it when transformers' figure took a 4,096-token meta prefill through
-# all 32 layers (over three minutes, most of it in the Mamba layers' token-by-token scan)
+# all 32 layers (over three minutes, most of it in the Mamba layers' token-by-token scan), and the line on the
+# minimum beside transformers' figure added since (attnviz.labs.kv.agreement)
 JAMBA_TEXT = (
     "jamba-v0.1: GQA, 32 layers (4 full, 28 linear), 32 query heads\n"
     "kv heads 8 x head_dim 128, window none\n"
@@ -112,6 +113,7 @@ JAMBA_TEXT = (
     "    One stream per sequence (1): full layers hold PAD(seq_len, 256) cells, sliding layers PAD(min(that, n_swa + n_ubatch 512), 256), in bf16; MLA caches K as latent + rope and V as latent (GGUF key_length 576, value_length 512). (https://github.com/ggml-org/llama.cpp/blob/master/src/llama-kv-cache-iswa.cpp)\n"
     "  transformers DynamicCache  67,108,864 B (64.0 MiB)\n"
     "    Measured: a prefill of this batch and length run through the architecture's own transformers modeling code on the meta device (shapes only, no memory), and the DynamicCache it returned counted: every K, V (and indexer-key) tensor, not linear layers' recurrent state. (https://github.com/huggingface/transformers/blob/main/src/transformers/cache_utils.py)\n"
+    "transformers' figure equals the minimum to the byte\n"
 )
 
 

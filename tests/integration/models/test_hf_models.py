@@ -15,8 +15,9 @@ from attnviz.models.hf.bundled import convert_gguf, converted_dir, is_converted,
 from attnviz.models.hf.loading import load_hf_source as load_model
 from attnviz.models.source import AttentionSource, Capability, Stack
 from tests.conftest import TEST_CACHE
+from tests.tolerances import bound
 
-TOL = 1e-5
+TOL = bound("attention")
 
 
 def texts(record):

@@ -13,12 +13,12 @@ from attnviz.labs import ablation, attribution, patching
 from attnviz.labs.agreement import spearman
 from attnviz.labs.direct_logits import direct_logit_attribution
 from attnviz.models.source import Capability, Resumes
+from tests.tolerances import derived_bound, forward_depth
 
 CLEAN = "When Mary and John went to the store, John gave a drink to"
 CORRUPT = "When Mary and John went to the store, Mary gave a drink to"
 TEXT = "The cat sat on the mat because it was warm and soft."
 SWEEP_TOLERANCE = 1e-6  # issue 29: the resumed sweep's numbers against the whole forward's
-PATCH_TOLERANCE = 1e-5  # exact patching against plain hooks: the same model, other batch shapes (float32)
 
 
 def o_proj(model, layer):
@@ -184,7 +184,14 @@ def test_exact_patching_equals_plain_hooks(smollm2, ioi):
                 last = model(input_ids=corrupt_ids).logits[0, -1].double()
         finally:
             hook.remove()
-        assert got[(layer, head)] == pytest.approx(float(last[mary] - last[john]), abs=PATCH_TOLERANCE)
+        # the lab's batched, resumed passes against this single pass: the same float32 forward in other batch shapes,
+        # so rounding alone, over the forward's depth, at the size of the largest logit, for each of the two logits
+        config = model.config
+        depth = forward_depth(config.num_hidden_layers, config.hidden_size, config.intermediate_size)
+        bound = 2 * derived_bound("float32", float(last.abs().max()), depth)
+        expected = float(last[mary] - last[john])
+        assert abs(got[(layer, head)] - expected) <= bound, (layer, head, got[(layer, head)], expected, bound)
+        assert abs(expected - ioi.corrupt) > bound  # the patch moves it past rounding: one that patched nothing fails
     result = patching.patch_result(ioi, got, 0.0, None)
     assert result.effects[9][4] == pytest.approx((got[(9, 4)] - ioi.corrupt) / (ioi.clean - ioi.corrupt))
     assert result.effects[1][1] is None
@@ -340,18 +347,15 @@ def test_the_embedded_model():
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_other_families_and_bfloat16(tmp_path, smollm2, dtype):
     """GPT-2 (LayerNorm, Conv1D projections, its own layer list) and Qwen2 in each dtype: the resumed sweep equals
-    the whole forward, patching and the estimate run, and the logit's sum check holds within the dtype's rounding."""
-    from transformers import GPT2Config, GPT2LMHeadModel, Qwen2Config, Qwen2ForCausalLM
-
+    the whole forward within the dtype's rounding, exact patching equals plain pre-hooks on the model's output
+    projection and the estimate its first-order definition (tests/integration/patching_reference.py, the same model
+    in the same dtype), and the logit's sum check holds."""
     from attnviz.models.hf.loading import load_hf_source
     from attnviz.models.hf.placement import Placement
-    from tests.integration.tiny_models import tiny
+    from tests.integration import patching_reference as ref
 
-    gpt2 = tiny(
-        tmp_path / "gpt2", smollm2, GPT2Config, GPT2LMHeadModel, n_embd=64, n_layer=2, n_head=4, n_positions=256
-    )
-    qwen = tiny(tmp_path / "qwen2", smollm2, Qwen2Config, Qwen2ForCausalLM)
-    for folder in (gpt2, qwen):
+    for family in ("gpt2", "qwen2"):
+        folder = ref.tiny_family(tmp_path / family, smollm2, family)
         source = load_hf_source(str(folder), placement=Placement(dtype))
         assert Capability.EDIT_HEADS in source.capabilities
         resumed = ablation.sweep_baseline(source, TEXT, 16, "zero", timed=False)
@@ -360,16 +364,30 @@ def test_other_families_and_bfloat16(tmp_path, smollm2, dtype):
         heads = [(1, 0), (1, 3)]
         got, expected = (ablation.sweep_piece(source, TEXT, b, heads) for b in (resumed, whole))
         for head in heads:
-            assert abs(got[head] - expected[head]) <= (SWEEP_TOLERANCE if dtype == "float32" else 1e-3)
+            assert abs(got[head] - expected[head]) <= sweep_bound(source, dtype), (family, head, got, expected)
         pair = patching.run_pair(source, CLEAN, CORRUPT, 32, patching.Metric("kl"))
         assert pair.clean == 0.0 and pair.corrupt > 0
-        estimate = attribution.estimate_patching(source, pair, CLEAN, CORRUPT)
-        assert all(math.isfinite(v) for row in estimate.values for v in row)
-        exact = patching.patch_heads(source, pair, [(0, 1)])
-        assert math.isfinite(exact[(0, 1)])
+        pair = patching.run_pair(source, ref.CLEAN, ref.CORRUPT, 32, patching.parse_metric(ref.METRIC))
+        ref.check_exact_patching(source, pair, dtype, ref.HEADS[family])
+        ref.check_estimate(source, pair, dtype, ref.HEADS[family])
         found = direct_logit_attribution(source, CLEAN, 32)
         assert found.checked, found.check_error
-        assert found.norm == ("layer" if folder == gpt2 else "rms")
+        assert found.norm == ("layer" if family == "gpt2" else "rms")
+
+
+def sweep_bound(source, dtype: str) -> float:
+    """How far the resumed sweep's kl_mean may lie from the whole forward's: float32 issue 29's measured bound; in
+    bfloat16 two passes of other batch shapes, each logit within D = derived_bound(bfloat16, the largest |logit| of
+    TEXT, the forward's roundings, safety 2) (patching_reference's depth and SAFETY), so each log-softmax within 2D
+    and a KL, whose log-ratio moves by 4D and whose weights by 2D relative, within 4D to first order."""
+    if dtype == "float32":
+        return SWEEP_TOLERANCE
+    from tests.integration import patching_reference as ref
+
+    with torch.no_grad():
+        logits = source.model(input_ids=torch.tensor([source.encode(TEXT, 16).ids])).logits
+    magnitude = float(logits.float().abs().max())
+    return 4 * derived_bound(dtype, magnitude, ref.depth(source.model, dtype), ref.SAFETY[dtype])
 
 
 def test_a_norm_after_the_attention_is_not_read_as_direct(tmp_path, smollm2):

@@ -17,10 +17,11 @@ import torch.nn.functional as F
 
 from attnviz.models.registry import SourceSpec, open_source
 from tests.integration.tiny_models import tiny_seq2seq
+from tests.tolerances import bound
 
 SOURCE = "The cat sat on the mat because it was warm."
 TARGET = "Die Katze sass auf der Matte, weil sie warm war."
-TOLERANCE = 1e-5
+TOLERANCE = bound("attention")
 
 
 @pytest.fixture(scope="module")

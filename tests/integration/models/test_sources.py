@@ -17,8 +17,9 @@ from attnviz.models.record import Parity
 from attnviz.models.registry import BUNDLED_CHOICES, largest_bundled_shape
 from attnviz.models.source import AttentionSource, ModelShape
 from tests.integration.tiny_models import tiny
+from tests.tolerances import bound
 
-TOL = 1e-5
+TOL = bound("attention")
 TEXT = "The trophy did not fit in the suitcase because it was too big. 注意力机制很有用。"
 
 

@@ -53,6 +53,24 @@ def test_presets_give_exact_bytes_per_token_and_every_figure():
     assert not at.exception and any("do not fit in 24 GB" in c.value for c in at.caption)  # 671B weights
 
 
+def test_the_minimum_and_transformers_figure_agree_or_the_page_says_why():
+    """Gemma-2-9B at 8,192 tokens: transformers keeps window - 1 tokens of its 21 sliding layers, 172,032 B under
+    the minimum, and the page says so beside the two figures; Llama-3-8B's agree, and no reason is shown."""
+    at = page()
+    said = next(m.value for m in at.markdown if "transformers' figure" in m.value)
+    assert "differs from the minimum (2,113,929,216 B) by -172,032 B" in said
+    assert "21 sliding-window layers" in said and "last 4,095 tokens" in said
+    at.selectbox(key="kv_preset").set_value("llama-3-8b").run()
+    assert not at.exception
+    said = [m.value for m in at.markdown if "transformers' figure" in m.value]
+    assert said == ["**The minimum and transformers' figure agree to the byte** (1,073,741,824 B, measured)."]
+    assert not any("between steps" in m.value or "differs from the minimum" in m.value for m in at.markdown)
+    at.selectbox(key="kv_block").set_value(256).run()  # 8,192 is whole blocks of 256: still the same bytes
+    assert not at.exception and any("agree to the byte" in m.value for m in at.markdown)
+    at.number_input(key="kv_seq_len").set_value(1000).run()  # 1,024 tokens of blocks against 1,000
+    assert any("blocks of 256 tokens" in m.value for m in at.markdown)
+
+
 def test_a_pasted_config_a_bad_one_and_the_bundled_models():
     at = page()
     at.radio(key="kv_source").set_value("upload").run()

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
+from pathlib import Path
 
 import pytest
 import torch
@@ -27,18 +29,39 @@ from attnviz.core.head_stats import row_statistics
 from attnviz.errors import ConfigError, ModelUnavailableError
 from attnviz.models.record import KINDS
 from attnviz.models.source import Capability
-from tests.integration.zoo.build import ATTNVIZ_REFUSALS, REASONS, architectures, build_zoo, text_part, zoo_dir
+from tests.integration.zoo.build import (
+    ATTNVIZ_REFUSALS,
+    EXACT_ROUTES,
+    REASONS,
+    architectures,
+    build_zoo,
+    built_row,
+    committed_table,
+    refused_row,
+    text_part,
+    zoo_dir,
+)
+from tests.tolerances import bound
 
 TEXT = "the cat sat on the mat because it was warm, and the dog slept by the door"
 N_TOKENS = 12
-TOLERANCE = 1e-5
+TOLERANCE = bound("attention")  # weights and row statistics, two float32 routes (tests/tolerances.py)
+LOGITS = bound("logits")  # next-token logits and losses of a tiny model, two float32 passes
 TYPES = sorted(architectures())
-RESULTS: dict[str, dict] = {}
+TABLE = committed_table()  # what the zoo gave when docs/models.md was last generated: each type is held to it
+REGENERATE = (
+    "if the change is meant, regenerate docs/models.md's table (python -m tests.integration.zoo.build --report)"
+)
 
 
 @pytest.fixture(scope="module")
-def zoo() -> dict[str, dict]:
-    return build_zoo(TYPES)
+def zoo(request) -> dict[str, dict]:
+    """Each type's build status: every type when a test of the whole zoo runs, else those of the ids selected
+    (``-k llama``: one model built, not 343)."""
+    mine = [item for item in request.session.items if item.module is request.module]
+    selected = {item.callspec.params["model_type"] for item in mine if hasattr(item, "callspec")}
+    whole = any(not hasattr(item, "callspec") for item in mine)
+    return build_zoo(TYPES if whole else sorted(selected))
 
 
 def _multimodal_reference(folder, auto: str, ids: list[int]) -> tuple[list[torch.Tensor], torch.Tensor | None]:
@@ -78,7 +101,7 @@ def _reference(folder, source, ids: list[int]) -> tuple[list[torch.Tensor], torc
 TARGET = "die Katze sass auf der Matte"
 
 
-def _check_seq2seq(folder, source, status: dict, model_type: str) -> None:
+def _check_seq2seq(folder, source, status: dict) -> dict:
     """An encoder-decoder: every kind of attnviz's record (teacher-forced on TARGET) equals the weights transformers'
     own eager attention returns on a fresh load, to 1e-5, and the target's losses its logits'."""
     from transformers import AutoModelForSeq2SeqLM
@@ -104,7 +127,7 @@ def _check_seq2seq(folder, source, status: dict, model_type: str) -> None:
     losses = torch.nn.functional.cross_entropy(
         out.logits[0, :-1].float(), torch.tensor(pair.target_ids), reduction="none"
     )
-    assert torch.allclose(pair.losses, losses, atol=1e-4)
+    assert torch.allclose(pair.losses, losses, atol=LOGITS)
     assert max(worst.values()) <= TOLERANCE, worst
     # the views of one text read the encoder alone on the source: the same weights as the pair's encoder part
     alone = source.run(TEXT, N_TOKENS)
@@ -119,8 +142,8 @@ def _check_seq2seq(folder, source, status: dict, model_type: str) -> None:
         assert "\n" not in str(err) and err.args[0].key == "model_errors.no_cache"
         cache_error = None
     assert cache_error in (None, 0)
-    RESULTS[model_type] = {
-        "route": "seq2seq",
+    return {
+        "row": built_row(source, alone, pair),
         "causal": False,
         "max_abs_diff": max(worst.values()),
         "max_abs_diff_by_kind": worst,
@@ -132,29 +155,28 @@ def _check_seq2seq(folder, source, status: dict, model_type: str) -> None:
     }
 
 
-@pytest.mark.parametrize("model_type", TYPES)
-def test_every_architecture_is_exact_or_refused_in_one_line(zoo, model_type):
+def _check(status: dict, model_type: str) -> dict:
+    """One type of the zoo checked: exact (its record against transformers' eager attention), or refused in one
+    line for a reason of :data:`REASONS` or :data:`ATTNVIZ_REFUSALS`. The result's ``row`` is the (route, limits)
+    that docs/models.md's table gives it when regenerated."""
     from attnviz.models.hf.loading import load_hf_source
 
-    status, folder = zoo[model_type], zoo_dir() / model_type
+    folder = zoo_dir() / model_type
     if status["status"] == "refused":
         assert status["reason"] in REASONS
-        RESULTS[model_type] = {"route": "refused", "reason": status["reason"]}
         if (folder / "config.json").is_file():  # attnviz's loader says why, in one line, before any weight
             with pytest.raises(ModelUnavailableError) as refused:
                 load_hf_source(str(folder))
             assert "\n" not in str(refused.value) and status["reason"].split()[0] in str(refused.value)
-        return
+        return {"row": refused_row(status), "reason": status["reason"]}
     try:
         source = load_hf_source(str(folder))
     except ModelUnavailableError as refused:
         key = refused.args[0].key
         assert key in ATTNVIZ_REFUSALS and "\n" not in str(refused), str(refused)
-        RESULTS[model_type] = {"route": "refused by attnviz", "reason": ATTNVIZ_REFUSALS[key]}
-        return
+        return {"row": refused_row(status, key), "reason": ATTNVIZ_REFUSALS[key]}
     if status.get("seq2seq"):
-        _check_seq2seq(folder, source, status, model_type)
-        return
+        return _check_seq2seq(folder, source, status)
     ids = source.encode(TEXT, N_TOKENS).ids
     record = source.run(TEXT, N_TOKENS)
     if status.get("multimodal"):
@@ -190,16 +212,16 @@ def test_every_architecture_is_exact_or_refused_in_one_line(zoo, model_type):
             assert torch.allclose(capture.rows[name][finite], stats[name][finite], atol=TOLERANCE), name
         if SINK_STAT in capture.rows:  # rows sum to 1 minus the sink's share
             assert torch.allclose(reference.sum(dim=-1) + capture.rows[SINK_STAT], torch.ones(()), atol=TOLERANCE)
-    assert worst <= TOLERANCE, worst
+    assert not math.isnan(worst) and worst <= TOLERANCE, worst
     if logits is not None:  # the pass that gave the weights gave the model's own output
         scale = getattr(source.config, "logit_scale", None)
         ours = record.outputs.next_token_logits
-        if status.get("multimodal") and scale and not torch.allclose(ours, logits, atol=1e-4):
+        if status.get("multimodal") and scale and not torch.allclose(ours, logits, atol=LOGITS):
             special = "its wrapper leaves out its text model's logit_scale, which attnviz's text model applies"
             logits = logits * scale
-        assert torch.allclose(ours, logits, atol=1e-4)
-    RESULTS[model_type] = {
-        "route": source.route,
+        assert torch.allclose(ours, logits, atol=LOGITS)
+    return {
+        "row": built_row(source, record),
         "causal": source.causal,
         "sinks": SINK_STAT in record.layers[0].rows,
         "max_abs_diff": worst,
@@ -207,23 +229,67 @@ def test_every_architecture_is_exact_or_refused_in_one_line(zoo, model_type):
         "special": special,
         "multimodal": bool(status.get("multimodal")),
     }
-    assert not math.isnan(worst)
 
 
-def test_the_zoo_covers_every_type_of_the_auto_mappings(zoo):
-    """The enumeration is transformers' own (not a hand list), and the zoo's report is written for docs/models.md."""
+_CHECKED: dict[str, dict | BaseException] = {}  # a memo, not a channel: whichever test needs a type's check runs it
+
+
+def checked(zoo: dict[str, dict], model_type: str) -> dict:
+    """:func:`_check` of ``model_type``, run once per session; its failure is raised again to every test asking."""
+    if model_type not in _CHECKED:
+        try:
+            _CHECKED[model_type] = _check(zoo[model_type], model_type)
+        except (Exception, pytest.fail.Exception) as err:  # the check's failure, or an error of attnviz or the model
+            _CHECKED[model_type] = err
+    found = _CHECKED[model_type]
+    if isinstance(found, BaseException):
+        raise found
+    return found
+
+
+def differs_from_table(model_type: str, row: tuple[str, str]) -> str | None:
+    """Why ``row`` (route, limits) is not docs/models.md's row of ``model_type``, or None when it is."""
+    if model_type not in TABLE:
+        return f"{model_type} is not in docs/models.md's table (new in transformers?): {REGENERATE}"
+    committed = TABLE[model_type]
+    if committed == row:
+        return None
+    if committed[0] in EXACT_ROUTES and row[0] not in EXACT_ROUTES:
+        return f"{model_type} was exact ({committed[0]}) by docs/models.md's table and is now {row[0]}: {row[1]}"
+    return f"{model_type}: docs/models.md's table says {committed}, the zoo now gives {row}; {REGENERATE}"
+
+
+@pytest.mark.parametrize("model_type", TYPES)
+def test_every_architecture_is_what_the_committed_table_says(zoo, model_type):
+    """Exact, or refused in one line, as docs/models.md's table has it: a type the table has as exact that is now
+    refused, fails its check or is gone fails here, and so does any other change of route or limits."""
+    problem = differs_from_table(model_type, checked(zoo, model_type)["row"])
+    assert problem is None, f"{problem} (the builder's errors: {zoo[model_type].get('errors')})"
+
+
+def test_the_zoo_covers_every_type_of_the_auto_mappings_and_the_table_counts_them(zoo):
+    """The enumeration is transformers' own (not a hand list), every type of it and no other is in the committed
+    table, each route has the table's count, and the zoo's report is written beside its models."""
     from transformers.models.auto import modeling_auto as auto
 
     expected = set(auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES) | set(auto.MODEL_FOR_MASKED_LM_MAPPING_NAMES)
     expected |= set(auto.MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES) | set(auto.MODEL_FOR_MULTIMODAL_LM_MAPPING_NAMES)
-    assert expected == set(zoo) and len(zoo) >= 300
-    built = [t for t, s in zoo.items() if s["status"] == "built"]
-    assert len(built) >= 100  # most architectures are tiny-buildable
-    (zoo_dir() / "report.json").write_text(json.dumps({"statuses": zoo, "results": RESULTS}, indent=1))
+    assert expected == set(zoo) == set(TYPES)
+    assert set(TABLE) == set(TYPES), f"{sorted(set(TABLE) ^ set(TYPES))}: {REGENERATE}"
+    rows, failed = {}, {}
+    for model_type in TYPES:
+        try:
+            rows[model_type] = checked(zoo, model_type)["row"]
+        except (Exception, pytest.fail.Exception) as err:
+            failed[model_type] = f"{type(err).__name__}: {str(err)[:200]}"
+    routes = Counter(route for route, _ in rows.values())
+    assert not failed and routes == Counter(route for route, _ in TABLE.values()), (failed, routes)
+    report = {"statuses": zoo, "results": {t: _CHECKED[t] for t in TYPES}}
+    (zoo_dir() / "report.json").write_text(json.dumps(report, indent=1))
 
 
 KV_BATCH, KV_TOKENS = 2, 11
-KV_RESULTS: dict[str, dict] = {}
+KV_COMMITTED = json.loads((Path(__file__).with_name("kv_committed.json")).read_text())
 
 
 def _real_cache_bytes(folder, multimodal: bool) -> int | None:
@@ -249,48 +315,90 @@ def _real_cache_bytes(folder, multimodal: bool) -> int | None:
     return sum(t.numel() * t.element_size() for t in tensors if isinstance(t, torch.Tensor))
 
 
-def _decoders() -> list[str]:
-    """The causal-LM mapping's types, the seq2seq and the multimodal-LM mappings' (a multimodal checkpoint's text
-    model is a decoder; an encoder-decoder's cache is its own, checked by tests/integration/models/test_seq2seq.py)."""
-    return [t for t, kind in architectures().items() if kind in ("causal", "seq2seq", "multimodal")]
+def kv_expected() -> dict[str, str]:
+    """What the zoo's KV check finds of each type it applies to, from what is committed (no build): "compared"
+    (the figure against a real cache) for every decoder of docs/models.md's table whose zoo model is a causal LM
+    (a multimodal checkpoint's text model, or a class of the causal-LM mapping), but those that kv_committed.json
+    lists as keeping no cache or having no attention heads."""
+    from transformers.models.auto import modeling_auto as auto
+
+    kinds, expected = architectures(), {}
+    for model_type, (route, limits) in TABLE.items():
+        if route not in ("interface", "eager") or "encoder" in limits or model_type not in kinds:
+            continue
+        name = auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(model_type, "") if kinds[model_type] == "causal" else ""
+        if "of a multimodal checkpoint" in limits or name.endswith(CAUSAL_LM_CLASSES):
+            expected[model_type] = "compared"
+    for outcome in ("no cache", "no attention heads"):
+        expected.update(dict.fromkeys(KV_COMMITTED[outcome], outcome))
+    return expected
 
 
-@pytest.mark.parametrize("model_type", sorted(_decoders()))
-def test_the_kv_estimate_of_every_decoder_is_what_its_real_cache_holds(zoo, model_type):
-    """transformers' figure on the KV page equals the bytes of a real DynamicCache after a prefill, to the byte."""
+CAUSAL_LM_CLASSES = ("ForCausalLM", "LMHeadModel")
+KV_EXPECTED = kv_expected()
+
+
+def _check_kv(status: dict, model_type: str) -> dict:
+    """transformers' figure on the KV page against the bytes of a real DynamicCache after a prefill, to the byte;
+    a model without attention heads is refused by the estimator in one line."""
     from attnviz.labs.kv.config import load_config
     from attnviz.labs.kv.engines import engine_estimates
+    from attnviz.models.hf.loading import load_hf_source
 
-    status, folder = zoo[model_type], zoo_dir() / model_type
-    if status["status"] != "built":
-        return  # nothing built: test_every_architecture_... says why
+    folder = zoo_dir() / model_type
+    assert status["status"] == "built", f"{model_type} has no zoo model: {status.get('reason')}"
     config = json.loads((folder / "config.json").read_text())
     multimodal = bool(status.get("multimodal"))
     if multimodal:
-        from attnviz.models.hf.loading import load_hf_source
-
-        try:
-            if not load_hf_source(str(folder)).causal:  # an encoder's text model: no cache
-                return
-        except ModelUnavailableError:  # refused in one line: test_every_architecture_... says why
-            return
-    elif not status["class"].endswith(("ForCausalLM", "LMHeadModel")) or not config.get("is_decoder", True):
-        return
+        assert load_hf_source(str(folder)).causal, f"{model_type}'s text model is not a decoder"
+    else:
+        assert status["class"].endswith(CAUSAL_LM_CLASSES) and config.get("is_decoder", True), status["class"]
     real = _real_cache_bytes(folder, multimodal)
-    if real is None:  # a model that keeps no cache (GPT-1, RWKV, an encoder run with an LM head)
-        KV_RESULTS[model_type] = {"real": None}
-        return
+    if real is None:
+        return {"outcome": "no cache", "real": None}
     if real == 0:  # a state-space or recurrent model: no attention, no KV; the estimator says so in one line
         with pytest.raises(ConfigError, match="num_attention_heads"):
             load_config(str(folder))
-        KV_RESULTS[model_type] = {"real": 0, "estimate": "refused: no attention heads"}
-        return
+        return {"outcome": "no attention heads", "real": 0, "estimate": "refused: no attention heads"}
     shown = engine_estimates(load_config(str(folder)), KV_BATCH, KV_TOKENS, "fp32")[-1]
     assert shown.total_bytes == real, (shown.total_bytes, real)
-    KV_RESULTS[model_type] = {"real": real, "estimate": shown.total_bytes}
+    return {"outcome": "compared", "real": real, "estimate": shown.total_bytes}
+
+
+_KV_CHECKED: dict[str, dict | BaseException] = {}
+
+
+def kv_checked(zoo: dict[str, dict], model_type: str) -> dict:
+    """:func:`_check_kv` of ``model_type``, run once per session, as :func:`checked`."""
+    if model_type not in _KV_CHECKED:
+        try:
+            _KV_CHECKED[model_type] = _check_kv(zoo[model_type], model_type)
+        except (Exception, pytest.fail.Exception) as err:
+            _KV_CHECKED[model_type] = err
+    found = _KV_CHECKED[model_type]
+    if isinstance(found, BaseException):
+        raise found
+    return found
+
+
+@pytest.mark.parametrize("model_type", sorted(KV_EXPECTED))
+def test_the_kv_estimate_of_every_decoder_is_what_its_real_cache_holds(zoo, model_type):
+    """transformers' figure on the KV page equals the bytes of a real DynamicCache after a prefill, to the byte, for
+    every decoder of the committed table; the few that keep no cache or have no heads are committed by name."""
+    outcome = kv_checked(zoo, model_type)["outcome"]
+    assert outcome == KV_EXPECTED[model_type], (
+        f"{model_type}: {outcome}, committed {KV_EXPECTED[model_type]} (docs/models.md's table and "
+        "tests/integration/zoo/kv_committed.json)"
+    )
 
 
 def test_the_kv_comparison_is_reported(zoo):
-    compared = [t for t, r in KV_RESULTS.items() if r.get("real") is not None]
-    assert len(compared) >= 80
-    (zoo_dir() / "kv_report.json").write_text(json.dumps(KV_RESULTS, indent=1))
+    """Every committed decoder's outcome is its committed one, and the report is written beside the zoo."""
+    found, failed = {}, {}
+    for model_type in sorted(KV_EXPECTED):
+        try:
+            found[model_type] = kv_checked(zoo, model_type)["outcome"]
+        except (Exception, pytest.fail.Exception) as err:
+            failed[model_type] = f"{type(err).__name__}: {str(err)[:200]}"
+    assert not failed and found == KV_EXPECTED, (failed, {t: o for t, o in found.items() if o != KV_EXPECTED[t]})
+    (zoo_dir() / "kv_report.json").write_text(json.dumps({t: _KV_CHECKED[t] for t in found}, indent=1))

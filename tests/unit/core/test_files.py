@@ -5,9 +5,12 @@ instead of hanging the suite.
 """
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -100,12 +103,49 @@ def test_os_errors_on_a_path_are_one_line_naming_the_reason(tmp_path):
     assert kind_of(tmp_path / "missing") is None and kind_of(tmp_path) == "directory"
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads any file: no permission is ever denied")
+def as_nobody(check) -> str:
+    """``check()`` (a str) in a forked child that has given up root for the user ``nobody`` (root reads any file, and
+    CI runs as root), or the child's failure as a str. A fork, not a new interpreter: this one may live in a folder
+    that ``nobody`` cannot enter (a venv under /root)."""
+    import pwd
+
+    nobody = pwd.getpwnam("nobody")
+    readable, writable = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never back into pytest, whatever happens
+        try:
+            os.close(readable)
+            os.setgroups([])
+            os.setgid(nobody.pw_gid)
+            os.setuid(nobody.pw_uid)
+            out = check()
+        except BaseException as err:  # pytest.raises' failure is a BaseException
+            out = f"the child failed: {type(err).__name__}: {err}"
+        os.write(writable, out.encode())
+        os._exit(0)
+    os.close(writable)
+    with os.fdopen(readable, "rb") as pipe:
+        out = pipe.read().decode()
+    assert os.waitpid(pid, 0)[1] == 0
+    return out
+
+
 def test_permission_denied_is_one_line(tmp_path):
-    path = tmp_path / "secret.json"
-    path.write_text("{}")
-    path.chmod(0)
-    assert refusal(path) == f"cannot read '{path}': permission denied"
+    if os.geteuid() == 0:  # a folder nobody may enter (pytest's tmp_path is in root's 0700 folders)
+        folder = Path(tempfile.mkdtemp(prefix="attnviz-permission-"))
+        folder.chmod(0o755)
+    else:
+        folder = tmp_path
+    try:
+        path = folder / "secret.json"
+        path.write_text("{}")
+        path.chmod(0)
+        expected = f"cannot read '{path}': permission denied"
+        refusal(folder / "missing.json")  # the messages' catalogue loaded before the fork
+        assert (as_nobody(lambda: refusal(path)) if os.geteuid() == 0 else refusal(path)) == expected
+    finally:
+        if folder != tmp_path:
+            shutil.rmtree(folder)
 
 
 def test_printable_shows_control_characters_as_escapes_and_keeps_every_script():

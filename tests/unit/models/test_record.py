@@ -9,6 +9,7 @@ from attnviz.core.tokenizer import Token
 from attnviz.models.embedded.config import EmbeddedConfig
 from attnviz.models.record import LABEL_CHARS, AttentionRecord, GenerationRecord, Parity, cut_tokens, token_labels
 from attnviz.models.registry import EMBEDDED, SourceSpec, open_source
+from tests.tolerances import bound, derived_bound
 
 
 @pytest.fixture(scope="module")
@@ -32,10 +33,14 @@ def test_any_head_comes_back_at_full_resolution_rows_summing_to_one_and_nothing_
     record = source.run("the cat sat on the mat", 64)
     for layer in range(2):
         weights = record.weights(layer, 1)  # (T, T)
-        assert torch.allclose(weights.sum(-1), torch.ones(record.q_len), atol=1e-5)
+        # a float32 softmax row of q_len keys summed again, against 1
+        assert torch.allclose(
+            weights.sum(-1), torch.ones(record.q_len), atol=derived_bound("float32", 1.0, 2 * record.q_len), rtol=0
+        )
         assert (weights[~record.mask(layer)] == 0).all() and weights.triu(1).abs().max() == 0
     mean = record.weights(0, "mean")
-    assert torch.allclose(mean, (record.weights(0, 0) + record.weights(0, 1)) / 2, atol=1e-6)
+    # the heads recomputed together against each alone: two routes (tests/tolerances.py)
+    assert torch.allclose(mean, (record.weights(0, 0) + record.weights(0, 1)) / 2, atol=bound("attention"), rtol=0)
     window = record.weights(1, 0, (2, 5), (0, 3))
     assert torch.equal(window, record.weights(1, 0)[2:5, 0:3])
     assert record.full_view and record.nbytes > 0 and len(record.statistics) == 4

@@ -42,6 +42,7 @@ def test_falcon_40b_s_original_config_is_read_with_its_eight_kv_heads():
 def test_transformers_figure_is_measured_from_the_modeling_code_and_says_why_falcon_holds_more():
     """Falcon's new decoder broadcasts K and V to every query head before caching: 11,264 B, twice the minimum."""
     from attnviz.i18n.translate import tr
+    from attnviz.labs.kv.agreement import transformers_agreement
     from attnviz.labs.kv.config import config_from_dict
     from attnviz.labs.kv.memory import estimate
 
@@ -57,7 +58,11 @@ def test_transformers_figure_is_measured_from_the_modeling_code_and_says_why_fal
     cfg = config_from_dict(raw, "tiny falcon")
     hf = engine_estimates(cfg, 2, 11, "fp32")[-1]
     assert estimate(cfg, 2, 11, "fp32").total_bytes == 2 * 2 * 2 * 8 * 4 * 11 * 2 == 5632
-    assert hf.total_bytes == 11264 and "broadcasts" in tr(hf.rule)
+    assert hf.total_bytes == 11264 and "Measured" in tr(hf.rule)
+    why = transformers_agreement(cfg, 2, 11, "fp32")  # the page says why beside the two figures
+    assert [(r.kind, r.bytes) for r in why.reasons] == [("broadcast", 5632)] and "repeats each" in str(
+        why.reasons[0].text
+    )
 
 
 def test_starcoder_s_multi_query_wins_over_a_key_value_head_count():

@@ -12,8 +12,9 @@ from transformers.models.llama.modeling_llama import LlamaAttention, eager_atten
 from attnviz.core.capture import CaptureSession, weights_window
 from attnviz.errors import ModelUnavailableError
 from attnviz.models.hf.attention import attention_forward, capturing, layer_keys, reference
+from tests.tolerances import bound
 
-TOL = 1e-5
+TOL = bound("attention")
 B, N_HEAD, N_KV_HEAD, T, HEAD_DIM = 2, 4, 2, 7, 8
 
 

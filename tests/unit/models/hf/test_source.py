@@ -13,6 +13,7 @@ from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 from attnviz.models.hf.attention import IMPLEMENTATION, register
 from attnviz.models.hf.source import HFSource
 from attnviz.models.source import KV_CACHES, Rotates
+from tests.tolerances import bound
 
 WORDS = [
     "<s>",
@@ -21,7 +22,7 @@ WORDS = [
     *["the", "cat", "sat", "on", "a", "mat", "because", "it", "was", "tired", "and", "then", "slept"],
 ]
 TEXT = "the cat sat on a mat because it was tired"
-TOL = 1e-5
+TOL = bound("attention")
 
 
 @pytest.fixture(scope="module")
