@@ -9,6 +9,7 @@ from the fields each family uses. A config that lacks a needed field is refused 
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -310,6 +311,7 @@ def config_from_dict(raw: dict, name: Text | str = "config") -> KVConfig:
     """
     if not isinstance(raw, dict):
         raise ConfigError(msg("kv_memory.not_object", name=name))
+    raw = copy.deepcopy(raw)  # transformers' config classes write into nested dicts (rope_scaling): never the caller's
     section = raw.get("text_config") if isinstance(raw.get("text_config"), dict) else raw
     model_type = section.get("model_type") or (raw.get("model_type") if section is raw else None)
     model_type = str(model_type) if model_type else None

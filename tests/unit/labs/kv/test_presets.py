@@ -195,3 +195,12 @@ def test_each_preset_parses_into_its_real_geometry(key):
         assert counts == expected["kinds"], f"{key}: layer kinds"
     if "first_kinds" in expected:
         assert kinds[: len(expected["first_kinds"])] == expected["first_kinds"], f"{key}: layer order"
+
+
+def test_reading_a_preset_leaves_it_as_it_was():
+    """transformers' config classes write into nested dicts (DeepSeek-V3's rope_scaling gained rope_theta and
+    rope_type): reading a preset must not change it for the next reader (a shuffled run found it)."""
+    for key, preset in PRESETS.items():
+        before = json.dumps(preset.config, sort_keys=True)
+        config_from_dict(preset.config, name=key)
+        assert json.dumps(preset.config, sort_keys=True) == before, key
