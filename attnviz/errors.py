@@ -3,7 +3,8 @@
 Each carries a :class:`~attnviz.i18n.message.Message`: ``str(err)`` is the
 English sentence the CLI prints in one line; the app shows the same message in
 the reader's language (``attnviz.app.widgets.show_error``). Programming errors
-stay the built-in ones.
+stay the built-in ones, except where a model's pass meets one of attnviz's own: :class:`AttnvizBugError` says
+so, so that it is never taken for the model's.
 """
 
 from __future__ import annotations
@@ -68,3 +69,10 @@ class OutOfMemoryError(ModelUnavailableError):
     """A device ran out of memory: the message names the device, what was asked and what was free, and what to
     try (fewer tokens, a device map, a smaller dtype). A ModelUnavailableError, so every place that shows why a
     model cannot run shows this too."""
+
+
+class AttnvizBugError(Exception):
+    """An error raised in attnviz's own code while a model ran: a bug, not the model's or the user's. The message
+    is one line (what was raised and where); the original is chained, and its traceback goes to the server log
+    (the app) or to stderr with ``ATTNVIZ_TRACEBACK=1`` (the CLI). Not a RuntimeError or a ValueError, so no page
+    or command that catches the user's errors by kind takes it for one."""

@@ -56,6 +56,9 @@ PADDING_TOKENS = 384  # per sentence on the Padding page: each drawn whole, abou
 PADDING_SENTENCES = 8
 GENERATION_CONTEXT = 2048  # prompt + generated tokens on the Generation page
 
+# the command line prints a bug's traceback on stderr, before its one line, only when this is set to 1
+TRACEBACK_ENV = "ATTNVIZ_TRACEBACK"
+
 # the shared result cache of a server (records, batches, generations, parity): an LRU bounded in bytes
 CACHE_MB_ENV = "ATTNVIZ_CACHE_MB"
 CACHE_MB_DEFAULT = 2048

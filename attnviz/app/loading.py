@@ -34,7 +34,7 @@ from attnviz.app.cache import BoundedCache
 from attnviz.app.progress import progress_bar
 from attnviz.app.queue_view import admitted, request_id, stop_if_cancelled
 from attnviz.app.state import Settings
-from attnviz.app.widgets import show_error
+from attnviz.app.widgets import show_bug, show_error
 from attnviz.core.admission import Need
 from attnviz.core.budget import device_nbytes, request_cost
 from attnviz.core.capture import predicted_nbytes
@@ -42,7 +42,7 @@ from attnviz.core.device_speed import device_of
 from attnviz.core.devices import dtype_name, free_device_memory
 from attnviz.core.progress import Progress
 from attnviz.core.token_display import markdown_text, typed_special
-from attnviz.errors import ModelUnavailableError
+from attnviz.errors import AttnvizBugError, ModelUnavailableError
 from attnviz.i18n.message import msg
 from attnviz.i18n.translate import t, tr
 from attnviz.models.record import LABEL_CHARS, AttentionRecord, cut_tokens
@@ -198,6 +198,9 @@ def source_for(spec: SourceSpec) -> AttentionSource | None:
         return source
     except ModelUnavailableError as err:
         show_error(err)  # the message quotes the user's path: data, not Markdown
+        return None
+    except AttnvizBugError as err:  # a probe pass at load, outside the page run_page guards
+        show_bug(err)
         return None
 
 

@@ -8,6 +8,7 @@ through :func:`show_error` (the reader's language, the data in it escaped), a ta
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Mapping
 
 import pandas as pd
@@ -18,10 +19,13 @@ from attnviz.app import exports
 from attnviz.app.state import valid_choice
 from attnviz.core.memory_errors import is_out_of_memory, one_line
 from attnviz.core.token_display import markdown_text
+from attnviz.errors import AttnvizBugError
 from attnviz.figures.base import head_label, upright_axis_titles
-from attnviz.i18n.message import Text
+from attnviz.i18n.message import Text, msg
 from attnviz.i18n.translate import t, tr
 from attnviz.models.record import Head
+
+log = logging.getLogger(__name__)
 
 
 def show_error(error) -> None:
@@ -33,14 +37,23 @@ def show_error(error) -> None:
 
 def run_page(page) -> None:
     """Run the chosen page; out of memory anywhere in it (a capture, generation, ablation, a KV measurement) is
-    one line in the page, the device's cached blocks handed back, and the server goes on. Anything else is
-    Streamlit's to show, as before."""
+    one line in the page, the device's cached blocks handed back, and the server goes on. A bug of attnviz's
+    met in a model's pass (:class:`AttnvizBugError`) is one line saying so, its traceback in the server log.
+    Anything else is Streamlit's to show, as before."""
     try:
         page.run()
     except (MemoryError, RuntimeError) as err:
         if not is_out_of_memory(err):
             raise
         show_error(one_line(err, _session_device()))
+    except AttnvizBugError as err:
+        show_bug(err)
+
+
+def show_bug(err: AttnvizBugError) -> None:
+    """attnviz's own bug: its traceback (the original error's, chained) to the server log, one line to the reader."""
+    log.error("%s", err, exc_info=err)
+    show_error(msg("model_errors.bug_in_log", bug=err))
 
 
 def _session_device() -> str | None:

@@ -4,7 +4,8 @@ One module per subcommand (``heads``, ``compare``, ``scaling``, ``ablate``, ``pa
 ``mask_doctor``, ``kv_cache``, ``bench``) holds its arguments (``add_command``) and the function that runs it. Beside them is what
 they share: ``output`` (every line a command prints), ``checks`` (bad input, bounds and budgets) and ``loading``
 (the model a per-text command reads). Here are the parser and :func:`main`. Bad input exits non-zero with a
-one-line reason on stderr, never a traceback.
+one-line reason on stderr, never a traceback; so does a bug of attnviz's own (exit 70, its traceback on stderr
+only with ``ATTNVIZ_TRACEBACK=1``).
 
 The parser is built from light modules only: a subcommand imports torch, transformers and pandas (several seconds)
 inside the function that runs it, after the checks that need no model, so that ``--help``, ``--version``, a
@@ -15,17 +16,20 @@ mistyped flag and bad input answer at once. ``arguments`` holds the per-text fla
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import traceback
 from collections.abc import Sequence
 from typing import NoReturn
 
-from attnviz import __version__
+from attnviz import __version__, settings
 from attnviz.cli import ablate, bench, compare, heads, kv_cache, logits, mask_doctor, patch, scaling, train_scale
 from attnviz.cli.checks import CheckFailedError, CommandError
 from attnviz.cli.output import out, stdout_is_unicode
 from attnviz.core.files import printable
 from attnviz.core.memory_errors import is_out_of_memory, one_line
-from attnviz.errors import first_line
+from attnviz.core.pass_errors import attnviz_bug
+from attnviz.errors import AttnvizBugError, ModelUnavailableError, first_line
 
 COMMANDS = (
     heads,
@@ -39,6 +43,7 @@ COMMANDS = (
     kv_cache,
     bench,
 )  # in --help's order
+BUG_EXIT = 70  # sysexits' EX_SOFTWARE: attnviz's own error, told apart from bad input (2) and a failed check (1)
 
 
 def one_line_errors(parser: argparse.ArgumentParser, command: str) -> None:
@@ -90,12 +95,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as err:  # a path no library check caught: still one line, naming the reason
         print(printable(f"attnviz {args.command}: error: {first_line(err)}"), file=sys.stderr)
         return 2
+    except ModelUnavailableError as err:  # said in one line already (out of memory among them): the model's
+        print(printable(f"attnviz {args.command}: error: {err}"), file=sys.stderr)
+        return 2
     except (MemoryError, RuntimeError) as err:  # out of memory where no command caught it: one line too
         if not is_out_of_memory(err):
-            raise
+            return report_bug(args.command, err)
         print(printable(f"attnviz {args.command}: error: {one_line(err)}"), file=sys.stderr)
         return 2
     except CheckFailedError as err:
         out.notice(args.command)
         print(printable(f"attnviz {args.command}: {err}"), file=sys.stderr)
         return 1
+    except Exception as err:  # what no command expected is attnviz's bug, said as one
+        return report_bug(args.command, err)
+
+
+def report_bug(command: str, err: Exception) -> int:
+    """A bug of attnviz's (raised as :class:`AttnvizBugError` by a pass, or any error no command expected): one
+    line on stderr saying so, the traceback before it only with ``ATTNVIZ_TRACEBACK=1``; exit :data:`BUG_EXIT`."""
+    bug = err if isinstance(err, AttnvizBugError) else attnviz_bug(err)
+    if os.environ.get(settings.TRACEBACK_ENV, "").strip() == "1":
+        traceback.print_exception(err, file=sys.stderr)
+        hint = ""
+    else:
+        hint = f" ({settings.TRACEBACK_ENV}=1 prints its traceback)"
+    print(printable(f"attnviz {command}: error: {bug}; please report it{hint}"), file=sys.stderr)
+    return BUG_EXIT

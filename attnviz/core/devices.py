@@ -10,6 +10,7 @@ importing torch, so the functions that need it import it inside.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from dataclasses import dataclass
 
@@ -200,14 +201,16 @@ def device_free_bytes(device: str) -> int | None:
 
 
 def free_device_memory(device: str | None = None) -> None:
-    """Hand the allocator's cached blocks back to the device after a model or a large result was dropped."""
+    """Hand the allocator's cached blocks back to the device after a model or a large result was dropped, or after
+    an allocation failed on it (``device``: "cuda:N", "mps", "cpu" or None for whichever is in use)."""
     import gc
 
     import torch
 
     gc.collect()
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        torch.cuda.empty_cache()
+    if str(device or "").startswith("cuda") or (torch.cuda.is_available() and torch.cuda.is_initialized()):
+        with contextlib.suppress(RuntimeError):  # a context an error left unusable: the error said is the first one
+            torch.cuda.empty_cache()  # a no-op before CUDA starts, and so on a CPU-only build
     mps = getattr(torch, "mps", None)
     if mps is not None and getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
         mps.empty_cache()

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol, runtime_checkable
 import torch
 from torch import Tensor
 
+from attnviz.core.pass_errors import error_in_pass
 from attnviz.core.tokenizer import Token
-from attnviz.errors import ModelUnavailableError, first_line
 from attnviz.i18n.message import msg
 
 if TYPE_CHECKING:
@@ -33,22 +33,24 @@ if TYPE_CHECKING:
 
 
 @contextmanager
-def running(name: str) -> Iterator[None]:
-    """Turn the ways a loaded model can fail while it runs into :class:`ModelUnavailableError`.
+def running(name: str, device: torch.device | str | None = None) -> Iterator[None]:
+    """Say whose error it is when the model ``name`` fails while it runs on ``device``
+    (:func:`attnviz.core.pass_errors.error_in_pass` decides).
 
-    A config that loads but cannot run (a layer's shapes that do not fit, token ids past the
-    embedding), running out of memory and file-system errors are the user's model's problems, not
-    attnviz's: they are reported in one line, with the original error chained. Programming errors
-    (TypeError, AttributeError, KeyError …) are not caught here.
+    Raised in the model's own code (a config that loads but cannot run: a layer's shapes that do not fit, token
+    ids past the embedding), or a file-system error: :class:`~attnviz.errors.ModelUnavailableError`, one line,
+    the original chained. Out of memory anywhere: the one-line out-of-memory message naming the device, its
+    cache handed back. A RuntimeError or IndexError raised in attnviz's own code:
+    :class:`~attnviz.errors.AttnvizBugError`, never the model's. Other programming errors (TypeError,
+    AttributeError, KeyError …) are not caught here.
     """
     try:
         yield
-    except ModelUnavailableError:
-        raise
-    except (torch.OutOfMemoryError, MemoryError) as err:
-        raise ModelUnavailableError(msg("model_errors.out_of_memory", name=name, error=first_line(err))) from err
-    except (RuntimeError, IndexError, OSError) as err:
-        raise ModelUnavailableError(msg("model_errors.failed_running", name=name, error=first_line(err))) from err
+    except (MemoryError, RuntimeError, IndexError, OSError) as err:
+        said = error_in_pass(err, name, None if device is None else str(device))
+        if said is None:
+            raise
+        raise said from err
 
 
 class ModelShape(NamedTuple):

@@ -76,7 +76,7 @@ def unembedding(source) -> tuple[Tensor, Tensor | None] | None:
         return None
     if head.weight.device.type != "cpu":  # offloaded (meta) or elsewhere
         return None
-    with hooks.head_reads(head, last_only=False) as reads, running(source.name):
+    with hooks.head_reads(head, last_only=False) as reads, running(source.name, source.device):
         logits = source.model(input_ids=probe_ids(source.model, head.out_features), return_dict=True).logits
     if not reads or reads[-1].shape[:-1] != logits.shape[:-1]:
         return None
@@ -109,7 +109,7 @@ def ablated_pass(
         if source.route == "interface":
             ablation.layers_seen = before
         hidden = stack.enter_context(last_hidden(source.model, source.name))
-        stack.enter_context(running(source.name))
+        stack.enter_context(running(source.name, source.device))
         out = source.model(input_ids=input_ids, return_dict=True)
     ablation.check_ran(source.name)
     return (out.logits if source.can_generate else hidden[-1]), seen
@@ -184,7 +184,7 @@ def head_pass(
         projections = [p.module for p in source.output_projections.layers]
         seen = stack.enter_context(reading_out(source.model, projections)) if read else None
         hidden = stack.enter_context(last_hidden(source.model, source.name))
-        stack.enter_context(running(source.name))
+        stack.enter_context(running(source.name, source.device))
         out = source.model(input_ids=input_ids, return_dict=True)
     values = out.logits if source.can_generate else hidden[-1]
     return values, (read_out(seen, out.logits) if read and source.can_generate else None)

@@ -301,7 +301,7 @@ class Seq2SeqSource(HFSource):
         source = self.encode(text, max_tokens)
         decoder_ids = [self.start_id, *self.target(text, target, max_tokens, n_generate).ids]
         try:
-            with running(self.name):
+            with running(self.name, self.device):
                 out = self.whole(
                     input_ids=torch.tensor([source.ids] * batch, device=self.device),
                     decoder_input_ids=torch.tensor([decoder_ids] * batch, device=self.device),
@@ -337,7 +337,7 @@ class Seq2SeqSource(HFSource):
         source_real = torch.tensor([pad_row([1] * len(ids), S, 0, side) for ids in sources], dtype=torch.bool)
         target_real = torch.tensor([pad_row([1] * len(ids), T, 0, "right") for ids in targets], dtype=torch.bool)
         masks = {"attention_mask": source_real.long(), "decoder_attention_mask": target_real.long()} if masked else {}
-        with running(self.name):
+        with running(self.name, self.device):
             out = self.whole(
                 input_ids=torch.tensor([pad_row(ids, S, pad, side) for ids in sources], device=self.device),
                 decoder_input_ids=torch.tensor([pad_row(ids, T, pad, "right") for ids in targets], device=self.device),
@@ -383,7 +383,7 @@ class Seq2SeqSource(HFSource):
         source = self.encode(text, max_tokens)
         if not source.ids:
             raise ValueError(msg("kv_measure.no_tokens"))
-        with running(self.name):
+        with running(self.name, self.device):
             target_enc = (
                 self.generated_target(self.greedy_target(source.ids, n_generate))
                 if n_generate

@@ -309,7 +309,7 @@ class HFSource:
             kwargs["position_ids"] = position_ids
         if self.can_generate:
             kwargs["logits_to_keep"] = 1
-        with running(self.name):
+        with running(self.name, self.device):
             return self.model(input_ids=input_ids, **kwargs)
 
     def _capture(
@@ -450,7 +450,7 @@ class HFSource:
             [("progress.token", n_new), ("progress.layer", self.n_layer, [context / self.n_layer] * self.n_layer)]
         )
         progress.stage("progress.token", n_new)
-        with running(self.name):
+        with running(self.name, self.device):
             out = self.model(input_ids=torch.tensor([ids], device=self.device), use_cache=True, logits_to_keep=1)
             for step in range(n_new):
                 next_id = int(out.logits[0, -1].argmax())

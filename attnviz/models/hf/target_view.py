@@ -94,7 +94,10 @@ class TargetView:
         rows = max(1, len(head_sets))
         input_ids = torch.tensor([source.ids] * rows, device=self.device)
         ablation = HeadAblation(rows=[list(h) for h in head_sets] or [[]], mode=mode, n_head=self.n_head)
-        with running(self.name), ablating(self.whole.output_projections_by_kind[self.kind], self.n_head, ablation):
+        with (
+            running(self.name, self.device),
+            ablating(self.whole.output_projections_by_kind[self.kind], self.n_head, ablation),
+        ):
             out = self.whole.whole(
                 input_ids=input_ids,
                 attention_mask=torch.ones_like(input_ids),

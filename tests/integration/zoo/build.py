@@ -424,14 +424,16 @@ def _build_missing(types: list[str], root: Path) -> None:
         else:
             if any(not (root / t / "status.json").is_file() for t in todo):
                 raise RuntimeError(f"the zoo builder stopped before {todo[0]} without a reason")
-            _retry_alone(todo, root, env)
+    _retry_alone(types, root, env)
 
 
 def _out_of_space(status: dict) -> bool:
     """A refusal for want of address space: a child's limit is shared by every type it built before this one, so
     the same type can fit in a fresh child (issue 36: Llama 4 was refused once, in a long child, and built alone)."""
     errors = " ".join(status.get("errors", []))
-    return status["status"] == "refused" and any(s in errors for s in ("MemoryError", "alloc", "out of memory"))
+    return status["status"] == "refused" and any(
+        s in errors for s in ("MemoryError", "alloc", "Cannot all", "mmap", "out of memory")
+    )
 
 
 def _retry_alone(types: list[str], root: Path, env: dict[str, str]) -> None:
