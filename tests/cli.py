@@ -7,6 +7,19 @@ from pathlib import Path
 
 from attnviz.core.files import file_lock
 
+SUBCOMMANDS = [  # every subcommand, in --help's order
+    "heads",
+    "compare",
+    "scaling",
+    "ablate",
+    "patch",
+    "logits",
+    "train-scale",
+    "mask-doctor",
+    "kv-cache",
+    "bench",
+]
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -5,19 +5,7 @@ import json
 import pytest
 
 from attnviz import cli
-
-SUBCOMMANDS = [
-    "heads",
-    "compare",
-    "scaling",
-    "ablate",
-    "patch",
-    "logits",
-    "train-scale",
-    "mask-doctor",
-    "kv-cache",
-    "bench",
-]
+from tests.cli import SUBCOMMANDS
 
 
 def test_every_subcommand_is_offered():

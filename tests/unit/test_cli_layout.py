@@ -7,19 +7,7 @@ import importlib
 import pytest
 
 from attnviz import cli
-
-SUBCOMMANDS = [
-    "heads",
-    "compare",
-    "scaling",
-    "ablate",
-    "patch",
-    "logits",
-    "train-scale",
-    "mask-doctor",
-    "kv-cache",
-    "bench",
-]
+from tests.cli import SUBCOMMANDS
 
 
 def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
