@@ -392,10 +392,12 @@ def _last_line(stderr: bytes) -> str:
 def _build_missing(types: list[str], root: Path) -> None:
     """Build, in child processes, every type of ``types`` without a ``status.json`` under ``root``."""
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])}
+    fresh = set()  # the types a child started with: they had a fresh child's address space to themselves
     while True:
         todo = [t for t in types if not (root / t / "status.json").is_file()]
         if not todo:
             break
+        fresh.add(todo[0])
         try:
             child = subprocess.run(
                 [sys.executable, "-m", "tests.integration.zoo.build", *todo],
@@ -424,7 +426,7 @@ def _build_missing(types: list[str], root: Path) -> None:
         else:
             if any(not (root / t / "status.json").is_file() for t in todo):
                 raise RuntimeError(f"the zoo builder stopped before {todo[0]} without a reason")
-    _retry_alone(types, root, env)
+    _retry_alone([t for t in types if t not in fresh], root, env)
 
 
 def _out_of_space(status: dict) -> bool:
@@ -437,8 +439,9 @@ def _out_of_space(status: dict) -> bool:
 
 
 def _retry_alone(types: list[str], root: Path, env: dict[str, str]) -> None:
-    """Build again, each in a child of its own, the types of ``types`` refused for want of address space; the fresh
-    child's verdict stands (a type that needs more than the limit alone is not tiny)."""
+    """Build again, each in a child of its own, the types of ``types`` refused for want of address space (the caller
+    passes only types that were not the first of their child); the fresh child's verdict stands (a type that needs
+    more than the limit alone is not tiny)."""
     for model_type in types:
         status_file = root / model_type / "status.json"
         status = json.loads(status_file.read_text())

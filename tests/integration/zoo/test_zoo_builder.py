@@ -64,3 +64,38 @@ def test_a_config_whose_own_defaults_do_not_validate_is_refused_not_a_dead_child
     status = build.build_one("gemma4_assistant", "causal", tmp_path)
     assert status["status"] == "refused" and status["reason"] == "does not build"
     assert "hidden_size_per_layer_input" in status["errors"][0] and "\n" not in status["errors"][0]
+
+
+def test_a_type_refused_for_memory_after_others_is_built_again_alone_and_its_fresh_verdict_stands(
+    monkeypatch, tmp_path
+):
+    calls = []
+
+    def child(command, timeout, **_):
+        todo = command[3:]
+        calls.append(todo)
+        if len(calls) == 1:  # a fills the address space, b is refused for it
+            _finish(tmp_path, "a")
+            folder = _start(tmp_path, "b")
+            status = {"status": "refused", "reason": "does not build", "errors": ["MemoryError: alloc failed"]}
+            (folder / "status.json").write_text(json.dumps(status))
+            _clear_building(folder)
+            _finish(tmp_path, "c")
+            return SimpleNamespace(returncode=0, stderr=b"")
+        _finish(tmp_path, todo[0])  # alone, b builds
+        return SimpleNamespace(returncode=0, stderr=b"")
+
+    monkeypatch.setattr(subprocess, "run", child)
+    build._build_missing(["a", "b", "c"], tmp_path)
+
+    assert calls == [["a", "b", "c"], ["b"]]
+    assert json.loads((tmp_path / "b" / "status.json").read_text()) == {
+        "status": "built",
+        "class": "X",
+        "retried": True,
+    }
+
+
+def _clear_building(folder: Path) -> None:
+    (folder / ".building").unlink()
+    (folder / "config.json").unlink()

@@ -26,6 +26,9 @@ REFUSALS = {  # the one-line reasons the attribution may give for a model it doe
     "direct_logits_lib.head_undetermined",
     "direct_logits_lib.logits_undetermined",
 }
+# (type, dtype) pairs the loader refuses in one line because the model's own code fails in that dtype (XLNet's
+# relative attention mixes a float32 buffer into bfloat16); any other refusal, or one of these loading, fails
+REFUSED_AT_LOAD = frozenset({("xlnet", "bfloat16")})
 KINDS = architectures()
 TABLE = committed_table()
 # the decoders attnviz reads, by the committed table (a type it no longer reads fails test_zoo.py's comparison)
@@ -49,11 +52,12 @@ def test_every_head_equals_the_reference_or_is_refused_in_one_line(zoo, model_ty
     from attnviz.models.hf.placement import Placement
 
     assert zoo[model_type]["status"] == "built", zoo[model_type]
-    try:
-        source = load_hf_source(str(zoo_dir() / model_type), placement=Placement(dtype))
-    except ModelUnavailableError as refused:  # a dtype the model cannot run in: one line, said by the loader
-        assert "\n" not in str(refused)
-        pytest.skip(f"{model_type} does not load in {dtype}: {refused}")
+    if (model_type, dtype) in REFUSED_AT_LOAD:  # a dtype the model cannot run in: one line, said by the loader
+        with pytest.raises(ModelUnavailableError) as refused:
+            load_hf_source(str(zoo_dir() / model_type), placement=Placement(dtype))
+        assert "\n" not in str(refused.value) and dtype in str(refused.value).lower(), str(refused.value)
+        return
+    source = load_hf_source(str(zoo_dir() / model_type), placement=Placement(dtype))
     refusal = None
     try:
         found = direct_logit_attribution(source, TEXT, N_TOKENS)
