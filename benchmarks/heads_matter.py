@@ -9,7 +9,12 @@ SmolLM2's tokenizer), on one sentence of at most ``--tokens`` tokens:
   |effect| and the overlap of the top 10 (an LM's loss change; an encoder's hidden-state change);
 - the indirect-object prompt on SmolLM2 (" Mary" against " John"): exact activation patching of every head and the
   estimate, their agreement, the heads that restore most, the time of each;
-- direct logit attribution's sum check (the frozen-scale reading against the model's logit) per LM.
+- direct logit attribution's sum check (the frozen-scale reading against the model's logit) per LM;
+- where the estimate is wrong (issue 37), on three prompt pairs on SmolLM2 (:data:`PAIRS`: indirect object,
+  greater-than, factual recall): every head patched exactly (fraction restored) and zero-ablated alone on the clean
+  text (Δ loss), against the estimate before and after AtP*'s GradDrop: Spearman's ρ of |effect|, the top-10
+  overlap, the heads wrong in sign or over 2× off (heads under 5% of the largest exact effect on both sides left
+  out), and each flag's catches (and the right heads it named). ``--pairs-only`` runs this part alone.
 
 Prints one JSON object.
 """
@@ -18,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -25,6 +31,19 @@ from pathlib import Path
 TEXT = "The cat sat on the mat because it was warm, and the dog slept by the door until the rain stopped."
 CLEAN = "When Mary and John went to the store, John gave a drink to"
 CORRUPT = "When Mary and John went to the store, Mary gave a drink to"
+PAIRS = {  # name: (clean, corrupt, metric); each pair of texts the same length in SmolLM2's tokens
+    "indirect_object": (CLEAN, CORRUPT, "logit-diff: Mary, John"),
+    "greater_than": (  # digits are tokens of their own: the next one is the decade; 3 fits 1732, 0 fits 1701
+        "The war lasted from the year 1732 to the year 17",
+        "The war lasted from the year 1701 to the year 17",
+        "logit-diff:3,0",
+    ),
+    "factual_recall": (
+        "The Eiffel Tower is in the city of",
+        "The Colosseum is in the city of",
+        "logit-diff: Paris, Rome",
+    ),
+}
 
 
 def tiny_models(folder: Path, smollm2) -> dict[str, Path]:
@@ -131,10 +150,89 @@ def ioi(source) -> dict:
     }
 
 
+def against_exact(estimate, exact) -> dict:
+    """The estimate against exact values of the same measure: its ranking by size (|value|, or GradDrop's score when
+    it ran) by Spearman's ρ and the top-10 overlap, and the heads whose size is over 2× off |exact|; its signed values
+    head by head (wrong in sign or over 2× off, heads under 5% of the largest exact effect on both sides left out)
+    and what each flag caught."""
+    from attnviz.labs.agreement import SIZE_FACTOR, SIZE_FLOOR, flag_report
+    from attnviz.labs.agreement import agreement as rank_agreement
+
+    sizes = estimate.values if estimate.graddrop is None else estimate.graddrop
+    ranking = rank_agreement(sizes, exact)
+    report = flag_report(estimate.values, exact, estimate.flags())
+    largest = max(abs(v) for row in exact for v in row if v is not None)
+    size_off = sum(
+        1
+        for e_row, x_row in zip(sizes, exact, strict=True)
+        for e, x in zip(e_row, x_row, strict=True)
+        if x is not None
+        and max(abs(e), abs(x)) >= SIZE_FLOOR * largest
+        and max(abs(e), abs(x)) > SIZE_FACTOR * min(abs(e), abs(x))
+    )
+    return {
+        "seconds": round(estimate.seconds, 2),
+        "ranked_by": "|estimate|" if estimate.graddrop is None else "GradDrop score",
+        "spearman": round(ranking.spearman, 3),
+        "top10_overlap": ranking.overlap,
+        "size_off_2x": size_off,
+        "compared": report.n_compared,
+        "wrong": report.n_wrong,
+        "sign": report.n_sign,
+        "size": report.n_size,
+        "flags": {h.flag: {"caught": h.caught, "right": h.right} for h in report.hits},
+        "missed": report.missed,
+    }
+
+
+def prompt_pairs(source) -> dict:
+    """Each of :data:`PAIRS` on ``source``: exact patching and the zero-ablation sweep of every head, each against
+    the estimate before and after GradDrop."""
+    from attnviz.labs import ablation, attribution, patching
+    from attnviz.labs.agreement import by_size
+
+    report = {}
+    for name, (clean, corrupt, spec) in PAIRS.items():
+        pair = patching.run_pair(source, clean, corrupt, 64, patching.parse_metric(spec))
+        heads = [(layer, head) for layer in range(pair.n_layer) for head in range(pair.n_head)]
+        start = time.perf_counter()
+        fractions = patching.patch_result(pair, patching.patch_heads(source, pair, heads), 0.0, None).effects
+        patch_seconds = time.perf_counter() - start
+        start = time.perf_counter()
+        loss_change = ablation.ablation_sweep(source, clean, 64, "zero").loss_change
+        sweep_seconds = time.perf_counter() - start
+        entry = {"tokens": pair.n_tokens, "clean": round(pair.clean, 3), "corrupt": round(pair.corrupt, 3)}
+        for measure, exact, seconds, estimates in (
+            (
+                "patch_fraction_restored",
+                fractions,
+                patch_seconds,
+                [attribution.estimate_patching(source, pair, clean, corrupt, graddrop=g) for g in (False, True)],
+            ),
+            (
+                "zero_ablation_loss_change",
+                loss_change,
+                sweep_seconds,
+                [attribution.estimate_ablation(source, clean, 64, "zero", graddrop=g) for g in (False, True)],
+            ),
+        ):
+            plain, dropped = estimates
+            entry[measure] = {
+                "exact_seconds": round(seconds, 1),
+                "exact_top": [f"{layer}.{head} {v:+.3f}" for layer, head, v in by_size(exact, 10)],
+                "estimate": against_exact(plain, exact),
+                "with_graddrop": against_exact(dropped, exact),
+            }
+        report[name] = entry
+        print(json.dumps({name: entry}), file=sys.stderr, flush=True)  # each pair as it ends: a long run shows progress
+    return report
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--tokens", type=int, default=32)
+    parser.add_argument("--pairs-only", action="store_true", help="only the three prompt pairs (issue 37)")
     args = parser.parse_args()
 
     import torch
@@ -145,6 +243,9 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     smollm2 = load_hf_source("smollm2")
+    if args.pairs_only:
+        print(json.dumps({"threads": args.threads, "pairs_smollm2": prompt_pairs(smollm2)}, indent=2))
+        return
     report = {"threads": args.threads, "models": []}
     folder = Path(tempfile.mkdtemp(prefix="attnviz-heads-matter-"))
     sources = [smollm2, load_hf_source("minilm"), EmbeddedModel(EmbeddedConfig())]
@@ -152,6 +253,7 @@ def main() -> None:
     for source in sources:
         report["models"].append(one_model(source, args.tokens))
     report["ioi_smollm2"] = ioi(smollm2)
+    report["pairs_smollm2"] = prompt_pairs(smollm2)
     print(json.dumps(report, indent=2))
 
 

@@ -5,6 +5,7 @@ import streamlit as st
 from attnviz.app.loading import cached, current_record, require_source
 from attnviz.app.navigation import frame_settings
 from attnviz.app.state import valid_choice
+from attnviz.app.weights_note import random_weights_note
 from attnviz.app.widgets import plotly, show_info, table
 from attnviz.core.admission import Need
 from attnviz.core.token_display import markdown_text
@@ -42,6 +43,7 @@ if record_b is None:
     st.stop()
 key = (*settings.key(), settings_b.spec, settings_b.text)
 comparison = run_comparison(key, record_a, record_b)
+random_weights_note(source_a)
 
 names = {"model_a": markdown_text(record_a.model_name), "model_b": markdown_text(record_b.model_name)}
 masks = {"mask_a": tr(record_a.mask_summary()), "mask_b": tr(record_b.mask_summary())}

@@ -7,6 +7,7 @@ from attnviz.app.head_view import head_view
 from attnviz.app.loading import cached_job, require_source, require_text
 from attnviz.app.navigation import frame_settings
 from attnviz.app.state import valid_choice
+from attnviz.app.weights_note import generation_note, random_weights_note
 from attnviz.app.widgets import layer_head_picker, plotly, show_error
 from attnviz.core.token_display import markdown_text
 from attnviz.errors import ModelUnavailableError
@@ -42,6 +43,7 @@ except ModelUnavailableError as err:
     st.stop()
 record = gen.record
 n_generated = len(gen.generated_ids)
+random_weights_note(source)
 limit = {"context": context, "limit": limits.GENERATION_CONTEXT}
 if gen.prompt_truncated:
     read = markdown_text(gen.prompt_text())
@@ -57,6 +59,7 @@ if gen.prompt_truncated:
 else:
     st.markdown(t("generation.prompt_then_continuation"))
     st.code(f"{settings.text.strip()}⟦{gen.text}⟧", language=None, wrap_lines=True)
+generation_note(gen.generated_ids, gen.text, source.token_texts(gen.generated_ids[:1])[0] if n_generated else "")
 if gen.past_context(context):
     st.caption(t("generation.past_max_tokens", total=gen.n_prompt + n_generated, n_prompt=gen.n_prompt, **limit))
 st.caption(t("generation.caption", n_prompt=gen.n_prompt, n_generated=n_generated))

@@ -4,6 +4,7 @@ import streamlit as st
 
 from attnviz.app.loading import cached, cached_job, current_record, require_source, result_cache
 from attnviz.app.navigation import frame_settings
+from attnviz.app.weights_note import random_weights_note
 from attnviz.app.widgets import plotly, show_error, show_info, table
 from attnviz.errors import ModelUnavailableError, ParityUnsupportedError
 from attnviz.figures.head_roles import (
@@ -26,6 +27,7 @@ source = require_source(settings)
 key = settings.key()
 
 st.subheader(t("head_roles.what_each_does"))
+random_weights_note(source)  # a random model's roles are noise
 outputs, seconds = None, head_roles.output_seconds(source, settings.max_tokens)
 cheap = head_roles.outputs_by_themselves(source, settings.max_tokens)
 measure = cheap or st.toggle(

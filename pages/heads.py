@@ -12,6 +12,7 @@ from attnviz.app.links import keep_layer_head_in_link, link_layer_head
 from attnviz.app.loading import current_source, kind_picker, kind_record
 from attnviz.app.navigation import frame_settings
 from attnviz.app.search import new_focus, token_search
+from attnviz.app.weights_note import random_weights_note
 from attnviz.app.widgets import export_menu, layer_head_picker, plotly
 from attnviz.core.token_display import markdown_text
 from attnviz.figures.base import HEATMAP_SIDE_PX, PAGE_WIDTH_PX, column_width, head_label
@@ -174,6 +175,7 @@ with view_area:
     )
 
 if record.cross:
+    random_weights_note(source)  # a random model's "most monotonic" head is noise (attnviz.app.weights_note)
     alignment_section(record, key)
 
 st.subheader(t("heads.stats"))

@@ -160,7 +160,8 @@ for note in diagnosis.notes:
     st.caption(tr(note, escape=markdown_text))
 if (past_end := decode_note(lab)) is not None:
     st.info(tr(past_end))
-st.markdown(t("masks.leak_test", result=leak.describe()))
+step = range(T - lab.q_len, T) if lab.q_len is not None else ()  # a decode step's queries: the text's last rows
+st.markdown(t("masks.leak_test", result=leak.describe(step)))
 plotly(make_leak_figure(leak.change, labels, leak.tolerance, leak.cuts), "mask_leak_fig")
 
 st.subheader(t("masks.gallery"))

@@ -4,6 +4,7 @@ import streamlit as st
 
 from attnviz.app.loading import require_source
 from attnviz.app.navigation import frame_settings
+from attnviz.app.weights_note import random_weights_note
 from attnviz.app.widgets import show_error, show_info
 from attnviz.errors import ModelUnavailableError
 from attnviz.i18n.message import msg
@@ -18,6 +19,7 @@ if Capability.EDIT_HEADS not in source.capabilities:
     show_info(msg("patching.unsupported", name=source.name, note=source.route_note))
     st.stop()
 st.caption(t("patching.intro"))
+random_weights_note(source)  # a random model's patching effects are noise (attnviz.app.weights_note)
 patch_tab, logit_tab = st.tabs([t("patching.tab_patch"), t("patching.tab_logits")])
 with patch_tab:
     try:

@@ -67,7 +67,8 @@ if kind == "flow":
     ask = st.empty()  # the estimate and the button, gone once the flow is drawn (the progress bar times the run)
     if ("rollout_flow", flow_key) not in result_cache():
         timing = t("rollout.flow_timing")
-        seconds = cached("rollout_flow_seconds", flow_key, lambda: rollout.measured_flow_seconds(weights), timing, need)
+        with st.spinner(timing):  # timed now on this graph (0.5 s), never a figure kept from a quieter moment
+            seconds = rollout.measured_flow_seconds(weights)
         with ask.container():
             st.caption(t("rollout.flow_estimate", seconds=seconds, work=rollout.flow_work_of(weights) / 1e6))
             if seconds > rollout.FLOW_CONFIRM_SECONDS and not st.button(

@@ -1,21 +1,26 @@
 """Links: the address bar always holds the view, and a link opens it.
 
-``?text=&model=&max_tokens=`` (and the embedded model's settings when they are not the defaults, and an
-encoder-decoder's ``?target=`` or ``?generate=N``) are the sidebar's; a page keeps its own ``?layer=&head=``. What a link holds is data: a value the app does not offer is
-ignored with a note, and the text only fills the text box.
+``?text=&model=&max_tokens=`` (and the embedded model's settings when they are not the defaults, an
+encoder-decoder's ``?target=`` or ``?generate=N``, and a local folder's ``?model=path&path=`` on a server that is
+not hosted) are the sidebar's; a page keeps its own ``?layer=&head=``. What a link holds is data: a value the app
+does not offer is ignored with a note, and the text only fills the text box.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import streamlit as st
 
 from attnviz import settings
 from attnviz.app.hosted import model_options
 from attnviz.app.state import DEFAULTS, offered
+from attnviz.core.token_display import markdown_text, visible_text
 from attnviz.i18n.translate import t
 from attnviz.models.registry import EMBEDDED
 
 LINK_TEXT_CHARS = 500  # a longer text stays out of the link (URLs that long break in chats and mail)
+SHOWN_PATH_CHARS = 80  # a link's folder named in a note: its start
 _LINK_BOUNDS = (settings.MAX_TOKENS, settings.D_MODEL, settings.N_HEAD, settings.N_KV_HEAD, settings.N_LAYER)
 LINK_NUMBERS = {bound.name: bound for bound in (*_LINK_BOUNDS, settings.SEED)}
 LINK_EMBEDDED = ("d_model", "n_head", "n_kv_head", "n_layer", "seed", "causal")  # only for the embedded model
@@ -32,8 +37,10 @@ def _read_link() -> list[str]:
         else:
             ignored.append("text")
     model = query.get("model")
-    if model is not None:
-        if model != "path" and model in model_options():  # a typed folder stays on the machine that has it
+    if model == "path":
+        ignored += _read_folder(query.get("path"))
+    elif model is not None:
+        if model in model_options():
             st.session_state.model = model
         else:
             ignored.append("model")
@@ -68,6 +75,22 @@ def _read_link() -> list[str]:
     return ignored
 
 
+def _read_folder(folder: str | None) -> list[str]:
+    """A link's ?model=path&path=<folder>: opened only by a server on the reader's own machine (not hosted: a
+    hosted server never opens a path it is handed) and only when it is a folder there, as a refresh of a page on a
+    local folder model gives it back. Returns what was ignored; says why in a caption."""
+    if "path" not in model_options():  # hosted
+        st.sidebar.caption(t("link_folder.hosted"))
+        return ["model"]
+    if not folder or len(folder) > LINK_TEXT_CHARS or not Path(folder).is_dir():
+        shown = folder or ""
+        shown = shown if len(shown) <= SHOWN_PATH_CHARS else shown[:SHOWN_PATH_CHARS] + "…"
+        st.sidebar.caption(t("link_folder.not_a_folder", path=markdown_text(visible_text(shown))))
+        return ["model"]
+    st.session_state.model, st.session_state.model_path = "path", folder
+    return []
+
+
 def link_values() -> tuple[dict[str, str], bool]:
     """What the link carries for the sidebar's current values (defaults left out), and whether the text is too long."""
     state, values = st.session_state, {}
@@ -76,6 +99,9 @@ def link_values() -> tuple[dict[str, str], bool]:
         values["text"] = state.text
     if state.model != DEFAULTS["model"] and state.model != "path":
         values["model"] = state.model
+    folder = state.get("model_path", "").strip()
+    if state.model == "path" and folder and len(folder) <= LINK_TEXT_CHARS and "path" in model_options():
+        values["model"], values["path"] = "path", folder  # a local server's own folder: a refresh keeps it
     for name in ("max_tokens", *LINK_EMBEDDED):
         if name in LINK_EMBEDDED and state.model != EMBEDDED:
             continue
@@ -103,7 +129,7 @@ def link_settings() -> None:
         if ignored := _read_link():
             st.sidebar.caption(t("links.ignored", names=", ".join(ignored)))
     values, long_text = link_values()
-    for name in ("text", "model", *LINK_NUMBERS, "causal", "target", "generate"):
+    for name in ("text", "model", "path", *LINK_NUMBERS, "causal", "target", "generate"):
         if name not in values and name in st.query_params:
             del st.query_params[name]
         elif name in values and st.query_params.get(name) != values[name]:

@@ -10,6 +10,8 @@ Caching, deliberately:
   per process, handed out by reference (no copy per rerun) and bounded in bytes
   (``ATTNVIZ_CACHE_MB``, default 2,048 MB; at most 32 entries). Their keys hold no language: the library's
   results are the same in every language, and their words are rendered as the page draws.
+- an exact result a reader starts with a click (a sweep, patching every head) is computed once and shared too, but
+  a session sees it only once it asked for it (:class:`SessionResults`): another reader's never appears unasked.
 
 Admission, in the same place: a result not in the cache is computed only once its predicted memory fits the
 server's budget for work in flight (:mod:`attnviz.app.queue_view`, ``ATTNVIZ_MEMORY_MB``); until then the visitor
@@ -27,13 +29,16 @@ from collections.abc import Callable
 from typing import Any
 
 import streamlit as st
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from attnviz import settings
 from attnviz.app import hosted
 from attnviz.app.cache import BoundedCache
 from attnviz.app.progress import progress_bar
 from attnviz.app.queue_view import admitted, request_id, stop_if_cancelled
+from attnviz.app.running import working
 from attnviz.app.state import Settings
+from attnviz.app.weights_note import generation_note
 from attnviz.app.widgets import show_bug, show_error
 from attnviz.core.admission import Need
 from attnviz.core.budget import device_nbytes, request_cost
@@ -78,9 +83,60 @@ def load_source(spec: SourceSpec) -> AttentionSource:
 
 
 @st.cache_resource(show_spinner=False)
-def result_cache() -> BoundedCache:
+def process_results() -> BoundedCache:
     """The process's one cache of records and other large results (see the module docstring)."""
     return BoundedCache(max_bytes=settings.cache_bytes(), max_entries=settings.CACHE_ENTRIES)
+
+
+# exact results a reader starts with a click: shown only in a session that asked for them (see SessionResults)
+ASKED_KINDS = frozenset({"ablation_sweep", "ablation_confirmed", "patch_exact", "patch_confirmed", "patch_positions"})
+_ASKED = "results_asked"  # this session's (kind, key) of ASKED_KINDS it computed or asked for
+
+
+class SessionResults:
+    """The process's results as one session sees them.
+
+    A result is computed once per process and shared, but an exact result that takes a click (an ablation sweep,
+    patching every head, the top heads confirmed: :data:`ASKED_KINDS`) is this session's only once it asked for it
+    (its ``get_or_compute``): another reader on the same text would otherwise see it appear without asking, as if
+    their own click had run it. Everything else (records, estimates) is what the page draws anyway, and shared."""
+
+    def __init__(self, cache: BoundedCache, asked: set) -> None:
+        self._cache, self._asked = cache, asked
+
+    def _hidden(self, key) -> bool:
+        return isinstance(key, tuple) and bool(key) and key[0] in ASKED_KINDS and key not in self._asked
+
+    def lookup(self, key) -> tuple[bool, Any]:
+        return (False, None) if self._hidden(key) else self._cache.lookup(key)
+
+    def __contains__(self, key) -> bool:
+        return not self._hidden(key) and key in self._cache
+
+    def get_or_compute(self, key, compute: Callable[[], Any]) -> Any:
+        value = self._cache.get_or_compute(key, compute)
+        self._asked.add(key)
+        return value
+
+    def __getattr__(self, name: str) -> Any:  # the rest (max_bytes, clear) is the process cache's
+        return getattr(self._cache, name)
+
+
+class _ResultCache:
+    """``result_cache()``: the process's results as this session sees them (:class:`SessionResults`); outside a
+    session (a worker thread, a unit test) the process cache itself. ``result_cache.clear()`` drops the process
+    cache, as ``st.cache_resource``'s own ``clear`` does."""
+
+    def __call__(self) -> SessionResults | BoundedCache:
+        if get_script_run_ctx(suppress_warning=True) is None:
+            return process_results()
+        return SessionResults(process_results(), st.session_state.setdefault(_ASKED, set()))
+
+    def clear(self) -> None:
+        process_results.clear()
+
+
+result_cache = _ResultCache()
 
 
 # results derived in a moment from one already held (a record's labels, one head's curve): no admission
@@ -170,7 +226,7 @@ def cached(kind: str, key: tuple, compute, spinner: str, need: Need | None = Non
     """A large result by (kind, key), computed once per process (while a spinner says what is happening, also
     while another session computes the same result, which this one then reads), once its need fits the server's
     memory budget."""
-    return _cached_admitted(kind, key, need, lambda: st.spinner(spinner), lambda _: compute())
+    return _cached_admitted(kind, key, need, lambda: working(spinner), lambda _: compute())
 
 
 def cached_job(kind: str, key: tuple, job: Callable[[Progress], Any], title: str, need: Need | None = None) -> Any:
@@ -178,7 +234,7 @@ def cached_job(kind: str, key: tuple, job: Callable[[Progress], Any], title: str
     titled ``title``: its stages, counts and the time left, as the job reports them. The reporter is no part
     of the key: a cached result is handed back without running anything. It runs once its need (``need``, else
     :func:`job_need`) fits the server's memory budget; until then the visitor sees their place in the queue."""
-    return _cached_admitted(kind, key, need, lambda: progress_bar(title), job)
+    return _cached_admitted(kind, key, need, lambda: working(title, progress_bar(title)), job)
 
 
 def source_for(spec: SourceSpec) -> AttentionSource | None:
@@ -192,7 +248,7 @@ def source_for(spec: SourceSpec) -> AttentionSource | None:
                 status.update(
                     label=t("sources.ready", title=markdown_text(tr(spec.title))), state="complete", expanded=False
                 )
-        with st.spinner(t("sources.loading", title=markdown_text(tr(spec.title)))):
+        with working(t("sources.loading", title=markdown_text(tr(spec.title)))):
             source = load_source(spec)
         placement_caption(source)
         return source
@@ -216,6 +272,10 @@ def placement_caption(source: AttentionSource) -> None:
     loaded = getattr(source, "load_note", None)  # a multimodal checkpoint's text model: said, not hidden
     if loaded is not None:
         text += " " + tr(loaded)
+    stored = getattr(source, "stored_dtype", None)  # a checkpoint's own dtype (the embedded model has none)
+    if stored is not None and stored != dtype:  # "float32" alone would hide a bfloat16 checkpoint, and why
+        auto_on_cpu = st.session_state.get("dtype", "auto") == "auto" and device_of(source).startswith("cpu")
+        text += " " + t("dtype_note.auto_cpu" if auto_on_cpu else "dtype_note.chosen", stored=stored, runs=dtype)
     st.sidebar.caption(text)
 
 
@@ -391,6 +451,7 @@ def current_part(settings_: Settings, kind: str, source: AttentionSource | None 
         return None
     if pair.generated:
         st.caption(t("sources.generated_target", text=markdown_text(pair.target_text)))
+        generation_note(pair.target_ids, pair.target_text, pair.cross.tokens[1].text)  # nothing, or one token again
     record = pair.part(kind)
     if record.truncated:
         st.warning(t("sources.truncated", n_input=record.n_input_tokens, n=len(record.tokens), why=""))

@@ -53,7 +53,23 @@ class Settings:
         return (self.spec, self.text, self.max_tokens if max_tokens is None else max_tokens)
 
 
+SHARED_INPUTS = (*DEFAULTS, "lang")  # the sidebar's widgets (and an encoder-decoder's target): every page's context
+_KEPT = "_shared_inputs_kept"  # a plain session value: Streamlit's clean-up of widget values leaves it alone
+
+
+def keep_shared_inputs() -> None:
+    """Keep the shared inputs across an ``st.switch_page`` made by the script (a click that opens another page).
+
+    Such a switch reruns on the new page without the browser's widget states, and Streamlit then drops every
+    widget's value as stale before the new page runs: the sidebar's text, model and settings would come back as
+    their defaults (a ranked head 23.3 of SmolLM2 opened as 0.3 of the embedded model). They are copied here to a
+    plain session value, which :func:`init_state` puts back before the sidebar draws its widgets."""
+    st.session_state[_KEPT] = {key: st.session_state[key] for key in SHARED_INPUTS if key in st.session_state}
+
+
 def init_state() -> None:
+    for key, value in st.session_state.pop(_KEPT, {}).items():  # a switch made by the script: its inputs come back
+        st.session_state[key] = value
     for key, value in DEFAULTS.items():
         if key not in st.session_state:
             st.session_state[key] = value

@@ -16,6 +16,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from attnviz.app import exports
+from attnviz.app.running import page_run
 from attnviz.app.state import valid_choice
 from attnviz.core.memory_errors import is_out_of_memory, one_line
 from attnviz.core.token_display import markdown_text
@@ -39,15 +40,17 @@ def run_page(page) -> None:
     """Run the chosen page; out of memory anywhere in it (a capture, generation, ablation, a KV measurement) is
     one line in the page, the device's cached blocks handed back, and the server goes on. A bug of attnviz's
     met in a model's pass (:class:`AttnvizBugError`) is one line saying so, its traceback in the server log.
-    Anything else is Streamlit's to show, as before."""
-    try:
-        page.run()
-    except (MemoryError, RuntimeError) as err:
-        if not is_out_of_memory(err):
-            raise
-        show_error(one_line(err, _session_device()))
-    except AttnvizBugError as err:
-        show_bug(err)
+    Anything else is Streamlit's to show, as before. While it runs, a run over a second says that work is running
+    and what, and the previous run's results still on the screen are hidden (:func:`attnviz.app.running.page_run`)."""
+    with page_run():
+        try:
+            page.run()
+        except (MemoryError, RuntimeError) as err:
+            if not is_out_of_memory(err):
+                raise
+            show_error(one_line(err, _session_device()))
+        except AttnvizBugError as err:
+            show_bug(err)
 
 
 def show_bug(err: AttnvizBugError) -> None:

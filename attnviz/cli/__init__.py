@@ -24,7 +24,7 @@ from typing import NoReturn
 
 from attnviz import __version__, settings
 from attnviz.cli import ablate, bench, compare, heads, kv_cache, logits, mask_doctor, patch, scaling, train_scale
-from attnviz.cli.checks import CheckFailedError, CommandError
+from attnviz.cli.checks import CheckFailedError, CommandError, check_typed_strings
 from attnviz.cli.output import out, stdout_is_unicode
 from attnviz.core.files import printable
 from attnviz.core.memory_errors import is_out_of_memory, one_line
@@ -83,6 +83,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"attnviz: error: no command given; usage: {parser.prog} {{{commands}}} ... (or --help)", file=sys.stderr)
         return 2
     try:
+        check_typed_strings(args, getattr(args, "parser", parser))
         code = args.func(args)
         out.notice(args.command)
         return code

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from attnviz.cli.arguments import add_text_and_model_arguments
 from attnviz.cli.checks import CommandError, check_text_arguments
 from attnviz.cli.output import out
+from attnviz.cli.prices import price_text, stderr_progress
 from attnviz.core.files import printable
 from attnviz.errors import ModelUnavailableError
 from attnviz.settings import ABLATION_MODES, ABLATION_TOKENS, SWEEP_TOKENS
@@ -21,8 +22,10 @@ if TYPE_CHECKING:
     from attnviz.models.source import AttentionSource
 
 
-def ablation_report(result: AblationResult) -> list[str]:
-    """The readable ``ablate`` report: what was ablated, the losses and KL (or the hidden change), the top tokens."""
+def ablation_report(result: AblationResult, tokens: list[str] | None = None) -> list[str]:
+    """The readable ``ablate`` report: what was ablated, the losses and KL (or the hidden change), the top tokens;
+    ``tokens`` as the model read them (" Mary", quoted: its leading space seen), else as displayed."""
+    tokens = [t.text for t in result.tokens] if tokens is None else tokens
     heads = ", ".join(f"{layer}.{head}" for layer, head in result.heads) or "none"
     lines = [f"{result.model}: {len(result.tokens)} tokens, mode {result.mode}, heads {heads}"]
     if result.truncated:
@@ -39,9 +42,7 @@ def ablation_report(result: AblationResult) -> list[str]:
     if result.logits:
         for name, top in (("before", result.top_before[-1]), ("after", result.top_after[-1])):
             lines.append(f"top next tokens {name}: " + ", ".join(f"{text!r} {p:.4f}" for text, p in top))
-    lines.append(
-        "changed most: " + ", ".join(f"{p} {result.tokens[p].text!r} {v:.6f}" for p, v in result.changed_most())
-    )
+    lines.append("changed most: " + ", ".join(f"{p} {tokens[p]!r} {v:.6f}" for p, v in result.changed_most()))
     return lines
 
 
@@ -61,8 +62,9 @@ def check_sweep_budget(source: AttentionSource, args: argparse.Namespace) -> Swe
             f"over the sweep budget of {SWEEP_BUDGET_S:,.0f} s; give fewer --max-tokens or heads, "
             "or pass --over-budget to run it anyway"
         )
-    if not args.quiet:
-        print(f"the sweep: {heads:,} heads on {n_tokens:,} tokens, about {seconds:,.0f} s here", file=sys.stderr)
+    if not args.quiet:  # the count the progress lines go on with: the heads timed first are done already
+        price = price_text(heads, len(baseline.first), seconds)
+        print(f"the sweep: {heads:,} heads on {n_tokens:,} tokens, {price}", file=sys.stderr)
     return baseline
 
 
@@ -70,6 +72,7 @@ def ablate_command(args: argparse.Namespace) -> int:
     """Ablate heads on a text: the next-token loss and KL before and after (an encoder: the hidden change)."""
     check_text_arguments(args)
     from attnviz.cli.loading import load_cli_source
+    from attnviz.core.token_display import read_texts
     from attnviz.labs.ablation import ablation_effect, parse_heads, read_heads, run_pieces, sweep_result
 
     sweep_all = args.heads.strip().lower() == "all"
@@ -82,7 +85,8 @@ def ablate_command(args: argparse.Namespace) -> int:
             heads = parse_heads(args.heads, source.n_layer, source.n_head)
         else:
             baseline = check_sweep_budget(source, args)
-            sweep = sweep_result(baseline, run_pieces(source, args.text, baseline, {}))
+            progress = stderr_progress("head", args.quiet)  # a line every 10 s: the time left from the last passes
+            sweep = sweep_result(baseline, run_pieces(source, args.text, baseline, {}, progress))
         if sweep is not None:
             heads = [(layer, head) for layer in range(len(sweep.values)) for head in range(source.n_head)]
         result = ablation_effect(source, args.text, args.max_tokens, heads, args.mode)
@@ -90,11 +94,12 @@ def ablate_command(args: argparse.Namespace) -> int:
         raise CommandError(str(err)) from err
     if args.json:
         value = result.to_json()
+        value["tokens"] = read_texts(args.text, result.tokens)  # " Mary", its leading space kept
         if sweep is not None:
             value.update(sweep=sweep.to_json(), sweep_measure=sweep.measure, sweep_tokens=sweep.n_tokens)
         out.json(value, indent=2)
         return 0
-    for line in ablation_report(result):
+    for line in ablation_report(result, read_texts(args.text, result.tokens)):
         out.line(printable(line))
     if sweep is not None:
         out.line(f"every head alone ({sweep.measure}, first {sweep.n_tokens} tokens), a row per layer:")

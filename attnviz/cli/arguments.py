@@ -14,6 +14,16 @@ from attnviz.core.devices import (
     check_device_choice,
     parse_max_memory,
 )
+from attnviz.core.typed_numbers import typed_int
+
+
+def integer(text: str) -> int:
+    """Every whole-number option's type: ASCII digits, at most a leading "-" (:func:`typed_int`); ``int()`` also
+    reads "+5", " 5", "1_000" and "٥" (an Arabic-Indic five), which ``--heads`` and every page refuse."""
+    return typed_int(text)
+
+
+integer.__name__ = "int"  # argparse says "invalid int value: '٥'", as it does for any other non-number
 
 
 def device_choice(text: str) -> str:
@@ -85,11 +95,11 @@ def add_text_and_model_arguments(command: argparse.ArgumentParser) -> None:
         help="run a request over the request budget (tokens x layers x heads > "
         f"{settings.REQUEST_HEAD_TOKENS:,}, SmolLM2 at 8,192 tokens) instead of exiting 2 with its cost",
     )
-    command.add_argument("--max-tokens", type=int, default=settings.MAX_TOKENS.default)
+    command.add_argument("--max-tokens", type=integer, default=settings.MAX_TOKENS.default)
     add_placement_arguments(command)
-    command.add_argument("--d-model", type=int, default=settings.D_MODEL.default)
-    command.add_argument("--n-head", type=int, default=settings.N_HEAD.default)
-    command.add_argument("--n-kv-head", type=int, default=None)
-    command.add_argument("--n-layer", type=int, default=settings.N_LAYER.default)
-    command.add_argument("--seed", type=int, default=settings.SEED.default)
+    command.add_argument("--d-model", type=integer, default=settings.D_MODEL.default)
+    command.add_argument("--n-head", type=integer, default=settings.N_HEAD.default)
+    command.add_argument("--n-kv-head", type=integer, default=None)
+    command.add_argument("--n-layer", type=integer, default=settings.N_LAYER.default)
+    command.add_argument("--seed", type=integer, default=settings.SEED.default)
     command.add_argument("--causal", action="store_true", help="decoder-style causal mask")

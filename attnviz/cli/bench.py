@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 
 from attnviz import settings
+from attnviz.cli.arguments import integer
 from attnviz.cli.checks import check_bounds
 from attnviz.cli.output import out
 
@@ -42,8 +43,8 @@ def add_command(sub: argparse._SubParsersAction) -> None:
     bench = sub.add_parser("bench", help="benchmarks: attention paths, and the capture against a plain forward")
     bench.add_argument("--json", action="store_true", help="print one JSON object")
     bench.add_argument("--suite", nargs="+", choices=["sdpa", "capture"], default=["sdpa", "capture"])
-    bench.add_argument("--sdpa-tokens", type=int, nargs="+", default=[512, 2048, 4096])
-    bench.add_argument("--capture-tokens", type=int, nargs="+", default=[2048, 8192])
-    bench.add_argument("--threads", type=int, default=1, help="intra-op threads for the capture suite")
+    bench.add_argument("--sdpa-tokens", type=integer, nargs="+", default=[512, 2048, 4096])
+    bench.add_argument("--capture-tokens", type=integer, nargs="+", default=[2048, 8192])
+    bench.add_argument("--threads", type=integer, default=1, help="intra-op threads for the capture suite")
     bench.add_argument("--no-memory", action="store_true", help="skip the sdpa suite's memory runs")
     bench.set_defaults(func=bench_command, parser=bench)

@@ -39,6 +39,27 @@ def check_text(text: str, what: str = "the text") -> str:
     return text
 
 
+# positionals by their argparse dest, as a message names them; an option is named by its flag ("--target")
+TEXT_NAMES = {"text": "the text", "corrupt": "the corrupted text", "text_b": "TEXT_B"}
+# paths: a file name may be any bytes (POSIX), which Python hands over as the same surrogates; the OS reads them
+PATH_DESTS = frozenset({"model", "model_b", "offload_folder", "file", "config"})
+
+
+def check_typed_strings(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    """Every string a command was given (its texts, --target, --metric, --heads, --token, ...), paths aside,
+    through :func:`check_text`: CommandError naming the first that is not valid UTF-8, before the command runs."""
+    for action in parser._actions:
+        if action.dest in PATH_DESTS or action.nargs == 0:
+            continue
+        value = getattr(args, action.dest, None)
+        what = TEXT_NAMES.get(action.dest, action.dest) if not action.option_strings else action.option_strings[-1]
+        if action.dest == "text" and hasattr(args, "text_b"):
+            what = "TEXT_A"  # compare's two texts
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, str):
+                check_text(item, what)
+
+
 # every numeric option, by its argparse dest, and the range a user may give (None: the option may be left out)
 TEXT_BOUNDS = {
     "max_tokens": dataclasses.replace(settings.MAX_TOKENS, name="--max-tokens"),

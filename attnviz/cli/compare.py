@@ -10,7 +10,7 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 from attnviz import settings
-from attnviz.cli.arguments import add_text_and_model_arguments
+from attnviz.cli.arguments import add_text_and_model_arguments, integer
 from attnviz.cli.checks import TEXT_BOUNDS, CommandError, check_bounds, check_budget, check_text
 from attnviz.cli.heads import heads_json
 from attnviz.cli.output import json_number, out
@@ -78,8 +78,8 @@ def compare_command(args: argparse.Namespace) -> int:
     jsd = [] if comparison.jsd is None else comparison.jsd.to_dict("records")
     alignment = comparison.alignment
     result = {
-        "a": heads_json(record_a),
-        "b": heads_json(record_b),
+        "a": heads_json(record_a, args.text),
+        "b": heads_json(record_b, args.text_b),
         "diff": [
             {
                 "layer": int(row["layer"]),
@@ -143,7 +143,7 @@ def add_command(sub: argparse._SubParsersAction) -> None:
     compare.add_argument(
         "--model-b", default=None, help="model B (default: --model); it must read the texts into the same tokens"
     )
-    compare.add_argument("--seed-b", type=int, default=None, help="the embedded model B's seed (default: --seed)")
+    compare.add_argument("--seed-b", type=integer, default=None, help="the embedded model B's seed (default: --seed)")
     compare.add_argument(
         "--mask-b", choices=["causal", "bidirectional"], default=None, help="B: the embedded model under this mask"
     )

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from attnviz.cli.arguments import add_text_and_model_arguments
+from attnviz.cli.arguments import add_text_and_model_arguments, integer
 from attnviz.cli.checks import CheckFailedError, CommandError, check_text_arguments
 from attnviz.cli.output import json_number, out
 from attnviz.errors import ModelUnavailableError, ParityUnsupportedError
@@ -19,12 +19,15 @@ if TYPE_CHECKING:
 KIND_OF_PART = {"encoder": ("encoder", "self"), "decoder": ("decoder", "causal"), "cross": ("decoder", "cross")}
 
 
-def heads_json(record: AttentionRecord) -> dict:
-    """A record's per-head statistics as ``heads --json`` prints them (``compare`` prints the same for A and B)."""
+def heads_json(record: AttentionRecord, text: str | None = None) -> dict:
+    """A record's per-head statistics as ``heads --json`` prints them (``compare`` prints the same for A and B);
+    ``tokens`` as the model read them from ``text`` (" Mary", its leading space kept), else as displayed."""
+    from attnviz.core.token_display import read_texts
+
     return {
         "model": record.model_name,
         "implementation": record.implementation,
-        "tokens": [t.text for t in record.tokens],
+        "tokens": [t.text for t in record.tokens] if text is None else read_texts(text, record.tokens),
         "n_input_tokens": record.n_input_tokens,
         "truncated": record.truncated,
         "n_layer": record.n_layer,
@@ -43,10 +46,10 @@ def heads_json(record: AttentionRecord) -> dict:
     }
 
 
-def pair_json(pair: EncoderDecoderRecord) -> dict:
+def pair_json(pair: EncoderDecoderRecord, text: str | None = None) -> dict:
     """An encoder-decoder's per-head statistics: the keys of :func:`heads_json` (its encoder's shape), the target,
     and each head entry with its ``stack`` and ``kind`` ("self", "causal" or "cross") and that kind's statistics."""
-    result = heads_json(pair.encoder)
+    result = heads_json(pair.encoder, text)
     result.update(
         target_tokens=[t.text for t in pair.target_tokens],
         target=pair.target_text,
@@ -73,7 +76,7 @@ def _pair_command(args: argparse.Namespace, source) -> int:
         pair = source.run_pair(args.text, args.target or "", args.max_tokens, n_generate=n_generate)
     except (ValueError, ModelUnavailableError) as err:
         raise CommandError(str(err)) from err
-    result = pair_json(pair)
+    result = pair_json(pair, args.text)
     if args.json:
         out.json(result, indent=2)
         return 0
@@ -109,7 +112,7 @@ def heads_command(args: argparse.Namespace) -> int:
         )
     source, record = capture_for(args, keep_qk=False, source=loaded)  # statistics only: no q, k kept
     stats = record.statistics
-    result = heads_json(record)
+    result = heads_json(record, args.text)
     failed = None
     if args.parity:
         try:
@@ -147,7 +150,7 @@ def add_command(sub: argparse._SubParsersAction) -> None:
     target.add_argument("--target", help="the target text, teacher-forced (default: the model writes one)")
     target.add_argument(
         "--generate",
-        type=int,
+        type=integer,
         metavar="N",
         help=f"the model writes N target tokens itself, greedy (1-{MAX_TARGET_GENERATED}; {TARGET_GENERATED} by default)",
     )

@@ -8,6 +8,7 @@ import argparse
 import sys
 
 from attnviz import settings
+from attnviz.cli.arguments import integer
 from attnviz.cli.checks import CommandError
 from attnviz.cli.output import out
 
@@ -107,12 +108,12 @@ def add_command(sub: argparse._SubParsersAction) -> None:
     kv.add_argument("config", metavar="CONFIG_OR_DIR", help="a config.json, a model folder, minilm or smollm2")
     kv.add_argument(
         "--seq-len",
-        type=int,
+        type=integer,
         default=None,
         help=f"tokens per sequence (default {settings.KV_DEFAULT_SEQ_LEN}, capped at the model's max positions)",
     )
-    kv.add_argument("--batch", type=int, default=1, help="sequences (default 1)")
+    kv.add_argument("--batch", type=integer, default=1, help="sequences (default 1)")
     kv.add_argument("--dtype", choices=settings.KV_DTYPES, default="bf16", help="cache dtype (default bf16)")
-    kv.add_argument("--block-size", type=int, default=None, help="round each sequence up to blocks of K tokens")
+    kv.add_argument("--block-size", type=integer, default=None, help="round each sequence up to blocks of K tokens")
     kv.add_argument("--json", action="store_true", help="print one JSON object")
     kv.set_defaults(func=kv_cache_command, parser=kv)

@@ -16,17 +16,28 @@ from attnviz.models.record import AttentionRecord
 from attnviz.models.registry import EMBEDDED, SourceSpec, embedded_spec, open_source
 from attnviz.models.source import AttentionSource
 
+LIBRARIES = ("transformers", "accelerate", "huggingface_hub")
+DISK_NOTE = "placement.on_disk"  # the loader's message on a model a device map left (partly) on disk
 
-def quiet_libraries(progress_bars: bool) -> None:
-    """transformers' and huggingface_hub's warnings off (attnviz reports problems itself, in one line), and
-    their progress bars too unless ``progress_bars``: ``--quiet`` means nothing on stderr but an error."""
+
+def quiet_libraries() -> None:
+    """transformers', accelerate's and huggingface_hub's warnings and progress bars off: attnviz says on stderr
+    what loading does (its own progress lines, unless ``--quiet``) and reports problems itself, in one line, so
+    stderr is what docs/cli.md promises ("Loading weights" bars and "Some parameters are on the meta device" are
+    not)."""
+    import logging
+    import warnings
+
     import transformers
     from huggingface_hub.utils import disable_progress_bars
+    from huggingface_hub.utils import logging as hub_logging
 
     transformers.logging.set_verbosity_error()
-    if not progress_bars:
-        transformers.logging.disable_progress_bar()
-        disable_progress_bars()
+    transformers.logging.disable_progress_bar()
+    hub_logging.set_verbosity_error()
+    disable_progress_bars()
+    logging.getLogger("accelerate").setLevel(logging.ERROR)  # its loggers are plain ones under "accelerate"
+    warnings.filterwarnings("ignore", module=rf"({'|'.join(LIBRARIES)})(\.|$)")
 
 
 def placement_of(args: argparse.Namespace) -> Placement:
@@ -46,14 +57,22 @@ def load_cli_source(args: argparse.Namespace) -> AttentionSource:
         sizes = {name: getattr(args, name) for name in ("d_model", "n_head", "n_kv_head", "n_layer", "causal")}
         spec = embedded_spec(device, seed=args.seed, dtype=placement.dtype, **sizes)
     else:
-        quiet_libraries(progress_bars=not args.quiet)
+        quiet_libraries()
         spec = SourceSpec(args.model, device, allow_pickle=args.allow_pickle, placement=placement)
-    progress = (
-        (lambda fraction, message: print(printable(f"[{fraction:4.0%}] {message}"), file=sys.stderr))
-        if not args.quiet
-        else None
-    )  # the message names the user's --model: a newline or an ANSI escape in it is shown, never obeyed
-    return open_source(spec, progress=progress)
+    if args.quiet:
+        return open_source(spec)
+    return open_source(
+        spec, progress=lambda fraction, message: print(progress_line(args, fraction, message), file=sys.stderr)
+    )
+
+
+def progress_line(args: argparse.Namespace, fraction: float, message) -> str:
+    """A loading progress line for stderr ("[ 90%] Loading llama"); the loader's note on what a device map left on
+    disk as a note of the command's. The message names the user's --model: a newline or an ANSI escape in it is
+    shown, never obeyed."""
+    if getattr(message, "key", None) == DISK_NOTE:
+        return printable(f"attnviz {args.command}: note: {message}")
+    return printable(f"[{fraction:4.0%}] {message}")
 
 
 def capture_for(

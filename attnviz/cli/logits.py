@@ -10,7 +10,7 @@ import argparse
 import math
 
 from attnviz import settings
-from attnviz.cli.arguments import add_text_and_model_arguments
+from attnviz.cli.arguments import add_text_and_model_arguments, integer
 from attnviz.cli.checks import CommandError, check_text, check_text_arguments
 from attnviz.cli.output import out
 from attnviz.core.files import printable
@@ -106,7 +106,11 @@ def logits_command(args: argparse.Namespace) -> int:
             "contributions do not add up to the logit for this model; not attributed"
         )
     if args.json:
-        out.json(logits_json(found, position), indent=2)
+        from attnviz.core.token_display import read_texts
+
+        value = logits_json(found, position)
+        value["tokens"] = read_texts(args.text, source.encode(args.text, n_tokens).tokens)  # " Mary", as read
+        out.json(value, indent=2)
         return 0
     for line in logits_report(found, position):
         out.line(printable(line))
@@ -126,7 +130,7 @@ def add_command(sub: argparse._SubParsersAction) -> None:
     )
     command.add_argument(
         "--position",
-        type=int,
+        type=integer,
         default=None,
         help=f"the position whose logit is attributed (default the last; negative counts from the end); at most "
         f"{settings.PATCH_TOKENS} tokens are read",

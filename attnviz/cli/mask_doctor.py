@@ -7,27 +7,15 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
+from attnviz.cli.arguments import integer
 from attnviz.cli.checks import CheckFailedError, CommandError
 from attnviz.cli.output import out
-from attnviz.core.typed_numbers import ascii_digits
 
 if TYPE_CHECKING:
     from attnviz.labs.masks.doctor import Diagnosis
     from attnviz.labs.masks.reading import LoadedMask
 
 ROW_PROBLEMS = ("fully_masked_row", "missing_self")  # counted in query rows, not cells
-
-
-def ascii_int(text: str) -> int:
-    """--q-len and --offset: a whole number in ASCII digits, signed or not; ValueError else (``int()`` also
-    reads "٣", an Arabic-Indic three, and "1_0")."""
-    digits = text[1:] if text[:1] in ("+", "-") else text
-    if not ascii_digits(digits):
-        raise ValueError(text)
-    return int(text)
-
-
-ascii_int.__name__ = "int"  # argparse says "invalid int value: '٣'", as it does for any other non-number
 
 
 def mask_report(loaded: LoadedMask, diagnosis: Diagnosis, convention_line: str, expect: str | None) -> str:
@@ -116,13 +104,13 @@ def add_command(sub: argparse._SubParsersAction) -> None:
     )
     doctor.add_argument(
         "--q-len",
-        type=ascii_int,
+        type=integer,
         default=None,
         help="query rows in the mask (1: a (1, T) mask is a decode step, not a key mask)",
     )
     doctor.add_argument(
         "--offset",
-        type=ascii_int,
+        type=integer,
         default=None,
         help="position of the first query (tokens in the KV cache; default k_len - q_len, aligned bottom-right)",
     )

@@ -15,6 +15,7 @@ from attnviz.cli.ablate import SWEEP_BUDGET_S
 from attnviz.cli.arguments import add_text_and_model_arguments
 from attnviz.cli.checks import CommandError, check_text, check_text_arguments
 from attnviz.cli.output import out
+from attnviz.cli.prices import stderr_progress
 from attnviz.core.files import printable
 from attnviz.errors import ModelUnavailableError
 
@@ -37,6 +38,28 @@ def check_metric(spec: str):
     if metric.kind not in CLI_METRICS:
         raise CommandError(f"unknown metric {spec!r}; give {', '.join(CLI_METRICS)} (logit-diff:TOKEN_A,TOKEN_B)")
     return metric
+
+
+def check_positions_head(spec: str) -> None:
+    """``--positions``: exactly one LAYER.HEAD, read before any model is loaded; CommandError naming it otherwise."""
+    from attnviz.labs.head_specs import read_heads
+
+    try:
+        read = read_heads(spec)
+    except ValueError as err:
+        raise CommandError(f"--positions: {err}") from err
+    if len(read) != 1 or read[0][1] is None:
+        raise CommandError(f"--positions takes one head, LAYER.HEAD (as 9.4), not {printable(spec[:80])!r}")
+
+
+def positions_report(found, tokens: list[str]) -> list[str]:
+    """The readable lines of one head patched at one position at a time: a line a position, its token quoted (its
+    leading space seen)."""
+    layer, head = found.head
+    lines = [f"head {layer}.{head} patched at one position at a time, fraction restored:"]
+    for position, (token, v) in enumerate(zip(tokens, found.fractions, strict=True)):
+        lines.append(f"  {position:>4} {token!r}: " + ("n/a" if v is None else f"{v:+.4f}"))
+    return lines
 
 
 def patch_report(result, confirmed) -> list[str]:
@@ -66,6 +89,10 @@ def patch_report(result, confirmed) -> list[str]:
             lines.append("saturated heads: " + ", ".join(f"{layer}.{head}" for layer, head in estimate.saturated))
         if estimate.cancelling:
             lines.append("cancelling heads: " + ", ".join(f"{layer}.{head}" for layer, head in estimate.cancelling))
+        if agreement is not None:  # the estimate confirmed: where it is wrong, and what each flag caught
+            from attnviz.labs.agreement import flag_report
+
+            lines.append(str(flag_report(estimate.values, result.effects, estimate.flags()).message()))
     lines.append("fraction restored, a row per layer:")
     for layer, row in enumerate(result.effects):
         lines.append(f"  L{layer}: " + " ".join("   n/a  " if v is None else f"{v:+.4f}" for v in row))
@@ -87,6 +114,8 @@ def patch_command(args: argparse.Namespace) -> int:
     try:
         if not sweep_all:
             read_heads(args.heads)
+        if args.positions is not None:
+            check_positions_head(args.positions)
         source = load_cli_source(args)
         n_tokens = token_limit(args.max_tokens, settings.PATCH_TOKENS)
         pair = patching.run_pair(source, args.text, args.corrupt, n_tokens, metric)
@@ -107,24 +136,49 @@ def patch_command(args: argparse.Namespace) -> int:
         pieces = patching.patch_pieces(heads, patching.patch_rows(pair))
         values.update(patching.patch_piece(source, pair, pieces[0]))  # timed: the rest predicted from it
         seconds = (time.perf_counter() - start) * len(pieces)
+        positions_head, at_positions, more = None, {}, ""
+        if args.positions is not None:  # its first pass timed too: the rest predicted from it
+            (positions_head,) = parse_heads(args.positions, pair.n_layer, pair.n_head)
+            rows = patching.patch_rows(pair)
+            timed = time.perf_counter()
+            first = list(range(min(rows, pair.n_tokens)))
+            at_positions.update(
+                zip(
+                    first, patching.patch_position_sets(source, pair, positions_head, [[p] for p in first]), strict=True
+                )
+            )
+            seconds += (time.perf_counter() - timed) * patching.position_passes(pair)
+            more = f" and head {args.positions.strip()} at each of its positions"
         if seconds > SWEEP_BUDGET_S and not args.over_budget:
             raise CommandError(
-                f"patching {len(heads):,} heads on {pair.n_tokens:,} tokens takes about {seconds:,.0f} s here, over "
-                f"the budget of {SWEEP_BUDGET_S:,.0f} s; give fewer --heads or --max-tokens, or pass --over-budget"
+                f"patching {len(heads):,} heads{more} on {pair.n_tokens:,} tokens takes about {seconds:,.0f} s here, "
+                f"over the budget of {SWEEP_BUDGET_S:,.0f} s; give fewer --heads or --max-tokens, or pass --over-budget"
             )
-        if not args.quiet and len(pieces) > 1:
-            print(f"patching {len(heads):,} heads, about {seconds:,.0f} s here", file=sys.stderr)
-        patching.patch_heads(source, pair, heads, done=values)
+        if not args.quiet and (len(pieces) > 1 or (more and patching.position_passes(pair) > 1)):
+            print(f"patching {len(heads):,} heads{more}, about {seconds:,.0f} s here", file=sys.stderr)
+        patching.patch_heads(source, pair, heads, stderr_progress("head", args.quiet), done=values)
         result = patching.patch_result(pair, values, time.perf_counter() - start, estimate)
+        by_position = None
+        if positions_head is not None:
+            by_position = patching.patch_positions(source, pair, positions_head, done=at_positions)
     except (ValueError, ModelUnavailableError) as err:
         raise CommandError(str(err)) from err
+    from attnviz.core.token_display import read_texts
+
+    tokens = read_texts(args.text, pair.clean_encoding.tokens)  # " Mary", its leading space kept
     if args.json:
         value = result.to_json()
+        value["tokens"] = tokens
         if value["estimate"] is not None:
             value["estimate"]["confirmed"] = [f"{layer}.{head}" for layer, head in confirmed]
+        if by_position is not None:
+            value["positions"] = by_position.to_json()
         out.json(value, indent=2)
         return 0
-    for line in patch_report(result, confirmed):
+    lines = patch_report(result, confirmed)
+    if by_position is not None:
+        lines += positions_report(by_position, tokens)
+    for line in lines:
         out.line(printable(line))
     return 0
 
@@ -148,5 +202,12 @@ def add_command(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="also attribution patching's estimate of every head (one forward and one backward), its top 10 "
         "heads confirmed exactly, and its agreement with the exact effects",
+    )
+    patch.add_argument(
+        "--positions",
+        default=None,
+        metavar="LAYER.HEAD",
+        help="also patch this one head at one position at a time (which positions carry its effect: a pass per "
+        f"{settings.PATCH_TOKENS} positions at most, each from the head's layer); adds a 'positions' key to --json",
     )
     patch.set_defaults(func=patch_command, parser=patch)

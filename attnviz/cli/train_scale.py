@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 
 from attnviz import settings
-from attnviz.cli.arguments import device_choice
+from attnviz.cli.arguments import device_choice, integer
 from attnviz.cli.checks import CommandError
 from attnviz.cli.output import out
 from attnviz.core.devices import DEVICE_CHOICES
@@ -35,9 +35,9 @@ def add_command(sub: argparse._SubParsersAction) -> None:
     """``train-scale``: --steps, --seed, --json."""
     train = sub.add_parser("train-scale", help="train a small attention model under 1/√d_k, no scale and 1/√d_model")
     train.add_argument(
-        "--steps", type=int, default=None, help=f"steps per run (default {settings.TRAIN_STEPS.default})"
+        "--steps", type=integer, default=None, help=f"steps per run (default {settings.TRAIN_STEPS.default})"
     )
-    train.add_argument("--seed", type=int, default=None, help="seed of the weights and the data (default 0)")
+    train.add_argument("--seed", type=integer, default=None, help="seed of the weights and the data (default 0)")
     train.add_argument("--json", action="store_true", help="print a JSON object")
     train.add_argument(
         "--device",

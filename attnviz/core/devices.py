@@ -11,9 +11,12 @@ importing torch, so the functions that need it import it inside.
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 from dataclasses import dataclass
 
+from attnviz.core.files import kind_of, path_error, shown_path
+from attnviz.core.typed_numbers import ascii_digits
 from attnviz.i18n.message import msg
 
 DEVICE_CHOICES = ("auto", "cpu", "cuda", "mps")  # plus "cuda:N", one GPU of several
@@ -24,8 +27,8 @@ DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 # the share of free host memory a model's float32 weights may take for "auto" to pick float32 on a CPU
 AUTO_FLOAT32_SHARE = 0.5
 
-_DEVICE = re.compile(r"(cpu|mps|cuda)(?::(\d{1,3}))?\Z")
-_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([KMGT]i?B|B)?\Z", re.IGNORECASE)
+_DEVICE = re.compile(r"(cpu|mps|cuda)(?::([0-9]{1,3}))?\Z")
+_SIZE = re.compile(r"([0-9]+(?:\.[0-9]+)?)\s*([KMGT]i?B|B)?\Z", re.IGNORECASE)  # [0-9]: \d also takes "٥"
 _UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
 _UNITS.update({"kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40})
 
@@ -108,18 +111,64 @@ def parse_max_memory(text: str) -> tuple[tuple[str, int], ...]:
     for part in text.split(","):
         name, sep, size = part.partition("=")
         name = name.strip().lower()
-        if not sep or not (name.isdigit() or name in ("cpu", "mps", "disk")):
+        if not sep or not (ascii_digits(name) or name in ("cpu", "mps", "disk")):
             raise ValueError(msg("bounds.max_memory", text=repr(part.strip())[:60]))
-        name = str(int(name)) if name.isdigit() else name
+        name = str(int(name)) if ascii_digits(name) else name
         if name in caps:
             raise ValueError(msg("bounds.max_memory", text=repr(part.strip())[:60]))
         caps[name] = parse_size(size)
     return tuple(caps.items())
 
 
+OFFLOAD_REFUSED_ROOTS = ("/proc", "/sys", "/dev")  # made up by the kernel as they are read: no folder for weights
+
+
+def _not_folder_kind(kind: str | None):
+    return msg("placement.offload_regular_file") if kind == "file" else msg("files.kind_other")
+
+
+def check_offload_folder(folder: str) -> str:
+    """``folder`` when weights can be offloaded to it: not empty, not under /proc, /sys or /dev (links followed),
+    a folder that is writable, or one that can be made (its nearest existing parent a writable folder). ValueError
+    in one line otherwise, naming the path (a long one shortened) and why; nothing is created here."""
+    if not isinstance(folder, str) or not folder.strip():
+        raise ValueError(msg("placement.offload_empty"))
+    shown = shown_path(folder)
+    try:
+        real = os.path.realpath(os.path.expanduser(folder))
+    except (OSError, ValueError, RuntimeError) as err:
+        raise path_error(folder, err) from err
+    root = next((r for r in OFFLOAD_REFUSED_ROOTS if real == r or real.startswith(r + "/")), None)
+    if root is not None:
+        raise ValueError(msg("placement.offload_pseudo", path=shown, root=root))
+    kind, nearest = kind_of(real), real  # PathError (a ValueError, one line) for a name too long, a loop, ...
+    if kind not in (None, "directory"):
+        raise ValueError(msg("placement.offload_not_folder", path=shown, kind=_not_folder_kind(kind)))
+    while kind is None and os.path.dirname(nearest) != nearest:  # to be made: its nearest existing parent must do
+        nearest = os.path.dirname(nearest)
+        kind = kind_of(nearest)
+    if kind != "directory":
+        raise ValueError(
+            msg("placement.offload_no_parent", path=shown, folder=shown_path(nearest), kind=_not_folder_kind(kind))
+        )
+    if not os.access(nearest, os.W_OK | os.X_OK):
+        raise ValueError(msg("placement.offload_not_writable", path=shown, folder=shown_path(nearest)))
+    return folder
+
+
+def check_max_memory_devices(caps: tuple[tuple[str, int], ...]) -> None:
+    """ValueError in one line when the caps name a GPU (by index) or MPS that this machine lacks: said before
+    accelerate is asked, which would print lines of its own first."""
+    present = available_devices()
+    for name, _ in caps:
+        device = "mps" if name == "mps" else f"cuda:{name}" if ascii_digits(name) else None
+        if device is not None and device not in present:
+            raise ValueError(msg("placement.max_memory_device", device=device, available=", ".join(present)))
+
+
 def accelerate_max_memory(caps: tuple[tuple[str, int], ...]) -> dict[int | str, int]:
     """The caps as accelerate's ``max_memory`` wants them: GPUs keyed by int."""
-    return {int(name) if name.isdigit() else name: size for name, size in caps}
+    return {int(name) if ascii_digits(name) else name: size for name, size in caps}
 
 
 @dataclass(frozen=True)
@@ -134,8 +183,11 @@ class Placement:
 
     def __post_init__(self) -> None:
         check_dtype_choice(self.dtype)
+        if self.offload_folder is not None:
+            check_offload_folder(self.offload_folder)
         if self.device_map is not None:
             check_device_map_choice(self.device_map)
+            check_max_memory_devices(self.max_memory)
         elif self.max_memory or self.offload_folder:
             raise ValueError(msg("bounds.needs_device_map"))
 

@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from attnviz.core.progress import recent_window
 from attnviz.i18n.message import Message, msg
 
 TIME_FACTOR = 1.5  # real / predicted within [1/1.5, 1.5]: the ±30 % target of the project's time estimates, inverted
@@ -40,14 +41,16 @@ REASONS = ("agree", "shared", "load", "timed_busy", "off")
 
 @dataclass(frozen=True)
 class Lap:
-    """One part of a job, as it ended: the first layer its passes ran from, its predicted seconds, the wall-clock
-    and this process's CPU seconds it took, and the most other requests of this server running as it ended."""
+    """One part of a job, as it ended: the first layer its passes ran from, its predicted seconds (as quoted: the
+    lab's price times ``scale``), the wall-clock and this process's CPU seconds it took, and the most other requests
+    of this server running as it ended."""
 
     layer: int
     predicted_s: float
     wall_s: float
     cpu_s: float
     others: int = 0
+    scale: float = 1.0
 
 
 class TimeLog:
@@ -60,9 +63,11 @@ class TimeLog:
         others: Callable[[], int] | None = None,
         wall: Callable[[], float] = time.perf_counter,
         cpu: Callable[[], float] = time.process_time,
+        scale: float = 1.0,
     ) -> None:
+        """``scale``: what each part's price was multiplied by when quoted (:func:`price_left`'s factor)."""
         self.laps = [] if laps is None else laps
-        self._others, self._wall, self._cpu = others, wall, cpu
+        self._others, self._wall, self._cpu, self.scale = others, wall, cpu, scale
 
     @contextmanager
     def part(self, layer: int, predicted_s: float) -> Iterator[None]:
@@ -70,7 +75,43 @@ class TimeLog:
         wall, cpu = self._wall(), self._cpu()
         yield
         others = max(0, int(self._others())) if self._others is not None else 0
-        self.laps.append(Lap(layer, predicted_s, self._wall() - wall, self._cpu() - cpu, others))
+        self.laps.append(
+            Lap(layer, predicted_s * self.scale, self._wall() - wall, self._cpu() - cpu, others, self.scale)
+        )
+
+
+@dataclass(frozen=True)
+class Price:
+    """What a job (or what is left of it) is quoted at: ``seconds``, the lab's price times ``factor``, and what the
+    factor rests on (``basis``): "fresh" (a short measurement of the machine now against one taken when the price
+    was timed), "recent" (the last ``passes`` parts this job ran: real / price) or "timed" (the price as timed)."""
+
+    seconds: float
+    factor: float
+    basis: str
+    passes: int = 0
+
+
+def recent_ratio(laps: Sequence[Lap]) -> tuple[float, int] | None:
+    """Real / the lab's price over a job's last parts (as :func:`attnviz.core.progress.recent_window` picks them:
+    at least 3 parts and 5 s), and how many; None without a part priced above 0."""
+    n = len(recent_window([(1, lap.wall_s) for lap in laps], skip_first=False))
+    parts = list(laps[len(laps) - n :]) if n else []
+    priced = sum(lap.predicted_s / lap.scale for lap in parts if lap.scale > 0)
+    if not parts or priced <= 0:
+        return None
+    return sum(lap.wall_s for lap in parts) / priced, len(parts)
+
+
+def price_left(seconds: float, laps: Sequence[Lap] = (), fresh: float | None = None) -> Price:
+    """The quote of what is left of a job the lab prices at ``seconds``: scaled by its own last parts when it ran
+    some (a Continue after a Stop), else by ``fresh`` (the machine now against when it was timed), else as is."""
+    ratio = recent_ratio(laps)
+    if ratio is not None:
+        return Price(seconds * ratio[0], ratio[0], "recent", ratio[1])
+    if fresh is not None:
+        return Price(seconds * fresh, fresh, "fresh")
+    return Price(seconds, 1.0, "timed")
 
 
 def cpu_share(wall_s: float, cpu_s: float) -> float | None:
@@ -142,4 +183,16 @@ def time_verdict(
     return TimeVerdict(predicted, wall, cpu, reason, msg(key, **common, ratio=ratio_shown, why=why))
 
 
-__all__ = ["REASONS", "TIME_FACTOR", "TIME_FLOOR_S", "Lap", "TimeLog", "TimeVerdict", "cpu_share", "time_verdict"]
+__all__ = [
+    "REASONS",
+    "TIME_FACTOR",
+    "TIME_FLOOR_S",
+    "Lap",
+    "Price",
+    "TimeLog",
+    "TimeVerdict",
+    "cpu_share",
+    "price_left",
+    "recent_ratio",
+    "time_verdict",
+]

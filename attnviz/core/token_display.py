@@ -173,3 +173,31 @@ def markdown_text(text: str) -> str:
 def plain_text(text: str) -> str:
     """User text made safe for a Plotly title, which would read ``<b>`` or ``<br>`` as markup."""
     return html.escape(text, quote=False)
+
+
+SPACE_MARKERS = ("Ġ", "▁")  # byte-level BPE's and SentencePiece's mark of a token that starts with a space
+
+
+def read_texts(text: str, tokens: list[Token]) -> list[str]:
+    """Each token's own text as the model read it from ``text``, leading space included (" Mary" where the display
+    text shows "Mary"), what the command line prints: the text its span covers, with the space before it where the
+    tokenizer's token starts with one; a special token its own string. A byte piece of a multi-byte character (its
+    span shared with other pieces) and a token without a span keep their display text ("猫(1/3)")."""
+    ends: dict[int, int] = {}
+    for token in tokens:
+        if not token.special and token.start < token.end:
+            ends[token.end] = ends.get(token.end, 0) + 1
+    read = []
+    for token in tokens:
+        if token.special:
+            read.append(token.raw or token.text)
+            continue
+        if token.start >= token.end or ends.get(token.end, 0) > 1:
+            read.append(token.text)
+            continue
+        piece = text[token.start : token.end]
+        spaced = token.raw.startswith(SPACE_MARKERS) and not piece[:1].isspace()
+        if spaced and token.start > 0 and text[token.start - 1].isspace():
+            piece = text[token.start - 1] + piece
+        read.append(piece)
+    return read

@@ -523,16 +523,15 @@ def run_pieces(
     log: TimeLog | None = None,
 ) -> dict[Head, float | None]:
     """The pieces left after ``values`` (which this fills in as each pass ends, so an interrupted run keeps what
-    it did); ``progress``: a stage of the heads left, a step per head; ``losses``: filled as :func:`sweep_piece`
-    fills it; ``log``: a lap per pass, its predicted time beside what it took."""
+    it did); ``progress``: a stage of every head, those done (timed first, or before a stop) counted as done, a
+    step per head priced at its pass's price; ``losses``: filled as :func:`sweep_piece` fills it; ``log``: a lap
+    per pass, its predicted time beside what it took."""
     values.update({head: v for head, v in baseline.first.items() if head not in values})
     pieces = baseline.pieces(values)
     progress = or_none(progress)
-    total = sum(map(len, pieces))
-    if total == len(baseline.heads):
-        progress.stage("ablation_lib.progress_heads", total)
-    else:
-        progress.stage("ablation_lib.progress_heads_left", total, n_done=len(values), n_heads=len(baseline.heads))
+    left = sum(map(len, pieces))
+    prices = [baseline.piece_seconds(piece) / len(piece) for piece in pieces for _ in piece]
+    progress.stage("ablation_lib.progress_heads", len(baseline.heads), done=len(baseline.heads) - left, prices=prices)
     for piece in pieces:
         first = min(layer for layer, _ in piece)
         with nullcontext() if log is None else log.part(first, baseline.piece_seconds(piece)):

@@ -5,13 +5,13 @@ its reason (the estimate's own flag, or the disagreement itself)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import torch
 
 from attnviz.core.alignment import ranks
-from attnviz.i18n.message import Message, msg
+from attnviz.i18n.message import Message, join, msg
 from attnviz.labs.ablation import _rounded
 
 TOP_K = 10  # the heads the estimate's ranking is compared on, and confirmed
@@ -82,7 +82,7 @@ SHOWN_HEADS = 20  # heads named in a sentence; the count says how many there are
 class HeadDisagreement:
     """One head whose estimate and exact effect disagree beyond the bound: ``kind`` "sign" (opposite signs) or
     "size" (over SIZE_FACTOR apart); ``reason`` the estimate's own flag when it has one ("saturated",
-    "cancelling"), else ``kind``."""
+    "cancelling", "graddrop"), else ``kind``."""
 
     layer: int
     head: int
@@ -108,12 +108,17 @@ class HeadCheck:
         if not self.disagree:
             return [msg("estimate_agree.agree", n=self.n_compared, factor=self.factor, floor=self.floor)]
         said = []
-        for reason in ("sign", "size", "saturated", "cancelling"):
+        for reason in ("sign", "size", "saturated", "cancelling", "graddrop"):
             heads = [d for d in self.disagree if d.reason == reason]
             if heads:
                 text = _heads_text(heads)
-                said.append(msg(f"estimate_agree.{reason}", n=len(heads), heads=text, factor=self.factor))
+                section = "estimate_check" if reason == "graddrop" else "estimate_agree"
+                said.append(msg(f"{section}.{reason}", n=len(heads), heads=text, factor=self.factor))
         return said
+
+    def marks(self) -> dict[tuple[int, int], str]:
+        """Each disagreeing head's mark for a table: "sign" or "size"."""
+        return {(d.layer, d.head): d.kind for d in self.disagree}
 
 
 def head_check(
@@ -123,10 +128,11 @@ def head_check(
     cancelling: Sequence[tuple[int, int]] = (),
     factor: float = SIZE_FACTOR,
     floor: float = SIZE_FLOOR,
+    graddrop: Sequence[tuple[int, int]] = (),
 ) -> HeadCheck:
     """The heads run exactly whose estimate (the same measure, n_layer × n_head) has the opposite sign or is over
     ``factor`` off, among those where either is at least ``floor`` × the largest exact |effect|; in layer, head
-    order. A flagged head keeps its flag as the reason (saturated first)."""
+    order. A flagged head keeps its flag as the reason (saturated first, then cancelling, then graddrop)."""
     pairs = [
         (layer, head, float(e), float(x))
         for layer, (e_row, x_row) in enumerate(zip(estimate, exact, strict=False))
@@ -144,9 +150,100 @@ def head_check(
             kind = "size"
         else:
             continue
-        reason = "saturated" if (layer, head) in saturated else "cancelling" if (layer, head) in cancelling else kind
+        reason = next(
+            (
+                name
+                for name, heads in (("saturated", saturated), ("cancelling", cancelling), ("graddrop", graddrop))
+                if (layer, head) in heads
+            ),
+            kind,
+        )
         found.append(HeadDisagreement(layer, head, e, x, kind, reason))
     return HeadCheck(tuple(found), len(pairs), factor, floor)
+
+
+@dataclass(frozen=True)
+class FlagHits:
+    """One of the estimate's flags against the exact values: of the heads run exactly that it named, ``caught``
+    the estimate got wrong (sign or over the factor) and ``right`` it got right (a head under the floor is right:
+    within the noise)."""
+
+    flag: str
+    caught: int
+    right: int
+
+
+@dataclass(frozen=True)
+class FlagReport:
+    """How well the estimate's flags (saturated, cancelling, graddrop) foretold where it is wrong, against the
+    exact values of ``n_compared`` heads: ``n_sign`` sign flips and ``n_size`` heads over ``factor`` off among
+    them, each flag's hits, and ``missed``: the wrong heads that no flag named."""
+
+    n_compared: int
+    n_sign: int
+    n_size: int
+    hits: tuple[FlagHits, ...]
+    missed: int
+    factor: float = SIZE_FACTOR
+    floor: float = SIZE_FLOOR
+
+    @property
+    def n_wrong(self) -> int:
+        return self.n_sign + self.n_size
+
+    def message(self) -> Message:
+        """One sentence: how many heads are wrong, and what each flag caught and flagged in vain."""
+        per_flag = join(
+            msg(f"estimate_check.hits_{h.flag}", caught=h.caught, right=h.right, n=self.n_wrong) for h in self.hits
+        )
+        return msg(
+            "estimate_check.flag_report",
+            n=self.n_compared,
+            wrong=self.n_wrong,
+            sign=self.n_sign,
+            size=self.n_size,
+            factor=self.factor,
+            floor=self.floor,
+            hits=per_flag,
+            missed=self.missed,
+        )
+
+    def to_json(self) -> dict:
+        return {
+            "compared": self.n_compared,
+            "sign": self.n_sign,
+            "size": self.n_size,
+            "missed": self.missed,
+            "flags": {h.flag: {"caught": h.caught, "right": h.right} for h in self.hits},
+        }
+
+
+def flag_report(
+    estimate: Sequence[Sequence[float]],
+    exact: Sequence[Sequence[float | None]],
+    flags: Mapping[str, Sequence[tuple[int, int]]],
+    factor: float = SIZE_FACTOR,
+    floor: float = SIZE_FLOOR,
+) -> FlagReport:
+    """Each flag in ``flags`` ({name: heads}) against the heads :func:`head_check` finds wrong, among the heads
+    ``exact`` has a value for (the same measure as ``estimate``)."""
+    wrong = {(d.layer, d.head): d.kind for d in head_check(estimate, exact, factor=factor, floor=floor).disagree}
+    compared = {
+        (layer, head)
+        for layer, (e_row, x_row) in enumerate(zip(estimate, exact, strict=False))
+        for head, (e, x) in enumerate(zip(e_row, x_row, strict=False))
+        if x is not None and math.isfinite(x) and math.isfinite(e)
+    }
+    hits = []
+    named: set[tuple[int, int]] = set()
+    for name, heads in flags.items():
+        flagged = set(heads) & compared
+        named |= flagged
+        hits.append(FlagHits(name, len(flagged & wrong.keys()), len(flagged - wrong.keys())))
+    kinds = list(wrong.values())
+    return FlagReport(
+        len(compared), kinds.count("sign"), kinds.count("size"), tuple(hits), len(wrong.keys() - named), factor, floor
+    )
 
 
 def _heads_text(found: Sequence[HeadDisagreement]) -> str:

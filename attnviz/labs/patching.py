@@ -15,6 +15,7 @@ encoder's ``hidden``, the mean cosine distance of the last hidden states from th
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
@@ -25,9 +26,10 @@ from torch import Tensor
 
 from attnviz.core.progress import Progress, or_none
 from attnviz.core.time_agreement import TimeLog, cpu_share
-from attnviz.i18n.message import msg
+from attnviz.i18n.message import Message, msg
 from attnviz.labs.ablation import PASS_BYTES, PASS_ROWS, Head, _rounded, rows_per_pass
 from attnviz.labs.agreement import TOP_K, Agreement, agreement, by_size
+from attnviz.labs.head_specs import check_heads
 from attnviz.labs.reductions import cosine_distance
 from attnviz.models.resume import CachedLayers
 from attnviz.models.source import AttentionSource, Capability, EditsHeads, Encoding
@@ -317,8 +319,10 @@ def patch_heads(
     done = {} if done is None else done
     left = [head for head in heads if head not in done]
     progress = or_none(progress)
-    progress.stage("patching_lib.progress", len(left))
-    for piece in patch_pieces(left, patch_rows(pair)):
+    pieces = patch_pieces(left, patch_rows(pair))
+    prices = None if price is None else [price(piece) / len(piece) for piece in pieces for _ in piece]
+    progress.stage("patching_lib.progress", len(heads), done=len(heads) - len(left), prices=prices)  # as the button
+    for piece in pieces:
         timed = log is not None and price is not None
         with log.part(min(layer for layer, _ in piece), price(piece)) if timed else nullcontext():
             done.update(patch_piece(source, pair, piece))
@@ -342,6 +346,104 @@ def patch_result(pair: RunPair, values: dict[Head, float], seconds: float, estim
         seconds=seconds,
         estimate=estimate,
     )
+
+
+def _replacing_at(head: Head, rows: Sequence[Sequence[int]], values: Sequence[Tensor]):
+    """An edit giving row r ``head``'s z from ``values`` at the positions rows[r] only (its other positions keep
+    the corrupted run's)."""
+    at, index = head
+
+    def edit(layer: int, z: Tensor) -> Tensor:
+        if layer != at:
+            return z
+        z = z.clone()  # (R, T, n_head, head_dim)
+        for r, positions in enumerate(rows):
+            where = list(positions)
+            z[r, where, index] = values[layer][where, index].to(z.dtype).to(z.device)
+        return z
+
+    return edit
+
+
+def patch_position_sets(
+    source: AttentionSource, pair: RunPair, head: Head, sets: Sequence[Sequence[int]]
+) -> list[float]:
+    """The corrupted text with ``head``'s z taken from the clean run at each set of positions (a row each, one pass
+    resumed at the head's layer from the corrupted run's cached layers): M of each row. Every position at once is
+    :func:`patch_heads` of the head; one position at a time is :func:`patch_positions`."""
+    source = edit_source(source)
+    ((layer, index),) = check_heads([head], pair.n_layer, pair.n_head)
+    for positions in sets:
+        if not positions or not all(0 <= p < pair.n_tokens for p in positions):
+            raise ValueError(msg("patch_positions_lib.range", last=pair.n_tokens - 1))
+    out, _ = source.head_pass(
+        pair.corrupt_encoding,
+        len(sets),
+        _replacing_at((layer, index), sets, pair.clean_z),
+        resume=pair.cache,
+        first_layer=layer,
+    )
+    return [
+        float(metric_of(pair.metric, out[r : r + 1].float().cpu(), pair.clean_out, pair.clean_ids)[0])
+        for r in range(len(sets))
+    ]
+
+
+@dataclass(frozen=True)
+class PositionsResult:
+    """One head patched at one position at a time: each position's restored fraction (None where the gap is 0 or
+    the position was not run), M of each patched run, the clean text's tokens."""
+
+    head: Head
+    tokens: list[str]
+    values: list[float | None]
+    fractions: list[float | None]
+
+    def to_json(self) -> dict:
+        return {
+            "head": f"{self.head[0]}.{self.head[1]}",
+            "values": [_rounded(v) for v in self.values],
+            "fractions": [_rounded(v) for v in self.fractions],
+        }
+
+
+def patch_positions(
+    source: AttentionSource,
+    pair: RunPair,
+    head: Head,
+    progress: Progress | None = None,
+    done: dict[int, float] | None = None,
+) -> PositionsResult:
+    """``head`` patched from the clean run at one position at a time (which positions carry its effect, as
+    TransformerLens users patch ``hook_z`` per position): n_tokens rows, :func:`patch_rows` a pass. ``done`` is
+    filled as each pass ends (a stop keeps it; a later call runs only the positions left)."""
+    done = {} if done is None else done
+    check_heads([head], pair.n_layer, pair.n_head)
+    left = [p for p in range(pair.n_tokens) if p not in done]
+    progress = or_none(progress)
+    progress.stage("patch_positions_lib.progress", len(left))
+    rows = patch_rows(pair)
+    for start in range(0, len(left), rows):
+        piece = left[start : start + rows]
+        done.update(zip(piece, patch_position_sets(source, pair, head, [[p] for p in piece]), strict=True))
+        progress.step(len(piece))
+    return positions_result(pair, head, done)
+
+
+def positions_result(pair: RunPair, head: Head, done: dict[int, float]) -> PositionsResult:
+    """The :class:`PositionsResult` of ``done`` ({position: M of the run patched there}) on ``pair``."""
+    values = [done.get(p) for p in range(pair.n_tokens)]
+    return PositionsResult(
+        head=(int(head[0]), int(head[1])),
+        tokens=pair.clean_tokens,
+        values=values,
+        fractions=[None if v is None else pair.fraction(v) for v in values],
+    )
+
+
+def position_passes(pair: RunPair) -> int:
+    """The passes :func:`patch_positions` runs: n_tokens rows, :func:`patch_rows` a pass."""
+    return math.ceil(pair.n_tokens / patch_rows(pair))
 
 
 def confirm(estimate, k: int = TOP_K) -> list[Head]:
@@ -375,6 +477,12 @@ class PatchPlan:
         """A pass's price: between a first-layer and a last-layer pass by its first head's layer, by its rows."""
         share = min(layer for layer, _ in piece) / max(1, self.n_layer - 1)
         return (self.first_seconds - (self.first_seconds - self.last_seconds) * share) * len(piece) / self.rows
+
+    def positions_seconds(self, head: Head, n_positions: int) -> float:
+        """:func:`patch_positions`'s price for ``n_positions`` positions left: its passes, each a pass from the
+        head's layer of as many rows."""
+        pieces = [min(self.rows, n_positions - start) for start in range(0, n_positions, self.rows)]
+        return sum((self.piece_seconds([head] * rows) for rows in pieces), 0.0)
 
 
 def plan_patching(source: AttentionSource, pair: RunPair, heads: Sequence[Head] | None = None) -> PatchPlan:
@@ -414,3 +522,37 @@ def top_next_token(source: AttentionSource, text: str, max_tokens: int, k: int =
     ids = out[0, -1].float().topk(min(CANDIDATES, out.shape[-1])).indices.tolist()
     named = [(i, name) for i, name in zip(ids, source.token_texts(ids), strict=True) if source.token_ids(name) == [i]]
     return [name for _, name in named[:k]]
+
+
+@dataclass(frozen=True)
+class MetricTokens:
+    """A logit difference's default tokens: ``a`` the clean text's most likely next token, ``b`` the corrupted
+    text's; ``note`` says why ``b`` is another token where the two texts agree (None otherwise)."""
+
+    a: str
+    b: str
+    note: Message | None = None
+
+
+def default_tokens(
+    source: AttentionSource, clean: str, corrupt: str, max_tokens: int, swapped: Sequence[str] = ()
+) -> MetricTokens | None:
+    """Token A = the clean text's top next token, B = the corrupted text's. Where both are the same (nothing to
+    restore), B is a word that was swapped (``swapped``: old and new, read as one token with or without a leading
+    space) other than A, else the corrupted run's second most likely token; the note says which. None without an
+    LM head."""
+    clean_top = top_next_token(source, clean, max_tokens)
+    corrupt_top = top_next_token(source, corrupt, max_tokens)
+    if not clean_top:
+        return None
+    a = clean_top[0]
+    if corrupt_top and corrupt_top[0] != a:
+        return MetricTokens(a, corrupt_top[0])
+    for word in swapped:
+        for token in (f" {word}", word):
+            if token != a and len(source.token_ids(token)) == 1:
+                return MetricTokens(a, token, msg("patch_tokens.swapped", a=a, b=token))
+    second = next((token for token in (*corrupt_top[1:], *clean_top[1:]) if token != a), None)
+    if second is None:
+        return None
+    return MetricTokens(a, second, msg("patch_tokens.second", a=a, b=second))

@@ -8,13 +8,21 @@ import math
 import pandas as pd
 import streamlit as st
 
-from attnviz.app.head_links import agreement_note, estimate_flags, estimate_table, head_check_note, heads_text
+from attnviz.app.head_links import (
+    agreement_note,
+    estimate_flags,
+    estimate_table,
+    head_check_note,
+    heads_text,
+    ranked_heads,
+)
 from attnviz.app.loading import cached, cached_job, result_cache
-from attnviz.app.progress import duration_text, progress_bar, time_note
+from attnviz.app.progress import duration_text, price_note, probed, progress_bar, quote, time_note
 from attnviz.app.queue_view import admission, admitted, request_id
 from attnviz.app.state import Settings, valid_choice
 from attnviz.app.widgets import plotly, table
 from attnviz.core.admission import Need
+from attnviz.core.device_speed import device_of
 from attnviz.core.time_agreement import TimeLog, time_verdict
 from attnviz.core.token_display import markdown_text, shown_text
 from attnviz.figures.ablation import make_ablation_change_figure, make_ablation_sweep_figure
@@ -23,7 +31,7 @@ from attnviz.i18n.translate import t
 from attnviz.labs import ablation, attribution, patching
 from attnviz.labs.ablation import AblationResult, AblationSweep
 from attnviz.labs.agreement import agreement as rank_agreement
-from attnviz.labs.agreement import head_check
+from attnviz.labs.agreement import by_size, flag_report, head_check
 from attnviz.models.source import AttentionSource, Capability
 from attnviz.settings import ESTIMATE_TOKENS
 
@@ -110,15 +118,19 @@ def show_sweep(sweep: AblationSweep) -> None:
     if not sweep.complete:
         st.warning(t("ablation.sweep_stopped", done=sweep.n_done, total=sweep.n_heads))
     plotly(make_ablation_sweep_figure(sweep), key="ablation_sweep")
-    st.subheader(t("ablation.ranked", k=ablation.RANKED_K))
-    ranked = sweep.ranked()
+    k = sweep.n_heads if sweep.complete else ablation.RANKED_K  # the whole sweep: every head, sortable
+    st.subheader(t("ablation.ranked", k=k))
+    ranked = sweep.ranked(k)
     if not ranked:
         st.info(t("ablation.ranked_none"))
         return
     top = pd.DataFrame(ranked, columns=["layer", "head", "effect"])
     top["effect"] = top["effect"].map(lambda v: float(f"{v:.4g}"))  # 4 significant digits, as the map's hover
     headers = {"layer": "ablation.col_layer", "head": "ablation.col_head", "effect": f"ablation.col_{sweep.measure}"}
-    table(top, key="ablation_ranked", headers=headers, hide_index=True)
+    st.caption(
+        t("estimate_check.ranked_sweep_lm" if sweep.measure == "kl_mean" else "estimate_check.ranked_sweep_encoder")
+    )
+    ranked_heads(list(top.itertuples(index=False)), "ablation_ranked", list(top.columns), headers)  # a click opens it
 
 
 def sweep_section(source: AttentionSource, settings: Settings, mode: str, view_key: tuple = ()) -> None:
@@ -139,10 +151,13 @@ def sweep_section(source: AttentionSource, settings: Settings, mode: str, view_k
         show_sweep(sweep)
         return
     need = Need(ablation.sweep_bytes(source, sweep_tokens), 0.0)
+    priced_as = ("ablation_sweep_baseline", key)
     baseline = cached(
         "ablation_sweep_baseline",
         key,
-        lambda: ablation.sweep_baseline(source, settings.text, sweep_tokens, mode),
+        probed(
+            priced_as, lambda: ablation.sweep_baseline(source, settings.text, sweep_tokens, mode), device_of(source)
+        ),
         t("ablation.sweep_timing"),
         need,
     )
@@ -154,6 +169,8 @@ def sweep_section(source: AttentionSource, settings: Settings, mode: str, view_k
     if len(values) == len(baseline.heads):  # timing the first pass ran every head: nothing left to ask for
         result_cache().get_or_compute(("ablation_sweep", key), lambda: ablation.sweep_result(baseline, values, {}))
         st.rerun()  # drawn as done, with the estimate above beside it
+    laps = state["laps"] if state else []
+    price = quote(priced_as, baseline.seconds(values), laps, device_of(source))  # what is left, at today's speed
     st.caption(
         t(
             "ablation.sweep_caption",
@@ -162,7 +179,7 @@ def sweep_section(source: AttentionSource, settings: Settings, mode: str, view_k
             limit=limit,
             passes=len(baseline.pieces()),
             rows=baseline.rows,
-            time=about(baseline.seconds(baseline.first)),
+            time=about(price.seconds),
             pass_time=t("ablation.pass_seconds", n=baseline.pass_seconds)
             if baseline.pass_seconds < 10
             else duration_text(baseline.pass_seconds),
@@ -172,23 +189,21 @@ def sweep_section(source: AttentionSource, settings: Settings, mode: str, view_k
         if state is not None and state["status"] == "stopped":
             show_sweep(ablation.sweep_result(baseline, values, state["losses"]))
             time_note(time_verdict(state["laps"], baseline.timed_share))  # the passes done before the stop
-            label = t(
-                "ablation.sweep_continue",
-                left=len(baseline.heads) - len(values),
-                time=about(baseline.seconds(values)),
-            )
+            label = t("prices.continue", left=len(baseline.heads) - len(values), time=about(price.seconds))
         else:
-            label = t("ablation.sweep_run", n=len(baseline.heads), time=about(baseline.seconds(baseline.first)))
+            n, timed = len(baseline.heads), len(baseline.first)
+            label = t("prices.run_sweep", n=n, timed=timed, left=n - timed, time=about(price.seconds))
         st.button(label, key="ablation_sweep_start", on_click=_start, args=(key,), type="primary")
+        st.caption(price_note(price))
         return
     stop = st.empty()
     stop.button(t("ablation.sweep_stop"), key="ablation_sweep_stop", on_click=_stop)
     rid = request_id("ablation_sweep", key)
     with (
-        progress_bar(t("ablation.sweeping")) as progress,
-        admitted(Need(baseline.pass_bytes, baseline.seconds(values)), rid),
+        progress_bar(t("ablation.sweeping"), price_factor=price.factor) as progress,
+        admitted(Need(baseline.pass_bytes, price.seconds), rid),
     ):
-        log = TimeLog(state["laps"], other_requests)
+        log = TimeLog(state["laps"], other_requests, scale=price.factor)
         ablation.run_pieces(source, settings.text, baseline, state["values"], progress, state["losses"], log)
     stop.empty()
     done = ablation.sweep_result(baseline, state["values"], state["losses"])
@@ -210,16 +225,19 @@ def estimate_section(source: AttentionSource, settings: Settings, mode: str, vie
         st.caption(t("heads_matter.estimate_mode", mode=t(f"ablation.mode_{mode}")))
         return
     n_tokens = ablation.token_limit(settings.max_tokens, ESTIMATE_TOKENS)
+    lm = Capability.GENERATE in source.capabilities
+    graddrop = lm and st.checkbox(
+        t("estimate_check.graddrop_option"), key="ablation_graddrop", help=t("estimate_check.graddrop_help")
+    )
     key = (settings.spec, settings.text, n_tokens, mode, *view_key)
     need = Need(attribution.estimate_bytes(source, n_tokens), 0.0)
     estimate = cached_job(
         "ablation_estimate",
-        key,
-        lambda progress: attribution.estimate_ablation(source, settings.text, n_tokens, mode),
+        (*key, graddrop),
+        lambda progress: attribution.estimate_ablation(source, settings.text, n_tokens, mode, graddrop),
         t("heads_matter.estimating"),
         need,
     )
-    lm = Capability.GENERATE in source.capabilities
     measure = t("heads_matter.measure_loss") if lm else t("heads_matter.measure_hidden")
     st.caption(
         t(
@@ -229,6 +247,8 @@ def estimate_section(source: AttentionSource, settings: Settings, mode: str, vie
             seconds=estimate.seconds,
         )
     )
+    if estimate.graddrop is not None:
+        st.caption(t("estimate_check.graddrop_ran", n=source.n_layer, seconds=estimate.seconds))
     plotly(
         make_head_effect_figure(
             estimate.values, title=t("heads_matter.estimate_title", measure=measure), measure=measure, signed=lm
@@ -247,10 +267,25 @@ def estimate_section(source: AttentionSource, settings: Settings, mode: str, vie
     exact_values = None
     if exact is not None:
         exact_values = exact.loss_change if lm and exact.loss_change else exact.values
+    scores = estimate.values if estimate.graddrop is None else estimate.graddrop
     if found and sweep_tokens == n_tokens:
-        agreement_note(rank_agreement(estimate.values, exact_values))
+        agreement_note(rank_agreement(scores, exact_values))
         _head_check(estimate, exact, lm)
-    estimate_table(estimate.ranked(patching.TOP_K), estimate.values, exact_values, "ablation_estimate_ranked")
+    same = lm and exact is not None and bool(exact.loss_change) and (not found or sweep_tokens == n_tokens)
+    k = None if found else patching.TOP_K  # after the whole sweep every head, sortable; before it the top ones
+    ranked = by_size(exact_values, k) if found and same else estimate.ranked(k)
+    estimate_table(
+        ranked,
+        estimate.values,
+        exact_values,
+        "ablation_estimate_ranked",
+        measure=measure,
+        same_measure=same,
+        graddrop=estimate.graddrop,
+        caption=t(
+            "estimate_check.ranked_estimate" if lm else "estimate_check.ranked_estimate_encoder", measure=measure
+        ),
+    )
     if exact is None:
         if st.button(t("heads_matter.confirm", k=len(top)), key="ablation_confirm"):
             with (
@@ -277,7 +312,14 @@ def _head_check(estimate, exact: AblationSweep, lm: bool) -> None:
     """The estimate against the exact effects head by head, where both measure the same thing (an LM's loss
     change); otherwise why only their rankings are compared."""
     if lm and exact.loss_change:
-        head_check_note(head_check(estimate.values, exact.loss_change, estimate.saturated, estimate.cancelling))
+        check = head_check(
+            estimate.values,
+            exact.loss_change,
+            estimate.saturated,
+            estimate.cancelling,
+            graddrop=estimate.graddrop_flagged,
+        )
+        head_check_note(check, flag_report(estimate.values, exact.loss_change, estimate.flags()))
         return
     measures = (
         (t("heads_matter.measure_loss"), t("estimate_agree.exact_kl"))

@@ -7,6 +7,7 @@ import streamlit as st
 from attnviz import settings as limits
 from attnviz.app.loading import cached_job, pair_need
 from attnviz.app.state import Settings, valid_choice
+from attnviz.app.weights_note import generation_note, random_weights_note
 from attnviz.app.widgets import layer_head_picker, plotly, show_error
 from attnviz.core.token_display import markdown_text
 from attnviz.errors import ModelUnavailableError
@@ -35,8 +36,11 @@ def encoder_decoder_steps(source, settings: Settings) -> None:
     except (ModelUnavailableError, ValueError) as err:
         show_error(err)
         return
+    random_weights_note(source)
     st.markdown(t("generation.seq2seq_wrote"))
     st.code(pair.target_text, language=None, wrap_lines=True)
+    written_ids = pair.target_ids
+    generation_note(written_ids, pair.target_text, pair.cross.tokens[1].text if written_ids else "")
     cross = pair.cross
     n_steps = len(pair.target_ids)
     st.caption(t("generation.seq2seq_caption", n_source=len(pair.source_tokens), n_steps=n_steps))

@@ -16,19 +16,21 @@ from attnviz.app.head_links import (
     ranked_heads,
 )
 from attnviz.app.loading import cached, cached_job, result_cache
-from attnviz.app.progress import progress_bar, time_note
+from attnviz.app.progress import price_note, probed, progress_bar, quote, time_note
 from attnviz.app.queue_view import admitted, request_id
 from attnviz.app.state import Settings, valid_choice
-from attnviz.app.widgets import plotly, show_error
+from attnviz.app.widgets import layer_head_picker, plotly, show_error, show_info
 from attnviz.core.admission import Need
+from attnviz.core.device_speed import device_of
 from attnviz.core.time_agreement import TimeLog, time_verdict
 from attnviz.core.token_display import markdown_text, visible_text
 from attnviz.figures.base import hover_text
 from attnviz.figures.heads_matter import make_head_effect_figure, make_positions_figure
+from attnviz.figures.position_patching import make_position_patch_figure
 from attnviz.i18n.translate import t
-from attnviz.labs import attribution, patching
+from attnviz.labs import attribution, corruption, patching
 from attnviz.labs.ablation import token_limit
-from attnviz.labs.agreement import head_check
+from attnviz.labs.agreement import flag_report, head_check
 from attnviz.labs.direct_logits import direct_logit_attribution
 from attnviz.models.readings import Verdict
 from attnviz.models.source import AttentionSource, Capability
@@ -37,6 +39,7 @@ from pages.widgets.ablation import about, other_requests
 
 PATCH_STATE = "patch_state"  # session state: {"key", "values" {head: M}, "laps", "status"} of its exact patching
 PATCH_TIMING = "patch_timing"  # session state: {"key", "laps", "share"} of the patching this session finished
+POSITIONS_STATE = "patch_positions_state"  # session state: {"key", "values" {position: M}, "status"}
 RANKED_K = 10
 
 
@@ -51,9 +54,11 @@ def _stop() -> None:
         state["status"] = "stopped"
 
 
-def _metric(source: AttentionSource, settings: Settings, n_tokens: int, corrupt: str) -> patching.Metric:
-    """The metric picker: an LM's logit difference (two tokens, by default each text's most likely next token),
-    loss or KL; an encoder's hidden-state distance."""
+def _metric(
+    source: AttentionSource, settings: Settings, n_tokens: int, clean: str, corrupt: str, swapped: tuple[str, ...]
+) -> patching.Metric:
+    """The metric picker: an LM's logit difference (two tokens, by default each text's most likely next token, or
+    another B where they agree: :func:`patching.default_tokens`), loss or KL; an encoder's hidden-state distance."""
     if Capability.GENERATE not in source.capabilities:
         st.caption(t("patching.encoder_metric"))
         return patching.Metric("hidden")
@@ -69,17 +74,12 @@ def _metric(source: AttentionSource, settings: Settings, n_tokens: int, corrupt:
         return patching.Metric(kind)
     defaults = cached(
         "patch_defaults",
-        (settings.spec, settings.text, corrupt, n_tokens),
-        lambda: (
-            patching.top_next_token(source, settings.text, n_tokens),
-            patching.top_next_token(source, corrupt, n_tokens),
-        ),
+        (settings.spec, clean, corrupt, n_tokens, swapped),
+        lambda: patching.default_tokens(source, clean, corrupt, n_tokens, swapped),
         t("patching.reading_defaults"),
     )
-    clean_top, corrupt_top = defaults
-    if clean_top:  # each text's own answer, until the reader types other tokens
-        other = corrupt_top[0] if corrupt_top and corrupt_top[0] != clean_top[0] else clean_top[-1]
-        proposed = (clean_top[0], other)
+    if defaults is not None:  # each text's own answer, until the reader types other tokens
+        proposed = (defaults.a, defaults.b)
         shown = (st.session_state.get("patch_token_a"), st.session_state.get("patch_token_b"))
         if "patch_token_a" not in st.session_state or shown == st.session_state.get("patch_tokens_proposed"):
             st.session_state.patch_token_a, st.session_state.patch_token_b = proposed
@@ -88,32 +88,46 @@ def _metric(source: AttentionSource, settings: Settings, n_tokens: int, corrupt:
     token_a = left.text_input(t("patching.token_a"), key="patch_token_a")
     token_b = right.text_input(t("patching.token_b"), key="patch_token_b")
     st.caption(t("patching.tokens_caption"))
+    if defaults is not None and defaults.note is not None and (token_a, token_b) == (defaults.a, defaults.b):
+        show_info(defaults.note)  # the two texts agree on their answer: why B is another token
     return patching.Metric("logit-diff", (token_a, token_b))
 
 
 def patch_section(source: AttentionSource, settings: Settings) -> None:
-    """The clean text (the sidebar's) and a corrupted one; the metric on both; every head's estimated restored
-    fraction at once, then exact patching of the top heads (one click) or of every head (stoppable)."""
+    """The clean text (the sidebar's) and a corrupted one, proposed from it until the reader types one
+    (:func:`corruption.propose`: a swap, or the built-in example pair, clean text and all); the metric on both; every
+    head's estimated restored fraction at once, then exact patching of the top heads (one click) or of every head
+    (stoppable), and one head position by position."""
     n_tokens = token_limit(settings.max_tokens, PATCH_TOKENS)
-    if st.session_state.get("patch_corrupt", settings.text) == st.session_state.get(
-        "patch_corrupt_from", settings.text
+    proposal = cached(
+        "patch_proposal",
+        (settings.spec, settings.text, n_tokens),
+        lambda: corruption.propose(source, settings.text, n_tokens),
+        t("patch_proposal.proposing"),
+    )
+    if st.session_state.get("patch_corrupt", proposal.corrupt) == st.session_state.get(
+        "patch_corrupt_from", proposal.corrupt
     ):
-        st.session_state.patch_corrupt = settings.text  # the sidebar's text until the reader edits it
-    st.session_state.patch_corrupt_from = settings.text
+        st.session_state.patch_corrupt = proposal.corrupt  # the proposal until the reader edits it: theirs is kept
+    st.session_state.patch_corrupt_from = proposal.corrupt
     corrupt = st.text_area(t("patching.corrupt"), key="patch_corrupt", height=80)
     st.caption(t("patching.corrupt_caption", tokens=n_tokens))
-    metric = _metric(source, settings, n_tokens, corrupt)
+    proposed = corrupt == proposal.corrupt
+    clean = proposal.clean if proposed else settings.text  # the built-in example's clean text while it is shown
+    if proposed:
+        show_info(proposal.message)
+    metric = _metric(source, settings, n_tokens, clean, corrupt, proposal.swapped if proposed else ())
     if metric.kind == "logit-diff" and not all(metric.tokens):
         st.info(t("patching.give_tokens"))
         return
-    key = (settings.spec, settings.text, corrupt, n_tokens, metric)
+    key = (settings.spec, clean, corrupt, n_tokens, metric)
     need = Need(attribution.estimate_bytes(source, n_tokens) * 2, 0.0)
 
     def job(progress) -> patching.EstimatedPair:
-        pair = patching.run_pair(source, settings.text, corrupt, n_tokens, metric)
+        pair = patching.run_pair(source, clean, corrupt, n_tokens, metric)
         if pair.gap == 0:
             return patching.EstimatedPair(pair, None)
-        return patching.EstimatedPair(pair, attribution.estimate_patching(source, pair, settings.text, corrupt))
+        return patching.EstimatedPair(pair, attribution.estimate_patching(source, pair, clean, corrupt))
 
     found_pair = cached_job("patch_estimate", key, job, t("patching.estimating"), need)
     pair, estimate = found_pair.pair, found_pair.estimate
@@ -156,9 +170,12 @@ def patch_section(source: AttentionSource, settings: Settings) -> None:
     if len(values) >= 2:
         agreement_note(result.agreement())
     if values:  # the same measure on both sides (the fraction restored): compared head by head too
-        head_check_note(head_check(estimate.values, result.effects, estimate.saturated, estimate.cancelling))
-    ranked = result.ranked(RANKED_K) if len(values) == pair.n_layer * pair.n_head else estimate.ranked(RANKED_K)
-    estimate_table(ranked, estimate.values, result.effects, "patch_ranked")
+        check = head_check(
+            estimate.values, result.effects, estimate.saturated, estimate.cancelling, graddrop=estimate.graddrop_flagged
+        )
+        head_check_note(check, flag_report(estimate.values, result.effects, estimate.flags()))
+    ranked = result.ranked() if len(values) == pair.n_layer * pair.n_head else estimate.ranked(RANKED_K)  # all once run
+    estimate_table(ranked, estimate.values, result.effects, "patch_ranked", measure=measure)
     top = patching.confirm(estimate)
     if not confirmed_found and not found and st.button(t("heads_matter.confirm", k=len(top)), key="patch_confirm"):
         need = Need(attribution.estimate_bytes(source, pair.n_tokens), 0.0)
@@ -172,22 +189,97 @@ def patch_section(source: AttentionSource, settings: Settings) -> None:
         _exact_section(source, pair, key, state)
     elif (timing := st.session_state.get(PATCH_TIMING)) is not None and timing["key"] == key:
         time_note(time_verdict(timing["laps"], timing["share"]))  # this session ran it: the time beside the price
+    _positions_section(source, pair, key, ranked[0][:2] if ranked else (0, 0))  # priced by the plan timed above
+
+
+def _start_positions(key: tuple) -> None:
+    state = st.session_state.get(POSITIONS_STATE)
+    kept = state["values"] if state and state["key"] == key else {}  # Continue keeps a stop's positions
+    st.session_state[POSITIONS_STATE] = {"key": key, "values": kept, "status": "running"}
+
+
+def _stop_positions() -> None:
+    if (state := st.session_state.get(POSITIONS_STATE)) is not None:
+        state["status"] = "stopped"
+
+
+def _positions_section(source: AttentionSource, pair: patching.RunPair, key: tuple, top: tuple[int, int]) -> None:
+    """One head (the top-ranked one by default) patched at one position at a time, priced and stoppable like
+    every head's patching: a bar a token, the fraction each position restores."""
+    st.subheader(t("patch_positions.title"))
+    st.caption(t("patch_positions.caption", n=pair.n_tokens))
+    if "patch_positions_layer" not in st.session_state:
+        st.session_state.patch_positions_layer, st.session_state.patch_positions_head = top
+    layer, head = layer_head_picker(pair.n_layer, pair.n_head, "patch_positions", with_mean=False)
+    head_key = (*key, (int(layer), int(head)))
+    found, values = result_cache().lookup(("patch_positions", head_key))
+    if found:
+        result = patching.positions_result(pair, (int(layer), int(head)), values)
+        plotly(
+            make_position_patch_figure(
+                result.fractions,
+                pair.clean_tokens,
+                title=t("patch_positions.figure_title", layer=layer, head=head),
+                measure=t("patching.fraction"),
+            ),
+            key="patch_positions_map",
+        )
+        return
+    state = st.session_state.get(POSITIONS_STATE)
+    state = state if state is not None and state["key"] == head_key else None
+    done = dict(state["values"]) if state else {}
+    if state is None or state["status"] != "running":
+        need = Need(attribution.estimate_bytes(source, pair.n_tokens), 0.0)
+        priced_as = ("patch_plan", key)  # every head's timing passes, as the exact section times them
+        plan_job = probed(priced_as, lambda: patching.plan_patching(source, pair), device_of(source))
+        plan = cached("patch_plan", key, plan_job, t("patching.timing"), need)
+        seconds = plan.positions_seconds((layer, head), pair.n_tokens - len(done))
+        price = about(quote(priced_as, seconds, None, device_of(source)).seconds)
+        if state is not None and state["status"] == "stopped":
+            st.warning(t("patch_positions.stopped", done=len(done), total=pair.n_tokens))
+            label = t("patch_positions.continue", left=pair.n_tokens - len(done), time=price)
+        else:
+            label = t("patch_positions.run", layer=layer, head=head, n=pair.n_tokens, time=price)
+        st.button(label, key="patch_positions_start", on_click=_start_positions, args=(head_key,))
+        return
+    stop = st.empty()
+    stop.button(t("patching.stop"), key="patch_positions_stop", on_click=_stop_positions)
+    finished = False
+    try:  # any interruption leaves it stopped, its positions kept: Continue resumes it
+        with (
+            progress_bar(t("patch_positions.running", layer=layer, head=head)) as progress,
+            admitted(Need(attribution.estimate_bytes(source, pair.n_tokens), 0.0), request_id("patch_pos", head_key)),
+        ):
+            patching.patch_positions(source, pair, (int(layer), int(head)), progress, state["values"])
+        finished = True
+    finally:
+        if not finished:
+            state["status"] = "stopped"
+    stop.empty()
+    result_cache().get_or_compute(("patch_positions", head_key), lambda: dict(state["values"]))
+    st.session_state.pop(POSITIONS_STATE, None)
+    st.rerun()
 
 
 def _exact_section(source: AttentionSource, pair: patching.RunPair, key: tuple, state: dict | None) -> None:
     """Every head patched exactly, a pass at a time; a Stop keeps the passes done, Continue runs the rest."""
     need = Need(attribution.estimate_bytes(source, pair.n_tokens), 0.0)
-    plan = cached("patch_plan", key, lambda: patching.plan_patching(source, pair), t("patching.timing"), need)
+    priced_as = ("patch_plan", key)
+    plan_job = probed(priced_as, lambda: patching.plan_patching(source, pair), device_of(source))
+    plan = cached("patch_plan", key, plan_job, t("patching.timing"), need)
     done = {**plan.done, **(state["values"] if state else {})}
     total = len(plan.heads)
+    price = quote(priced_as, plan.seconds(done), state["laps"] if state else [], device_of(source))  # what is left
     if state is None or state["status"] != "running":
         if state is not None and state["status"] == "stopped":
             st.warning(t("patching.stopped", done=len(done), total=total))
             time_note(time_verdict(state["laps"], plan.timed_share))  # the passes done before the stop
-            label = t("patching.continue", left=total - len(done), time=about(plan.seconds(done)))
+            label = t("prices.continue", left=total - len(done), time=about(price.seconds))
         else:
-            label = t("patching.run", n=total, time=about(plan.seconds()))
+            timed = len(plan.done)
+            label = t("prices.run_patch", n=total, timed=timed, left=total - timed, time=about(price.seconds))
         st.button(label, key="patch_start", on_click=_start, args=(key,))
+        st.caption(price_note(price))
         return
     stop = st.empty()
     stop.button(t("patching.stop"), key="patch_stop", on_click=_stop)
@@ -195,12 +287,10 @@ def _exact_section(source: AttentionSource, pair: patching.RunPair, key: tuple, 
     finished = False
     try:  # any interruption (a click elsewhere, an error) leaves it stopped, its passes kept: Continue resumes it
         with (
-            progress_bar(t("patching.patching")) as progress,
-            admitted(
-                Need(attribution.estimate_bytes(source, pair.n_tokens), plan.seconds(done)), request_id("patch", key)
-            ),
+            progress_bar(t("patching.patching"), price_factor=price.factor) as progress,
+            admitted(Need(attribution.estimate_bytes(source, pair.n_tokens), price.seconds), request_id("patch", key)),
         ):
-            log = TimeLog(state["laps"], other_requests)
+            log = TimeLog(state["laps"], other_requests, scale=price.factor)
             patching.patch_heads(source, pair, plan.heads, progress, state["values"], log, plan.piece_seconds)
         finished = True
     finally:

@@ -74,9 +74,10 @@ def ids(source, text: str) -> torch.Tensor:
     return torch.tensor([source.encode(text, 32).ids])  # (1, T)
 
 
-def patched_logits(source, projection, cut: slice) -> torch.Tensor:
-    """The corrupted text's last logits (vocab,) float64, with ``cut`` of ``projection``'s input taken from the clean
-    text's pass: one pre-hook reads it, another writes it, each on a single pass."""
+def patched_logits(source, projection, cut: slice, positions: slice | list[int] = slice(None)) -> torch.Tensor:
+    """The corrupted text's last logits (vocab,) float64, with ``cut`` of ``projection``'s input at ``positions``
+    (default every one) taken from the clean text's pass: one pre-hook reads it, another writes it, each on a single
+    pass."""
     kept = {}
     hook = projection.register_forward_pre_hook(lambda _, args: kept.setdefault("x", args[0].clone()))
     try:
@@ -87,7 +88,7 @@ def patched_logits(source, projection, cut: slice) -> torch.Tensor:
 
     def patch(_, args):
         x = args[0].clone()
-        x[..., cut] = kept["x"][..., cut]  # (1, T, n_head * head_dim): one head's slice
+        x[:, positions, cut] = kept["x"][:, positions, cut]  # (1, T, n_head * head_dim): one head's slice
         return (x, *args[1:])
 
     hook = projection.register_forward_pre_hook(patch)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -160,14 +160,16 @@ class LeakTest:
         tested = self.change[~torch.isnan(self.change)]
         return float(tested.max()) if tested.numel() else 0.0
 
-    def describe(self) -> Message:
-        """What was done and what it found, in Markdown with the numbers."""
+    def describe(self, queries: Sequence[int] = ()) -> Message:
+        """What was done and what it found, in Markdown with the numbers: which rows were tested, and which were
+        not and why. queries: a decode step's query rows (the text's last), named as such where untested."""
         if not self.cuts:
             return msg("mask_verdict.leak_nothing_to_test")
         done = msg("mask_effects.done", cuts=", ".join(map(str, self.cuts)))
-        untested = ""  # the rows it could not test (NaN), and those it did not test at once (too many cuts)
-        if self.nan_rows:
-            untested = msg("mask_verdict.leak_nan_rows", n=len(self.nan_rows), rows=positions_text(self.nan_rows))
+        untested = self.rows_said(queries)  # the rows tested; those it could not test (NaN, after the last cut, a
+        if self.nan_rows:  # decode step's last query), and those it did not test at once (too many cuts)
+            nan = msg("mask_verdict.leak_nan_rows", n=len(self.nan_rows), rows=positions_text(self.nan_rows))
+            untested = concat(untested, nan)
         if self.missed:
             missed = msg("mask_verdict.leak_missed", n=len(self.missed), rows=positions_text(self.missed))
             untested = concat(untested, missed)
@@ -177,6 +179,34 @@ class LeakTest:
             return msg("mask_effects.leaks", done=done, n=n, s=PluralS(n), rows=rows, change=change, nan=untested)
         n = len(self.tested_rows)
         return msg("mask_effects.no_leak", done=done, n=n, s=PluralS(n), change=change, nan=untested)
+
+    def rows_said(self, queries: Sequence[int] = ()) -> Message:
+        """Which rows the test checked, and which rows at or after the last cut it could not check and why (no
+        token after them was changed): a decode step's queries (``queries``) by that name."""
+        tested = self.tested_rows
+        said = msg("mask_leak_rows.tested", rows=ranges_text(tested), s=PluralS(len(tested))) if tested else ""
+        last_cut, T = max(self.cuts), self.change.shape[0]
+        after = [r for r in range(last_cut, T) if r not in tested and r not in self.nan_rows]
+        steps = [r for r in after if r in set(queries)]
+        others = [r for r in after if r not in set(queries)]
+        if others:
+            cut = msg("mask_leak_rows.after_last_cut", rows=ranges_text(others), s=PluralS(len(others)), cut=last_cut)
+            said = concat(said, cut)
+        if steps:
+            key = "mask_leak_rows.decode_query_one" if len(steps) == 1 else "mask_leak_rows.decode_queries"
+            said = concat(said, msg(key, rows=ranges_text(steps), cut=last_cut))
+        return said
+
+
+def ranges_text(positions: Sequence[int]) -> str:
+    """Positions as runs: [0, 1, 2, 3, 7, 9, 10] -> "0–3, 7, 9–10"."""
+    runs: list[list[int]] = []
+    for p in sorted(positions):
+        if runs and p == runs[-1][1] + 1:
+            runs[-1][1] = p
+        else:
+            runs.append([p, p])
+    return ", ".join(str(a) if a == b else f"{a}–{b}" for a, b in runs)
 
 
 def positions_text(positions: list[int], limit: int = 8) -> str:

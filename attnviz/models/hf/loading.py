@@ -15,13 +15,14 @@ import torch
 
 from attnviz import settings
 from attnviz.core.devices import Placement
+from attnviz.core.files import printable, shown_path
 from attnviz.core.memory_errors import is_out_of_memory, memory_errors, one_line
 from attnviz.errors import ModelUnavailableError, first_line
 from attnviz.i18n.message import msg
 from attnviz.models.hf.attention import IMPLEMENTATION, register
 from attnviz.models.hf.bundled import Progress
 from attnviz.models.hf.paths import resolve_source
-from attnviz.models.hf.placement import chosen_dtype, load_arguments, main_device
+from attnviz.models.hf.placement import chosen_dtype, disk_note, load_arguments, main_device
 from attnviz.models.hf.source import HFSource, attention_modules
 from attnviz.models.hf.text_model import (
     checkpoint_keys,
@@ -296,6 +297,14 @@ def check_loading(info: dict, name: str, multimodal: bool = False) -> None:
         raise ModelUnavailableError(msg(key, name=name, key=missing[0], more=more))
 
 
+def report_disk(model: torch.nn.Module, name: str, report: Progress) -> None:
+    """Say through ``report`` (its own line, message key ``placement.on_disk``) how much of the model a device map
+    left on disk, read back for every pass; nothing when none of it is there."""
+    note = disk_note(model, name)
+    if note is not None:
+        report(1.0, note)
+
+
 def _stacks(config) -> list:
     """An encoder-decoder's configs to check: its ``encoder`` and ``decoder`` sections where it has them as configs
     of their own (T5Gemma), else the config itself."""
@@ -339,6 +348,7 @@ def _load_seq2seq(where, name: str, config, device: str, placement: Placement, s
             msg("model_errors.could_not_run", name=name, error=first_line(err), n=PROBE_TOKENS)
         ) from err
     report(1.0, msg("model_errors.loaded", name=name))
+    report_disk(model, name, report)
     return Seq2SeqSource(
         name=name,
         source=where,
@@ -371,11 +381,58 @@ def load_hf_source(
         return _load(source, device, allow_pickle, progress, placement)
 
 
+HUB_PROBE_TIMEOUT_S = 3.0  # one try: transformers' own downloads retry for most of a minute without a network
+
+
+def hub_unreachable(endpoint: str, timeout: float = HUB_PROBE_TIMEOUT_S) -> str | None:
+    """Why ``endpoint`` gave no answer within ``timeout`` seconds (one line), None when it answered at all."""
+    import urllib.error
+    import urllib.request
+
+    try:
+        urllib.request.urlopen(urllib.request.Request(endpoint, method="HEAD"), timeout=timeout).close()
+    except urllib.error.HTTPError:
+        return None  # an answer, whatever its status: the hub is there
+    except (OSError, ValueError) as err:
+        return first_line(getattr(err, "reason", None) or err) or type(err).__name__
+    return None
+
+
+def check_hub_id(repo_id: str, name: str) -> None:
+    """For a hub id that is not in the local Hugging Face cache: ModelUnavailableError at once, in one line, when
+    the hub is off (``HF_HUB_OFFLINE``) or does not answer one short probe, before transformers' downloads would
+    retry it for most of a minute. An id the cache holds, or one the hub answers for, goes on to be loaded."""
+    from huggingface_hub import constants, try_to_load_from_cache
+
+    try:
+        if isinstance(try_to_load_from_cache(repo_id, "config.json"), str):
+            return
+    except Exception:  # not a valid hub id: transformers says so, at once and in one line, as it always has
+        return
+    cache = shown_path(constants.HF_HUB_CACHE)
+    if constants.HF_HUB_OFFLINE:
+        raise ModelUnavailableError(msg("model_hub.offline", name=name, cache=cache))
+    reason = hub_unreachable(constants.ENDPOINT)
+    if reason is not None:
+        raise ModelUnavailableError(
+            msg(
+                "model_hub.unreachable",
+                name=name,
+                cache=cache,
+                endpoint=constants.ENDPOINT,
+                seconds=HUB_PROBE_TIMEOUT_S,
+                reason=reason,
+            )
+        )
+
+
 def _load(source: str, device: str, allow_pickle: bool, progress: Progress | None, placement: Placement) -> HFSource:
     from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoTokenizer
 
     register()
     where, name, safetensors = resolve_source(source, progress, allow_pickle, before_weights=_text_model_first)
+    if where == source and not Path(where).is_dir():  # a hub id (a folder or a bundled model resolves to a path)
+        check_hub_id(where, repr(printable(source)))
     report = progress or (lambda fraction, message: None)
     report(0.9, msg("model_errors.loading", name=name))
     try:
@@ -453,6 +510,7 @@ def _load(source: str, device: str, allow_pickle: bool, progress: Progress | Non
     if route == "interface":
         causal = any(m.is_causal for m in modules) if modules else bool(getattr(config, "is_decoder", False))
     report(1.0, msg("model_errors.loaded", name=name))
+    report_disk(model, name, report)
     return HFSource(
         name=name,
         source=source,

@@ -20,6 +20,7 @@ from attnviz.core.devices import (
     resolve_dtype,
     torch_dtype,
 )
+from attnviz.i18n.message import Message, msg
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt")
 _LAYER = re.compile(r"^(.*?)(\d+)$")
@@ -32,6 +33,17 @@ def stored_dtype(config) -> str | None:
         return None
     name = dtype_name(value)
     return name if name in DTYPE_BYTES else None
+
+
+def checkpoint_dtype(source) -> str | None:
+    """The dtype a loaded source's checkpoint stores its weights in, from its own config file (the loaded model's
+    config says the dtype it runs in, which "auto" may have changed); None when it says none."""
+    from transformers import AutoConfig
+
+    try:
+        return stored_dtype(AutoConfig.from_pretrained(source.source, local_files_only=True))
+    except (OSError, ValueError, KeyError):  # a config only its remote code reads, or a hub id gone from disk
+        return None
 
 
 def weight_bytes(where: str) -> int | None:
@@ -112,6 +124,50 @@ def placement_runs(model) -> list[tuple[str, str]]:
         else:
             runs.append((prefix, index, index, device))
     return [(p + (f if f == last else f"{f}–{last}"), device) for p, f, last, device in runs]
+
+
+def _bytes_text(n_bytes: int) -> str:
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n_bytes >= size:
+            return f"{n_bytes / size:,.1f} {unit}"
+    return f"{n_bytes:,} B"
+
+
+def _new_bytes(module, seen: set[int]) -> int:
+    """The bytes of ``module``'s parameters not already in ``seen`` (which it adds them to)."""
+    fresh = [p for p in module.parameters() if id(p) not in seen]
+    seen.update(id(p) for p in fresh)
+    return sum(p.numel() * p.element_size() for p in fresh)
+
+
+def disk_note(model, name: str) -> Message | None:
+    """What a device map left on disk, as one line: how many of the weights' bytes and of the layers (or of the
+    map's parts, for a model it did not split by layer) accelerate offloaded, read back for every pass; None when
+    nothing is on disk."""
+    mapping = device_map_of(model)
+    if "disk" not in mapping.values():
+        return None
+    seen: set[int] = set()  # a tied weight (the embedding and the LM head) counted once, where it first appears
+    sizes = {part: _new_bytes(model.get_submodule(part), seen) for part in mapping}
+    total = sum(sizes.values())
+    on_disk = sum(size for part, size in sizes.items() if mapping[part] == "disk")
+    layers = [part for part in mapping if _LAYER.match(part)]
+    n_layers_on_disk = sum(mapping[part] == "disk" for part in layers)
+    n_on_disk = sum(device == "disk" for device in mapping.values())
+    if len(mapping) == 1:  # {"": "disk"}: not split at all
+        counted = msg("placement.on_disk_whole")
+    elif layers:
+        counted = msg("placement.on_disk_layers", n=n_layers_on_disk, total=len(layers))
+    else:
+        counted = msg("placement.on_disk_parts", n=n_on_disk, total=len(mapping))
+    return msg(
+        "placement.on_disk",
+        name=name,
+        on_disk=_bytes_text(on_disk),
+        total=_bytes_text(total),
+        share=on_disk / total if total else 1.0,
+        layers=counted,
+    )
 
 
 def model_dtype(model) -> str:

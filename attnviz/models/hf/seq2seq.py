@@ -44,6 +44,7 @@ from attnviz.models.source import (
     Stack,
     running,
 )
+from attnviz.models.weights_check import REFERENCE_TEXT, REFERENCE_TOKENS, WeightsCheck, from_logits, norms_at_init
 
 MAX_GENERATE = settings.MAX_TARGET_GENERATED
 CROSS_MODULE = re.compile(r"encoder_attn|encdecattention|cross|src_attn", re.IGNORECASE)  # a decoder's cross-attention
@@ -247,8 +248,20 @@ class Seq2SeqSource(HFSource):
             do_sample=False,
             num_beams=1,
             decoder_start_token_id=self.start_id,
+            **self._generation_cache(),
         )  # (1, 1 + n): the start token, then what it wrote
         return tuple(out[0, 1:].tolist())
+
+    def _generation_cache(self) -> dict:
+        """``generate``'s cache argument: none (its own) unless the decoder has more layers than the config's
+        ``num_hidden_layers`` (T5's ``num_decoder_layers`` > ``num_layers``), which transformers sizes its cache by
+        (an IndexError at the first extra layer); then caches that grow a layer at a time as the decoder fills them."""
+        from transformers.cache_utils import DynamicCache, EncoderDecoderCache
+
+        n_decoder_layer = self.kind_shapes["decoder"][0]
+        if n_decoder_layer <= (getattr(self.config, "num_hidden_layers", None) or n_decoder_layer):
+            return {}
+        return {"cache": EncoderDecoderCache(DynamicCache(), DynamicCache())}
 
     def target(self, text: str, target: str | None, max_tokens: int, n_generate: int = 0) -> Encoding:
         """The target the decoder reads on ``text``: ``target`` (teacher-forced), or with ``n_generate`` > 0 the
@@ -356,6 +369,22 @@ class Seq2SeqSource(HFSource):
             on_pads = [w.float().cpu()[b][:, rows[b]][..., ~keys[b]] for w in layers for b in range(len(texts))]
             worst[kind] = max((float(x.max()) for x in on_pads if x.numel()), default=0.0)
         return worst
+
+    @functools.cached_property
+    def weights_check(self) -> WeightsCheck:
+        """Whether the weights look trained (attnviz.models.weights_check), measured once per load: the decoder's
+        loss on the reference text, teacher-forced over the same text as its source."""
+        source = self.encode(REFERENCE_TEXT, REFERENCE_TOKENS).ids
+        target = self.encode_target(REFERENCE_TEXT, REFERENCE_TOKENS).ids
+        with torch.no_grad(), running(self.name, self.device):
+            out = self.whole(
+                input_ids=torch.tensor([source], device=self.device),
+                attention_mask=torch.ones(1, len(source), dtype=torch.long, device=self.device),
+                decoder_input_ids=torch.tensor([[self.start_id, *target]], device=self.device),
+                use_cache=False,
+                return_dict=True,
+            )
+        return from_logits(out.logits[0, :-1], torch.tensor(target), "target", norms_at_init(self.whole))
 
     def ablation_view(self, kind: str, target: str | None, n_generate: int = 0) -> TargetView:
         """This model seen from one kind of its heads and one target, as the Ablation page reads a source: its

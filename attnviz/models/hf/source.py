@@ -1,30 +1,24 @@
 """A Hugging Face encoder or decoder as an :class:`~attnviz.models.source.AttentionSource`.
 
-The model is loaded with ``attn_implementation="attnviz"`` (see
-:mod:`attnviz.models.hf.attention`), so its real layers call attnviz's attention:
-captured in bounded memory for :meth:`HFSource.run`, torch's fused kernel for
-generation, the model's own eager code for the parity reference. It is shared
-read-only between sessions.
+The model is loaded with ``attn_implementation="attnviz"`` (see :mod:`attnviz.models.hf.attention`), so its real
+layers call attnviz's attention: captured in bounded memory for :meth:`HFSource.run`, torch's fused kernel for
+generation, the model's own eager code for the parity reference. It is shared read-only between sessions.
 
-Whether a model is causal is read from what transformers loads, its attention
-modules' ``is_causal``, not from the config's ``architectures`` list (which may
-name a base class such as ``LlamaModel``, or be missing).
+Whether a model is causal is read from what transformers loads, its attention modules' ``is_causal``, not from the
+config's ``architectures`` list (which may name a base class such as ``LlamaModel``, or be missing).
 
-Two routes, chosen at load time from the model's class (see
-:mod:`attnviz.models.hf.loading`):
+Two routes, chosen at load time from the model's class (see :mod:`attnviz.models.hf.loading`):
 
-- ``"interface"``: the architecture calls transformers' ``AttentionInterface``,
-  so the capture sees q, k and v and keeps O(T) per head (the default);
-- ``"eager"``: it does not (BLOOM, Falcon, DeBERTa-v2, MPNet, ...), so the
-  model runs its own eager attention with ``output_attentions=True`` and the
-  record is built from the full weights it returns
-  (:func:`attnviz.core.capture.capture_weights`). That is O(T²) per head, so a
-  run is bounded before it starts (:meth:`HFSource.eager_bytes`), and what needs
-  q and k (logit parts, Scaling, the Mask lab's tests, parity) is not offered.
-  The route's own code lives in :mod:`attnviz.models.hf.eager`.
+- ``"interface"``: the architecture calls transformers' ``AttentionInterface``, so the capture sees q, k and v and
+  keeps O(T) per head (the default);
+- ``"eager"``: it does not (BLOOM, Falcon, DeBERTa-v2, MPNet, ...), so the model runs its own eager attention with
+  ``output_attentions=True`` and the record is built from the full weights it returns
+  (:func:`attnviz.core.capture.capture_weights`). That is O(T²) per head, so a run is bounded before it starts
+  (:meth:`HFSource.eager_bytes`), and what needs q and k (logit parts, Scaling, the Mask lab's tests, parity) is
+  not offered. The route's own code lives in :mod:`attnviz.models.hf.eager`.
 
-The forward hooks that read a pass of the shared model for one thread (its last
-hidden states, what entered a layer) are :mod:`attnviz.models.hf.hooks`.
+The forward hooks that read a pass of the shared model for one thread (its last hidden states, what entered a
+layer) are :mod:`attnviz.models.hf.hooks`.
 """
 
 from __future__ import annotations
@@ -55,9 +49,10 @@ from attnviz.models.hf.attention import IMPLEMENTATION, capturing, overriding_ma
 from attnviz.models.hf.hooks import last_hidden, layer_inputs
 from attnviz.models.hf.kv import HFDecoder, prefill_kv
 from attnviz.models.hf.parity import available_bugs, bug_title, layer_copy, real_layers, reproduce, rotation, supports
-from attnviz.models.hf.placement import placement_runs
+from attnviz.models.hf.placement import checkpoint_dtype, placement_runs
 from attnviz.models.hf.projections import Projections, eager_output_projections, find_output_projections
 from attnviz.models.hf.rope import rope_frequencies
+from attnviz.models.hf.weights import check_weights
 from attnviz.models.record import AttentionRecord, BatchRecord, GenerationRecord, ModelOutputs, Parity
 from attnviz.models.resume import CachedLayers
 from attnviz.models.source import (
@@ -104,6 +99,8 @@ class HFSource:
     def dtype(self) -> torch.dtype:
         """What the weights and activations are in: the checkpoint's own, or what the user chose."""
         return next(p.dtype for p in self.model.parameters() if p.is_floating_point())
+
+    stored_dtype = functools.cached_property(checkpoint_dtype)  # the checkpoint's own, from its config file
 
     @property
     def placement(self) -> tuple[tuple[str, str], ...]:
@@ -553,6 +550,7 @@ class HFSource:
         return self._unembedding
 
     _unembedding = functools.cached_property(head_unembedding)  # checked once per loaded model
+    weights_check = functools.cached_property(check_weights)  # whether they look trained: one pass, once per load
 
     @functools.cached_property
     def _layers(self) -> torch.nn.ModuleList | str:

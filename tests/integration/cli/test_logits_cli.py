@@ -45,7 +45,8 @@ def sum_bound(smollm2, position: int, token_id: int) -> float:
 def test_the_json_contract(capsys, smollm2):
     value = logits_of(capsys, "--token", " Mary")
     assert set(value) == KEYS
-    assert value["tokens"][-1] == "to" and value["token"] == " Mary" and value["position"] == len(value["tokens"]) - 1
+    assert value["tokens"][-1] == " to" and value["token"] == " Mary" and value["position"] == len(value["tokens"]) - 1
+    assert value["tokens"][:2] == ["When", " Mary"]  # each token's own text, its leading space kept (issue 37)
     assert len(value["heads"]) == 30 and all(len(row) == 9 for row in value["heads"])
     total = sum(v for row in value["heads"] for v in row) + value["rest"]
     token_id = smollm2.token_ids(" Mary")[0]

@@ -61,3 +61,24 @@ def test_a_target_for_a_model_of_one_text_is_one_line():
     assert proc.returncode == 2
     assert "--target and --generate are for encoder-decoders" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_generating_on_a_decoder_deeper_than_its_encoder(tmp_path):
+    """transformers sizes generate's cache by the config's num_hidden_layers (T5's num_layers, the encoder's):
+    with three decoder layers on two encoder layers the third failed with "list index out of range"."""
+    import torch
+
+    from attnviz.models.hf.loading import load_hf_source
+
+    deep = tiny_seq2seq(tmp_path / "t5", "t5", num_layers=2, num_decoder_layers=3)
+    proc = attnviz("heads", "The cat sat.", "--model", deep, "--generate", "4", "--json", "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["n_layer"] == 2 and result["n_decoder_layer"] == 3 and result["generated"] is True
+    source = load_hf_source(str(deep))
+    ids = source.encode("The cat sat.", 64).ids
+    uncached = source.whole.generate(
+        input_ids=torch.tensor([ids]), max_new_tokens=4, min_new_tokens=1, do_sample=False, num_beams=1,
+        decoder_start_token_id=source.start_id, use_cache=False,
+    )  # fmt: skip
+    assert source.greedy_target(ids, 4) == uncached[0, 1:].tolist()  # the same tokens as without a cache

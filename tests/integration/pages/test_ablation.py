@@ -229,7 +229,8 @@ def test_the_page_sweep_stops_and_continues(monkeypatch):
     at.button(key="ablation_sweep_start").click().run()
     assert not at.exception and not at.warning, (at.exception, [w.value for w in at.warning])
     assert len(calls) == 2 and "ablation_sweep_start" not in [b.key for b in at.button]  # the 16 left, no more
-    assert len(at.get("plotly_chart")) == 2 and len(at.dataframe[-1].value) == ablation.RANKED_K
+    assert len(at.get("plotly_chart")) == 2 and len(at.dataframe[-1].value) == 64  # the whole sweep: every head
+    assert len(at.dataframe[0].value) == 64  # the estimate's table too, once the exact values exist
     # the estimate above, drawn again once the sweep ended: its agreement with it, and the exact column filled
     assert any("Spearman" in info.value for info in at.info), [info.value for info in at.info]
     assert at.dataframe[0].value.iloc[:, 3].notna().all()

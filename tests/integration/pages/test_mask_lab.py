@@ -132,6 +132,8 @@ def test_the_lab_builds_and_checks_a_decode_step_and_packed_documents():
     at.radio(key="mask_align").set_value("plus_one").run()  # one query: the extra key lies past the text
     assert not at.exception and at.success and "No problem found" in at.success[0].value
     assert any(f"Built with offset {T}" in i.value and "nothing leaks at this step" in i.value for i in at.info)
+    leak = next(m.value for m in at.markdown if "Every layer attends under this mask" in m.value)
+    assert "Tested: rows 0–" in leak and f"Not tested: the decode step's query, row {T - 1}." in leak  # which, why
 
     at.selectbox(key="mask_kind").set_value("document").run()  # an encoder: two bidirectional documents, as built
     assert not at.exception and at.success and "No problem found" in at.success[0].value

@@ -54,16 +54,43 @@ def test_bad_input_and_other_models():
     at.text_area(key="patch_corrupt").input("When Mary and John went").run()
     assert not at.exception and "patching needs the same length" in at.error[0].value
     at = open_page("default", "the cat sat on the mat")
-    assert at.text_area(key="patch_corrupt").value == "the cat sat on the mat"  # the sidebar's, until edited
+    assert at.text_area(key="patch_corrupt").value == "the dog sat on the mat"  # proposed from the sidebar's
     at.text_area(key="text").input("a cat sat on the mat").run()
-    assert at.text_area(key="patch_corrupt").value == "a cat sat on the mat"  # follows it
-    at.text_area(key="patch_corrupt").input("the dog sat on the mat").run()
+    assert at.text_area(key="patch_corrupt").value == "a dog sat on the mat"  # follows it, until edited
+    at.text_area(key="patch_corrupt").input("the cow sat on the mat").run()
     at.text_area(key="text").input("the cat sat on the mat").run()
-    assert at.text_area(key="patch_corrupt").value == "the dog sat on the mat"  # once edited, it is the reader's
+    assert at.text_area(key="patch_corrupt").value == "the cow sat on the mat"  # once edited, it is the reader's
     assert not at.exception and not at.error, [e.value for e in at.error]
     assert any("cosine distance" in c.value for c in at.caption)  # no LM head: the hidden states' distance
     assert "patch_estimate_map" in [chart.key for chart in at.get("plotly_chart")]
     assert any("no LM head" in i.value for i in at.info)  # the logit tab says why it has nothing to attribute
+
+
+def test_the_first_screen_starts_alive():
+    """Issue 37: the reader's own text with two names opens on a corrupted text proposed from it (the repeated name
+    swapped, said so), each text's answer as the tokens, and something to restore; one head patched position by
+    position draws a bar a token. A text with no swap opens on the built-in example pair, and says so."""
+    from attnviz.labs import corruption
+
+    clean = "When Alice and Bob went to the park, Bob gave a ball to"
+    at = open_page("smollm2", clean)
+    assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
+    assert at.text_area(key="patch_corrupt").value == "When Alice and Bob went to the park, Alice gave a ball to"
+    assert any("the last “Bob” became “Alice”" in i.value for i in at.info), [i.value for i in at.info]
+    token_a, token_b = at.text_input(key="patch_token_a").value, at.text_input(key="patch_token_b").value
+    assert token_a != token_b
+    values = {m.label: m.value for m in at.metric}
+    assert float(values["Gap"]) != 0 and not any("nothing to restore" in i.value for i in at.info)
+    assert "patch_estimate_map" in [chart.key for chart in at.get("plotly_chart")]
+    at.button(key="patch_positions_start").click().run()
+    assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
+    charts = {chart.key: chart for chart in at.get("plotly_chart")}
+    assert "patch_positions_map" in charts
+    at.text_area(key="text").input("The weather is nice today.").run()
+    assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
+    assert at.text_area(key="patch_corrupt").value == corruption.EXAMPLE_CORRUPT
+    assert any("built-in example" in i.value for i in at.info), [i.value for i in at.info]
+    assert float({m.label: m.value for m in at.metric}["Gap"]) != 0
 
 
 @pytest.mark.parametrize("mode", ["zero", "mean"])

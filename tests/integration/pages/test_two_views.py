@@ -115,7 +115,7 @@ def test_the_ablation_pages_estimate_of_an_lm_is_compared_head_by_head(tmp_path,
     from attnviz.labs import ablation, attribution
     from tests.integration.tiny_models import tiny
 
-    def flipped(source, text, max_tokens, mode="zero"):
+    def flipped(source, text, max_tokens, mode="zero", graddrop=False):
         sweep = ablation.ablation_sweep(source, text, max_tokens, mode)
         return attribution.Estimate([[-v for v in row] for row in sweep.loss_change], 0.01, "faked", kind="loss")
 

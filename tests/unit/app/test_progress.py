@@ -74,3 +74,29 @@ def test_the_bar_is_gone_when_the_job_ends():
     assert not at.get("progress")  # cleared, not left at 100 %
     last = at.session_state.last
     assert (last.done, last.total, last.remaining_s) == (3, 3, 0.0)
+
+
+def test_the_bar_says_what_its_time_left_rests_on():
+    recent = ProgressState(
+        "ablation_lib.progress_heads", 40, 270, 1, 1, 0.15, 9.0, 31.0, basis="recent", basis_passes=3
+    )
+    assert progress_text("Sweeping…", recent) == (
+        "Sweeping… · Head 40 of 270 · 9 s elapsed · about 31 s left, from the last passes (3)"
+    )
+    priced = ProgressState("ablation_lib.progress_heads", 32, 270, 1, 1, 0.12, 0.0, 25.0, basis="price")
+    assert progress_text("Sweeping…", priced).endswith("Head 32 of 270 · 0 s elapsed · about 25 s left, as priced")
+
+
+def test_a_quote_follows_a_stopped_runs_passes_then_a_fresh_probe(monkeypatch):
+    from attnviz.app import progress as app_progress
+    from attnviz.core.time_agreement import Lap
+
+    probes = iter([0.05, 0.15])  # the probe as the price was timed, then now: the machine is 3x slower
+    monkeypatch.setattr(app_progress, "current_probe", lambda device=None, max_age_s=10.0: next(probes))
+    monkeypatch.setattr(app_progress, "_probed", {})
+    assert app_progress.probed(("sweep", 1), lambda: "timed")() == "timed"
+    fresh = app_progress.quote(("sweep", 1), 20.0)
+    assert (fresh.seconds, fresh.basis) == (pytest.approx(60.0), "fresh")
+    laps = [Lap(0, 2.0, 4.0, 4.0)] * 3  # a stopped run went at 2x its price
+    assert app_progress.quote(("sweep", 1), 20.0, laps).seconds == pytest.approx(40.0)
+    assert app_progress.quote(("never timed", 2), 20.0).basis == "timed"  # no probe then: the price as timed

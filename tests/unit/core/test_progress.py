@@ -165,3 +165,86 @@ def test_a_planned_stage_keeps_its_weights_when_it_begins_without_any():
     clock.advance(1.0)
     progress.step()
     assert states[-1].fraction == pytest.approx(1 / 2)
+
+
+def test_passes_that_slow_down_three_times_halfway_move_the_time_left():
+    """Ten passes of 2 s, then another process takes the cores: the last five take 6 s. Once three slow passes
+    (18 s, past RECENT_SECONDS) are done, the time left is priced at 6 s a pass, not at the mean of every pass."""
+    clock = FakeClock()
+    progress, states = recorded(clock)
+    progress.stage("progress.run", 20)
+    for _ in range(10):
+        clock.advance(2.0)
+        progress.step()
+    assert states[-1].remaining_s == pytest.approx(10 * 2.0)
+    for _ in range(3):
+        clock.advance(6.0)
+        progress.step()
+    state = states[-1]
+    assert state.remaining_s == pytest.approx(7 * 6.0)  # the mean of passes 2-13 would give 7 x 3 = 21 s
+    assert (state.basis, state.basis_passes) == ("recent", 3)
+
+
+def test_a_short_pass_window_grows_until_it_holds_five_seconds():
+    clock = FakeClock()
+    progress, states = recorded(clock)
+    progress.stage("progress.layer", 40)
+    for seconds in [0.5] * 10 + [1.5] * 4:  # three passes of 1.5 s are 4.5 s: a fourth is taken
+        clock.advance(seconds)
+        progress.step()
+    assert states[-1].basis_passes == 4
+    assert states[-1].remaining_s == pytest.approx(26 * 1.5)
+
+
+def test_a_priced_stage_shows_its_price_first_then_scales_it_by_its_last_passes():
+    """Four passes of 4 heads, priced 1 s a head (4 s a pass), 8 heads done before (the timing passes): the bar
+    counts 8 of 24 at once, priced 16 s; passes that take 2x their price double what is left."""
+    clock = FakeClock()
+    progress, states = recorded(clock)
+    progress.stage("progress.run", 24, done=8, prices=[1.0] * 16)
+    first = states[-1]
+    assert (first.done, first.total, first.remaining_s, first.basis) == (8, 24, pytest.approx(16.0), "price")
+    clock.advance(8.0)
+    progress.step(4)
+    after = states[-1]
+    assert (after.done, after.total) == (12, 24)
+    assert after.remaining_s == pytest.approx(12 * 1.0 * 2.0)  # 12 heads left at twice their price
+    assert (after.basis, after.basis_passes) == ("recent", 1)
+
+
+def test_a_priced_stage_follows_cheaper_later_passes_by_their_price():
+    """Later passes priced at half (a resumed sweep's last layers run fewer layers): real / price stays 1, so the
+    time left is the price left, which a per-head mean would overstate."""
+    clock = FakeClock()
+    progress, states = recorded(clock)
+    progress.stage("progress.run", 8, prices=[2.0] * 4 + [1.0] * 4)
+    for seconds in (4.0, 4.0, 2.0):
+        clock.advance(seconds)
+        progress.step(2)
+    assert states[-1].remaining_s == pytest.approx(2.0)
+
+
+def test_a_price_factor_scales_the_price_before_the_first_pass_only():
+    clock = FakeClock()
+    states = []
+    progress = Progress(on_update=states.append, clock=clock, price_factor=2.5)  # the machine is 2.5x slower now
+    progress.stage("progress.run", 10, prices=[1.0] * 10)
+    assert states[-1].remaining_s == pytest.approx(25.0)
+    clock.advance(1.0)  # and then it is not: the pass took its unscaled price
+    progress.step()
+    assert states[-1].remaining_s == pytest.approx(9.0)
+
+
+def test_steps_done_before_count_but_are_not_timed():
+    clock = FakeClock()
+    progress, states = recorded(clock)
+    progress.stage("progress.run", 10, done=6)  # a stopped run's 6: counted, no time
+    assert (states[-1].done, states[-1].total, states[-1].remaining_s) == (6, 10, None)
+    assert states[-1].fraction == pytest.approx(0.6)
+    clock.advance(3.0)
+    progress.step()
+    assert (states[-1].done, states[-1].remaining_s) == (7, pytest.approx(3 * 3.0))
+    with pytest.raises(ValueError, match="3 prices for the 4 steps left"):
+        progress.stage("progress.run", 10, done=6, prices=[1.0, 1.0, 1.0])
+    with pytest.raises(ValueError, match="11 steps done before"):
+        progress.stage("progress.run", 10, done=11)

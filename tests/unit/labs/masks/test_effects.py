@@ -111,3 +111,29 @@ def test_an_upper_triangle_meant_to_be_causal_reports_the_weight_it_puts_on_the_
     effect = head_effect(record, 1, 2, upper, meant)
     assert effect.leaked == pytest.approx(by_hand, rel=1e-5) and effect.leaked > 1.0 / T
     assert head_effect(record, 1, 2, upper, upper).leaked == 0.0  # the old headline: against the mask itself
+
+
+def test_one_decode_query_says_which_rows_were_tested_and_why_the_query_was_not(causal_model):
+    """Issue 37: with one decode query the leak test said "8 tested rows" and no more."""
+    from attnviz.i18n.translate import set_language, tr
+    from attnviz.labs.masks.builder import built_mask
+    from attnviz.labs.masks.effects import ranges_text
+
+    text = "one two three four five six seven eight nine ten eleven"  # the embedded model: a token a word
+    T = len(causal_model.encode(text, 64).tokens)
+    step = built_mask("decode", T, q_len=1)
+    leak = leak_test(causal_model, text, 64, step.acting)
+    assert leak.cuts == leak_cuts(T) == [2, 5, 8] and leak.tested_rows == list(range(8))
+    said = str(leak.describe(range(T - 1, T)))
+    assert "None of the 8 tested rows moved" in said
+    assert "Tested: rows 0–7." in said  # which rows: the cached tokens before every cut
+    assert "Not tested: rows 8–9, at or after the last cut (8): the test replaces their own tokens" in said
+    assert "Not tested: the decode step's query, row 10." in said and "no later token to see" in said
+    plain = str(leak.describe())  # no step named: its row is one more row after the last cut
+    assert "Not tested: rows 8–10, at or after the last cut (8)" in plain and "decode" not in plain
+    set_language("zh")
+    try:
+        assert "已测试：第 0–7 行。" in tr(leak.describe(range(T - 1, T)))
+    finally:
+        set_language("en")
+    assert ranges_text([0, 1, 2, 3, 7, 9, 10]) == "0–3, 7, 9–10" and ranges_text([]) == ""
