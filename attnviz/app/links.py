@@ -77,10 +77,10 @@ def _read_link() -> list[str]:
 
 def _read_folder(folder: str | None) -> list[str]:
     """A link's ?model=path&path=<folder>: opened only by a server on the reader's own machine (not hosted: a
-    hosted server never opens a path it is handed) and only when it is a folder there, as a refresh of a page on a
-    local folder model gives it back. Returns what was ignored; says why in a caption."""
-    if "path" not in model_options():  # hosted
-        st.sidebar.caption(t("link_folder.hosted"))
+    hosted server never opens a path it is handed, and says only what it says of any model it does not offer) and
+    only when it is a folder there, as a refresh of a page on a local folder model gives it back. Returns what was
+    ignored; says why in a caption on a local server."""
+    if "path" not in model_options():  # hosted: the same words as any model it does not offer, nothing to probe
         return ["model"]
     if not folder or len(folder) > LINK_TEXT_CHARS or not Path(folder).is_dir():
         shown = folder or ""

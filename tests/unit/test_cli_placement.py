@@ -109,7 +109,7 @@ def test_an_uncached_hub_id_offline_fails_at_once_in_one_line(capfd, monkeypatch
     monkeypatch.setattr(loading, "hub_unreachable", lambda *a, **k: pytest.fail("no probe when offline"))
     code, out, err = run(capfd, "heads", "a", "--model", "nobody/no-such-model-h7", "--quiet")
     assert code == 2 and out == "" and err.count("\n") == 1 and "Retry" not in err
-    assert err.startswith("attnviz heads: error: cannot load 'nobody/no-such-model-h7': it is not a model folder")
+    assert err.startswith("attnviz heads: error: could not load 'nobody/no-such-model-h7': it is not a model folder")
     assert "the hub is off (HF_HUB_OFFLINE is set)" in err
 
 

@@ -108,7 +108,10 @@ def test_generation_notice_when_max_tokens_is_smaller_than_the_tokens_to_generat
 def test_generation_has_no_notice_when_max_tokens_holds_prompt_and_new_tokens():
     at = generation("en", max_tokens=64, n_new=12, text=TEN)
     n_prompt, _ = read_and_generated(at)
-    assert n_prompt == 10 and not at.warning
+    # SmolLM2 continues the count with " ten" again and again, which the page names (attnviz/app/weights_note.py);
+    # no other warning: none about what Max tokens left out
+    assert n_prompt == 10
+    assert all(w.value.startswith("**The model repeated one token") for w in at.warning), [w.value for w in at.warning]
     assert not any("Max tokens" in c.value for c in at.caption)
 
 

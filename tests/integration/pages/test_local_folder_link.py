@@ -52,12 +52,14 @@ def test_a_refresh_keeps_a_local_folder(folder, monkeypatch):
     assert any(c.value.startswith("**llama**:") for c in again.caption)  # the folder's record, not the embedded one
 
 
-def test_a_hosted_server_opens_no_folder_from_a_link_and_says_why(folder, monkeypatch):
+def test_a_hosted_server_opens_no_folder_from_a_link_and_says_only_that_the_model_was_ignored(folder, monkeypatch):
     monkeypatch.setenv("ATTNVIZ_HOSTED", "1")
     at = open_link(model="path", path=str(folder))
     assert not at.exception, at.exception
     assert at.selectbox(key="model").value == "default"
-    assert "a hosted server never opens" in sidebar_captions(at)
+    # the words of any model it does not offer (tests/integration/deploy/test_hosted.py): nothing about the path
+    assert "The link's model could not be used here and was ignored." in sidebar_captions(at)
+    assert str(folder) not in sidebar_captions(at)
     assert "path" not in at.query_params
 
 
