@@ -26,7 +26,10 @@ os.environ["TRANSFORMERS_OFFLINE"] = "1"
 # so the property tests may still fork children that use the GPU (tests/property/forked.py)
 os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
 _RUN_CACHE = "ATTNVIZ_TEST_RUN_CACHE"  # set by the process that made the cache; workers inherit it
-if _RUN_CACHE not in os.environ:
+# whether this process made the cache: a pytest started by a test (tests/integration/test_kernels.py's) inherits
+# the variable and must not remove, when it ends, the cache its parent's workers are still using
+_MADE_HERE = _RUN_CACHE not in os.environ
+if _MADE_HERE:
     os.environ[_RUN_CACHE] = tempfile.mkdtemp(prefix="attnviz-test-cache-")
 TEST_CACHE = os.environ[_RUN_CACHE]
 os.environ["XDG_CACHE_HOME"] = TEST_CACHE
@@ -64,7 +67,7 @@ def pytest_collection_modifyitems(session, config, items):
 
 
 def pytest_sessionfinish(session, exitstatus):
-    if not hasattr(session.config, "workerinput"):  # the process that made the cache removes it, after every worker
+    if _MADE_HERE and not hasattr(session.config, "workerinput"):  # the process that made it, after every worker
         shutil.rmtree(TEST_CACHE, ignore_errors=True)
 
 
