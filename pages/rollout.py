@@ -5,6 +5,7 @@ import streamlit as st
 
 from attnviz.app.loading import cached, cached_job, current_record, require_source, result_cache
 from attnviz.app.navigation import frame_settings
+from attnviz.app.progress import probed, quote
 from attnviz.app.state import valid_choice
 from attnviz.app.widgets import plotly, show_info
 from attnviz.core.admission import Need
@@ -67,8 +68,10 @@ if kind == "flow":
     ask = st.empty()  # the estimate and the button, gone once the flow is drawn (the progress bar times the run)
     if ("rollout_flow", flow_key) not in result_cache():
         timing = t("rollout.flow_timing")
-        with st.spinner(timing):  # timed now on this graph (0.5 s), never a figure kept from a quieter moment
-            seconds = rollout.measured_flow_seconds(weights)
+        # timed once on this graph (0.5 s, admitted like any request), then scaled by the machine as it is now
+        name = ("rollout_flow_seconds", flow_key)
+        timed = cached(name[0], flow_key, probed(name, lambda: rollout.measured_flow_seconds(weights)), timing, need)
+        seconds = quote(name, timed).seconds
         with ask.container():
             st.caption(t("rollout.flow_estimate", seconds=seconds, work=rollout.flow_work_of(weights) / 1e6))
             if seconds > rollout.FLOW_CONFIRM_SECONDS and not st.button(
