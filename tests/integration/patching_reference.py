@@ -139,14 +139,14 @@ def check_exact_patching(source, pair, dtype: str, heads) -> Checked:
     return Checked(worst, top, margin)
 
 
-def first_order(source, pair) -> tuple[np.ndarray, np.ndarray]:
-    """Attribution patching by hand: (each head's estimate, each head's sum of |terms|), both over the gap,
-    (n_layer, n_head) float64."""
+def first_order(source, pair, clean: str = CLEAN, corrupt: str = CORRUPT) -> tuple[np.ndarray, np.ndarray]:
+    """Attribution patching by hand on ``clean`` and ``corrupt`` (``pair``'s texts): (each head's estimate, each
+    head's sum of |terms|), both over the gap, (n_layer, n_head) float64."""
     model, mods = source.model, projections(source.model)
     tokens = pair.metric.ids
     n_layer, n_head, head_dim = source.n_layer, source.n_head, source.head_dim
     inputs, grads = {}, {}
-    for name, text in (("clean", CLEAN), ("corrupt", CORRUPT)):
+    for name, text in (("clean", clean), ("corrupt", corrupt)):
         deltas, hooks = {}, []
         for layer in range(n_layer):
 

@@ -13,6 +13,7 @@ from attnviz.labs import ablation, attribution, patching
 from attnviz.labs.agreement import spearman
 from attnviz.labs.direct_logits import direct_logit_attribution
 from attnviz.models.source import Capability, Resumes
+from tests.integration.patching_reference import first_order
 from tests.tolerances import derived_bound, forward_depth
 
 CLEAN = "When Mary and John went to the store, John gave a drink to"
@@ -201,33 +202,7 @@ def test_the_estimate_is_its_first_order_definition(smollm2, ioi):
     """AtP by hand: a zero added to every o_proj input, its gradient of the logit difference on the corrupted run,
     times (z_clean − z_corrupt), summed per head, over the gap: the lab's figures to 1e-6 of the largest."""
     estimate = attribution.estimate_patching(smollm2, ioi, CLEAN, CORRUPT)
-    model, head_dim, n_layer = smollm2.model, smollm2.head_dim, smollm2.n_layer
-    mary, john = ioi.metric.ids
-    inputs = {}
-    for name, text in (("clean", CLEAN), ("corrupt", CORRUPT)):
-        deltas, hooks = {}, []
-        for layer in range(n_layer):
-
-            def add(_, args, layer=layer, deltas=deltas, name=name):
-                deltas[layer] = torch.zeros_like(args[0], requires_grad=True)
-                inputs[(name, layer)] = args[0].detach()
-                return (args[0] + deltas[layer], *args[1:])
-
-            hooks.append(o_proj(model, layer).register_forward_pre_hook(add))
-        try:
-            with torch.enable_grad():
-                logits = model(input_ids=torch.tensor([smollm2.encode(text, 64).ids])).logits[0, -1]
-                grads = torch.autograd.grad(logits[mary] - logits[john], [deltas[i] for i in range(n_layer)])
-        finally:
-            for hook in hooks:
-                hook.remove()
-        if name == "corrupt":
-            corrupt_grads = grads
-    expected = np.zeros((n_layer, smollm2.n_head))
-    for layer in range(n_layer):
-        change = (inputs[("clean", layer)] - inputs[("corrupt", layer)])[0].double()  # (T, n_head * head_dim)
-        terms = (change * corrupt_grads[layer][0].double()).view(change.shape[0], smollm2.n_head, head_dim)
-        expected[layer] = terms.sum(dim=(0, 2)).numpy() / ioi.gap
+    expected, _ = first_order(smollm2, ioi, CLEAN, CORRUPT)
     got = np.array(estimate.values)
     assert np.abs(got - expected).max() <= 1e-6 * max(1.0, np.abs(expected).max())
     assert estimate.passes.startswith("1 forward + 1 backward")
