@@ -120,7 +120,7 @@ def memory_mb_override() -> int | None:
     return int(raw)
 
 
-# head ablation (attnviz.models.ablation, attnviz.labs.ablation) and the kv-cache estimate's cache dtypes
+# head ablation (attnviz.models.ablation, attnviz.labs.heads_matter.ablation) and the kv-cache estimate's cache dtypes
 # (attnviz.labs.kv.config): here, in a module without torch, so that the CLI's parser offers them as choices and
 # names them in --help without importing torch
 ABLATION_MODES = ("zero", "mean", "first")

@@ -7,12 +7,12 @@ and its faster reduction, against today's sweep (every pass whole, every row's l
 Times, in one process and on one text of ``--tokens`` tokens (model load excluded):
 
 - ``forward``: one plain forward of the model (every position's logits), the yardstick;
-- ``ablation``: :func:`attnviz.labs.ablation.ablation_effect`, some heads ablated together (two passes);
-- ``sweep``: :func:`attnviz.labs.ablation.ablation_sweep`, every one of the 30 x 9 heads ablated alone, several
+- ``ablation``: :func:`attnviz.labs.heads_matter.ablation.ablation_effect`, some heads ablated together (two passes);
+- ``sweep``: :func:`attnviz.labs.heads_matter.ablation.ablation_sweep`, every one of the 30 x 9 heads ablated alone, several
   per batched pass, each pass reduced to one KL a head as it goes.
 
 Prints one JSON object, with the prediction the page and the CLI make before the sweep (from its baseline pass, timed
-here at this length: :func:`attnviz.labs.ablation.sweep_baseline`) beside the real time. benchmarks/estimates.py
+here at this length: :func:`attnviz.labs.heads_matter.ablation.sweep_baseline`) beside the real time. benchmarks/estimates.py
 compares it, and the progress bar's, on several models and lengths.
 """
 
@@ -40,7 +40,7 @@ def todays_kl_rows(before, after, positions: int = 128):
 
 def todays_sweep(source, text: str, tokens: int, mode: str) -> tuple[dict, float]:
     """The sweep as it ran before issue 29 (every pass the whole forward, the old reduction): {head: kl_mean}."""
-    from attnviz.labs import ablation
+    from attnviz.labs.heads_matter import ablation
 
     start = time.perf_counter()
     baseline = ablation.sweep_baseline(source, text, tokens, mode, resume=False)
@@ -61,8 +61,8 @@ def main() -> None:
 
     import torch
 
-    from attnviz.labs import ablation
     from attnviz.labs.cost.capture_bench import benchmark_text
+    from attnviz.labs.heads_matter import ablation
     from attnviz.models.hf.loading import load_hf_source
 
     torch.set_num_threads(args.threads)

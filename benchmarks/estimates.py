@@ -28,9 +28,10 @@ from typing import Any
 import torch
 
 from attnviz.core.progress import Progress, ProgressState
-from attnviz.labs import ablation, compare, head_roles, rollout, scaling
+from attnviz.labs import compare, head_roles, rollout, scaling
 from attnviz.labs.cost import paths as cost
 from attnviz.labs.cost.capture_bench import benchmark_text
+from attnviz.labs.heads_matter import ablation
 from attnviz.labs.training.runs import TrainingConfig, train_scale
 from attnviz.models.embedded.config import EmbeddedConfig
 from attnviz.models.embedded.model import EmbeddedModel

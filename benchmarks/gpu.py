@@ -71,16 +71,11 @@ def read_peaks() -> dict[str, float]:
     return peaks
 
 
-def is_out_of_memory(err: BaseException) -> bool:
-    from attnviz.errors import OutOfMemoryError
-
-    return isinstance(err, OutOfMemoryError | torch.OutOfMemoryError) or "out of memory" in str(err).lower()
-
-
 def step(name: str, dtype: str, device: str, run: Callable[[], dict], warm_up: Callable[[], object] | None) -> dict:
     """One timed step: warm up once, reset every device's peak, run between two synchronisations. Out of memory
     (or any other failure) becomes the row's ``error``, and the device's cached blocks are handed back."""
     from attnviz.core.devices import free_device_memory
+    from attnviz.core.memory_errors import is_out_of_memory  # the app's and the CLI's one test of out of memory
 
     row: dict = {"step": name, "dtype": dtype}
     try:
@@ -176,8 +171,8 @@ def sdpa_row(dtype: str, args: argparse.Namespace, ids: torch.Tensor) -> dict:
 
 def source_rows(source, dtype: str, args: argparse.Namespace) -> list[dict]:
     """The capture, the eager reference, the first chart, decoding and the sweep on attnviz's loaded source."""
-    from attnviz.labs import ablation
     from attnviz.labs.cost.capture_bench import benchmark_text
+    from attnviz.labs.heads_matter import ablation
     from attnviz.labs.kv.measure import decode_timing
 
     device, rows, held = args.device, [], {}
@@ -235,6 +230,7 @@ def source_rows(source, dtype: str, args: argparse.Namespace) -> list[dict]:
 def dtype_rows(dtype: str, args: argparse.Namespace) -> list[dict]:
     """Every step for one dtype: SmolLM2 loaded by attnviz in it, the yardstick, then attnviz's steps."""
     from attnviz.core.devices import Placement, free_device_memory
+    from attnviz.core.memory_errors import is_out_of_memory
     from attnviz.models.hf.loading import load_hf_source
 
     started = time.perf_counter()

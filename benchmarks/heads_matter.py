@@ -80,9 +80,9 @@ def tiny_models(folder: Path, smollm2) -> dict[str, Path]:
 
 
 def one_model(source, tokens: int) -> dict:
-    from attnviz.labs import ablation, attribution
-    from attnviz.labs.agreement import agreement as rank_agreement
-    from attnviz.labs.direct_logits import direct_logit_attribution
+    from attnviz.labs.heads_matter import ablation, attribution
+    from attnviz.labs.heads_matter.agreement import agreement as rank_agreement
+    from attnviz.labs.heads_matter.direct_logits import direct_logit_attribution
     from attnviz.models.source import Capability
 
     lm = Capability.GENERATE in source.capabilities
@@ -122,7 +122,7 @@ def one_model(source, tokens: int) -> dict:
 
 
 def ioi(source) -> dict:
-    from attnviz.labs import attribution, patching
+    from attnviz.labs.heads_matter import attribution, patching
 
     metric = patching.parse_metric("logit-diff: Mary, John")
     start = time.perf_counter()
@@ -155,8 +155,8 @@ def against_exact(estimate, exact) -> dict:
     it ran) by Spearman's ρ and the top-10 overlap, and the heads whose size is over 2× off |exact|; its signed values
     head by head (wrong in sign or over 2× off, heads under 5% of the largest exact effect on both sides left out)
     and what each flag caught."""
-    from attnviz.labs.agreement import SIZE_FACTOR, SIZE_FLOOR, flag_report
-    from attnviz.labs.agreement import agreement as rank_agreement
+    from attnviz.labs.heads_matter.agreement import SIZE_FACTOR, SIZE_FLOOR, flag_report
+    from attnviz.labs.heads_matter.agreement import agreement as rank_agreement
 
     sizes = estimate.values if estimate.graddrop is None else estimate.graddrop
     ranking = rank_agreement(sizes, exact)
@@ -188,8 +188,8 @@ def against_exact(estimate, exact) -> dict:
 def prompt_pairs(source) -> dict:
     """Each of :data:`PAIRS` on ``source``: exact patching and the zero-ablation sweep of every head, each against
     the estimate before and after GradDrop."""
-    from attnviz.labs import ablation, attribution, patching
-    from attnviz.labs.agreement import by_size
+    from attnviz.labs.heads_matter import ablation, attribution, patching
+    from attnviz.labs.heads_matter.agreement import by_size
 
     report = {}
     for name, (clean, corrupt, spec) in PAIRS.items():

@@ -36,7 +36,8 @@ import torch
 from attnviz.app.progress import probed, quote
 from attnviz.core.progress import Progress, ProgressState
 from attnviz.core.time_agreement import TimeLog
-from attnviz.labs import ablation, patching, rollout
+from attnviz.labs import rollout
+from attnviz.labs.heads_matter import ablation, patching
 
 CLEAN = "When Mary and John went to the store, John gave a drink to"  # the indirect-object prompt: 15 tokens
 CORRUPT = "When Mary and John went to the store, Mary gave a drink to"

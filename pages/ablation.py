@@ -9,7 +9,8 @@ from attnviz.app.widgets import show_error, show_info
 from attnviz.errors import ModelUnavailableError
 from attnviz.i18n.message import msg
 from attnviz.i18n.translate import t
-from attnviz.labs import ablation
+from attnviz.labs.heads_matter import ablation
+from attnviz.labs.heads_matter.effect import effect_need
 from pages.widgets.ablation import estimate_section, limit_text, show_result, sweep_section
 
 st.title(t("ablation.title"))
@@ -70,6 +71,7 @@ else:
             (settings.spec, settings.text, n_tokens, mode, tuple(heads), *view_key),
             lambda progress: ablation.ablation_effect(source, settings.text, n_tokens, heads, mode),
             t("ablation.ablating", n=len(heads)),
+            effect_need(source, n_tokens),
         )
     except (ModelUnavailableError, ValueError) as err:
         show_error(err)

@@ -5,7 +5,7 @@ import streamlit as st
 from attnviz.app.loading import require_source
 from attnviz.app.navigation import frame_settings
 from attnviz.app.weights_note import random_weights_note
-from attnviz.app.widgets import show_error, show_info
+from attnviz.app.widgets import show_error, show_info, tab_picker
 from attnviz.errors import ModelUnavailableError
 from attnviz.i18n.message import msg
 from attnviz.i18n.translate import t
@@ -20,14 +20,8 @@ if Capability.EDIT_HEADS not in source.capabilities:
     st.stop()
 st.caption(t("patching.intro"))
 random_weights_note(source)  # a random model's patching effects are noise (attnviz.app.weights_note)
-patch_tab, logit_tab = st.tabs([t("patching.tab_patch"), t("patching.tab_logits")])
-with patch_tab:
-    try:
-        patch_section(source, settings)
-    except (ModelUnavailableError, ValueError) as err:
-        show_error(err)
-with logit_tab:
-    try:
-        direct_logit_section(source, settings)
-    except (ModelUnavailableError, ValueError) as err:
-        show_error(err)
+sections = {"patching.tab_patch": patch_section, "patching.tab_logits": direct_logit_section}
+try:  # only the open tab computes
+    sections[tab_picker(list(sections), "patching_tab")](source, settings)
+except (ModelUnavailableError, ValueError) as err:
+    show_error(err)

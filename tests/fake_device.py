@@ -13,7 +13,9 @@ such as reading a :class:`~attnviz.core.masks.KeyRanges`) runs for real, as it w
   :class:`HostSyncError` naming the call;
 - copies from ``cuda`` to the host (``.cpu()``, ``.to("cpu")``, ``host[i] = device``) are counted in
   :attr:`FakeCuda.transfers`, so a test can check that only reduced results cross, once per layer, whatever the
-  number of chunks.
+  number of chunks;
+- with ``float64=False``, a device as MPS is (it has no float64): any call that makes a float64 tensor on the
+  device raises :class:`Float64Error` naming the call.
 
 A fake tensor has no values: what a function returns can be checked for shapes, dtypes and devices only, and a
 value copied to the host reads as zeros (a mask read back is "no leak", a flag False), so the host's work on it
@@ -41,6 +43,10 @@ class HostSyncError(RuntimeError):
     """A device tensor's value was read on the host: on a GPU, a wait for every kernel queued before it."""
 
 
+class Float64Error(TypeError):
+    """A float64 tensor made on a device that has none (MPS: "Cannot convert a MPS Tensor to float64 dtype")."""
+
+
 def _on_device(value: object) -> bool:
     if isinstance(value, FakeTensor):
         return value.device.type != "cpu"
@@ -54,10 +60,11 @@ class FakeCuda(TorchFunctionMode):
     ``fake.transfers``. Real CPU tensors become fake ``cuda`` ones by ``.to("cuda")`` (their values are lost).
     Autograd on fake ``cuda`` tensors aborts a CPU-only build: run what needs no gradient under ``torch.no_grad()``."""
 
-    def __init__(self) -> None:
+    def __init__(self, float64: bool = True) -> None:
         super().__init__()
         self.fake = FakeTensorMode(allow_non_fake_inputs=True)
         self.transfers: list[str] = []  # names of the calls that copied a device tensor to the host
+        self.float64 = float64  # False: the device has no float64, as MPS
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -81,6 +88,8 @@ class FakeCuda(TorchFunctionMode):
             out = self._on_twins(func, args, kwargs)
         if device_tensors and (_all_on_host(out) or _written_on_host(name, args)):
             self.transfers.append(name)
+        if not self.float64 and any(_on_device(t) and t.dtype == torch.float64 for t in _fakes(out)):
+            raise Float64Error(f"{name}() made a float64 tensor on a device that has no float64 (MPS)")
         return out
 
     def _on_twins(self, func, args: tuple, kwargs: dict):
@@ -151,3 +160,7 @@ def devices_of(value: object) -> set[str]:
 
     visit(value)
     return found
+
+
+def _fakes(out: object) -> list[FakeTensor]:
+    return [t for t in tree_flatten(out)[0] if isinstance(t, FakeTensor)]

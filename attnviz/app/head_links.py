@@ -11,7 +11,7 @@ from attnviz.app.state import keep_shared_inputs
 from attnviz.app.widgets import table
 from attnviz.i18n.message import Text, msg
 from attnviz.i18n.translate import t, tr
-from attnviz.labs.agreement import SIZE_FACTOR, head_check
+from attnviz.labs.heads_matter.agreement import SIZE_FACTOR, head_check
 
 HEADS_PAGE = "pages/heads.py"
 
@@ -55,7 +55,7 @@ SHOWN_FLAGGED = 20  # heads listed by name in a warning; the count says how many
 
 
 def estimate_flags(estimate) -> None:
-    """The heads where an estimate (:class:`attnviz.labs.attribution.Estimate`) is known to mislead: saturated,
+    """The heads where an estimate (:class:`attnviz.labs.heads_matter.attribution.Estimate`) is known to mislead: saturated,
     cancelling, and (when it ran) those GradDrop flagged, each a warning with the heads named."""
     for name, heads in estimate.flags().items():
         if heads:
@@ -64,7 +64,7 @@ def estimate_flags(estimate) -> None:
 
 
 def agreement_note(agreement) -> None:
-    """An estimate against the exact effects (:class:`attnviz.labs.agreement.Agreement`), in a sentence."""
+    """An estimate against the exact effects (:class:`attnviz.labs.heads_matter.agreement.Agreement`), in a sentence."""
     st.info(
         t(
             "heads_matter.agreement",
@@ -77,9 +77,9 @@ def agreement_note(agreement) -> None:
 
 
 def head_check_note(check, report=None) -> None:
-    """The estimate against the exact effects head by head (:class:`attnviz.labs.agreement.HeadCheck`): a caption
+    """The estimate against the exact effects head by head (:class:`attnviz.labs.heads_matter.agreement.HeadCheck`): a caption
     when every head compared agrees within the bound, else a warning a reason with its heads named; then, given
-    ``report`` (:class:`attnviz.labs.agreement.FlagReport`), what each flag caught, in one sentence."""
+    ``report`` (:class:`attnviz.labs.heads_matter.agreement.FlagReport`), what each flag caught, in one sentence."""
     said = check.messages()
     if not check.disagree:
         st.caption(tr(said[0]))
@@ -105,7 +105,7 @@ def estimate_table(
     (blank where not run), to 4 significant digits, as :func:`ranked_heads` (a click opens the head). Once exact
     values exist the rows are sorted by them (|exact|, largest first; heads not run after, in the order given) and,
     when both columns measure the same thing (``same_measure``), each head whose estimate has the wrong sign or is
-    over :data:`~attnviz.labs.agreement.SIZE_FACTOR` off (:func:`~attnviz.labs.agreement.head_check`'s bound) is
+    over :data:`~attnviz.labs.heads_matter.agreement.SIZE_FACTOR` off (:func:`~attnviz.labs.heads_matter.agreement.head_check`'s bound) is
     marked. ``measure``: what the columns are in (named in their headers); ``graddrop``: GradDrop's scores, a
     column of their own; ``caption``: which question the ranking answers, above it."""
 

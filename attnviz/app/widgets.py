@@ -83,6 +83,14 @@ def layer_head_picker(n_layer: int, n_head: int, key: str, with_mean: bool = Tru
     return layer, head
 
 
+def tab_picker(tabs: list[str], key: str) -> str:
+    """A page's tabs (``tabs``: their labels' catalogue keys) as a horizontal choice; returns the open one's key.
+    ``st.tabs`` runs every tab's code on every rerun, hidden or not: the page runs only the open tab's."""
+    valid_choice(key, tabs, tabs[0])
+    names = {tab: t(tab) for tab in tabs}  # made in this run, in the session's language
+    return st.radio(t("tabs.show"), tabs, horizontal=True, key=key, format_func=names.get, label_visibility="collapsed")
+
+
 def plotly(fig: go.Figure, key: str, *, tensors=None, **kwargs):
     """Render a figure at full width with a stable key, an Export menu under it; returns the selection event when
     asked for one.

@@ -18,7 +18,7 @@ from attnviz.errors import ModelUnavailableError
 from attnviz.settings import ABLATION_MODES, ABLATION_TOKENS, SWEEP_TOKENS
 
 if TYPE_CHECKING:
-    from attnviz.labs.ablation import AblationResult, SweepBaseline
+    from attnviz.labs.heads_matter.ablation import AblationResult, SweepBaseline
     from attnviz.models.source import AttentionSource
 
 
@@ -52,7 +52,7 @@ SWEEP_BUDGET_S = 900.0  # a sweep predicted longer exits 2 unless --over-budget 
 def check_sweep_budget(source: AttentionSource, args: argparse.Namespace) -> SweepBaseline:
     """The sweep's baseline, its pass timed here at the text's length; its predicted time on stderr (unless
     --quiet); CommandError (exit 2) when it is over SWEEP_BUDGET_S and --over-budget was not given."""
-    from attnviz.labs.ablation import sweep_baseline
+    from attnviz.labs.heads_matter.ablation import sweep_baseline
 
     baseline = sweep_baseline(source, args.text, args.max_tokens, args.mode)
     heads, n_tokens, seconds = len(baseline.heads), baseline.n_tokens, baseline.seconds(baseline.first)
@@ -73,7 +73,7 @@ def ablate_command(args: argparse.Namespace) -> int:
     check_text_arguments(args)
     from attnviz.cli.loading import load_cli_source
     from attnviz.core.token_display import read_texts
-    from attnviz.labs.ablation import ablation_effect, parse_heads, read_heads, run_pieces, sweep_result
+    from attnviz.labs.heads_matter.ablation import ablation_effect, parse_heads, read_heads, run_pieces, sweep_result
 
     sweep_all = args.heads.strip().lower() == "all"
     try:

@@ -29,7 +29,7 @@ CLI_METRICS = ("logit-diff", "loss", "kl")
 
 def check_metric(spec: str):
     """The metric as typed, read before any model is loaded; CommandError naming it otherwise."""
-    from attnviz.labs.patching import parse_metric
+    from attnviz.labs.heads_matter.patching import parse_metric
 
     try:
         metric = parse_metric(spec)
@@ -42,7 +42,7 @@ def check_metric(spec: str):
 
 def check_positions_head(spec: str) -> None:
     """``--positions``: exactly one LAYER.HEAD, read before any model is loaded; CommandError naming it otherwise."""
-    from attnviz.labs.head_specs import read_heads
+    from attnviz.labs.heads_matter.head_specs import read_heads
 
     try:
         read = read_heads(spec)
@@ -90,7 +90,7 @@ def patch_report(result, confirmed) -> list[str]:
         if estimate.cancelling:
             lines.append("cancelling heads: " + ", ".join(f"{layer}.{head}" for layer, head in estimate.cancelling))
         if agreement is not None:  # the estimate confirmed: where it is wrong, and what each flag caught
-            from attnviz.labs.agreement import flag_report
+            from attnviz.labs.heads_matter.agreement import flag_report
 
             lines.append(str(flag_report(estimate.values, result.effects, estimate.flags()).message()))
     lines.append("fraction restored, a row per layer:")
@@ -107,8 +107,8 @@ def patch_command(args: argparse.Namespace) -> int:
         raise CommandError("the corrupted text is empty; give the text to patch into")
     metric = check_metric(args.metric)
     from attnviz.cli.loading import load_cli_source
-    from attnviz.labs import attribution, patching
-    from attnviz.labs.ablation import parse_heads, read_heads, token_limit
+    from attnviz.labs.heads_matter import attribution, patching
+    from attnviz.labs.heads_matter.ablation import parse_heads, read_heads, token_limit
 
     sweep_all = args.heads.strip().lower() == "all"
     try:

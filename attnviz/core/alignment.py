@@ -22,6 +22,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from attnviz.core.ranking import spearman
+
 CROSS_ROW_STATS = ("entropy", "max_weight", "first_token_weight", "alignment_offset", "lse")
 CROSS_COLUMNS = (
     "entropy",
@@ -51,29 +53,6 @@ def hard_alignment(weights: Tensor) -> Tensor:
     return weights.argmax(dim=-1)
 
 
-def ranks(values: Tensor) -> Tensor:
-    """Ranks 0.. of a 1-D tensor, ties given their average rank (as Spearman's correlation takes them), float64."""
-    order = torch.argsort(values, stable=True)
-    sorted_values = values[order]
-    out = torch.empty(len(values), dtype=torch.float64)
-    start = 0
-    for end in range(1, len(values) + 1):
-        if end == len(values) or sorted_values[end] != sorted_values[start]:
-            out[order[start:end]] = (start + end - 1) / 2
-            start = end
-    return out
-
-
-def spearman(x: Tensor, y: Tensor) -> float:
-    """Spearman's rank correlation of two 1-D tensors (0 when either is constant or shorter than 2)."""
-    if len(x) < 2:
-        return 0.0
-    rx, ry = ranks(x), ranks(y)
-    rx, ry = rx - rx.mean(), ry - ry.mean()
-    denominator = float((rx.square().sum() * ry.square().sum()).sqrt())
-    return 0.0 if denominator == 0 else float((rx * ry).sum()) / denominator
-
-
 def monotonicity(weights: Tensor, rows: Tensor | None = None) -> Tensor:
     """Each head's monotonicity: (n_head, T, S) -> (n_head,) float32, over the target rows ``rows`` (bool (T,),
     default all)."""
@@ -81,7 +60,8 @@ def monotonicity(weights: Tensor, rows: Tensor | None = None) -> Tensor:
     if rows is not None:
         hard = hard[:, rows.to(hard.device)]
     position = torch.arange(hard.shape[-1])
-    return torch.tensor([spearman(position, head.cpu()) for head in hard], dtype=torch.float32)
+    rhos = (spearman(position, head.cpu()) for head in hard)
+    return torch.tensor([0.0 if rho is None else rho for rho in rhos], dtype=torch.float32)  # a still head: 0
 
 
 def coverage(weights: Tensor, n_source: int, rows: Tensor | None = None) -> Tensor:

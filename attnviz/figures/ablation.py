@@ -1,7 +1,7 @@
 """Figures for head ablation: the change at each position, and the layer x head map of every head ablated alone.
 
 Pure builders in the ``make_<thing>_figure(data, *, options) -> go.Figure`` form, drawing what
-:mod:`attnviz.labs.ablation` returns. Tokens reach the hover boxes only through :func:`hover_text`.
+:mod:`attnviz.labs.heads_matter.ablation` returns. Tokens reach the hover boxes only through :func:`hover_text`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 
 from attnviz.figures.base import hover_text
 from attnviz.i18n.translate import t
-from attnviz.labs.ablation import AblationResult, AblationSweep
+from attnviz.labs.heads_matter.ablation import AblationResult, AblationSweep
 from attnviz.models.record import token_labels
 
 

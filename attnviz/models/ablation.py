@@ -1,8 +1,9 @@
 """Head ablation inside a model's layers: rewriting some heads' slice of the input to the output projection.
 
-One function, shared by every route that runs attention itself (attnviz's own layers, transformers'
-``AttentionInterface``): the layer's output is computed as usual, then the ablated heads' slice of it, which is
-exactly what the output projection reads for that head (TransformerLens' ``hook_z``), is replaced:
+One mechanism for every model: hook functions (:func:`ablation_hooks`) at the ``attn.z`` point of a pass
+(:mod:`attnviz.models.hf.points`; the embedded model calls them from its own blocks): the layer's output is computed
+as usual, then the ablated heads' slice of it, which is exactly what the output projection reads for that head
+(TransformerLens' ``hook_z``), is replaced:
 
 - ``zero``: 0 at every position;
 - ``mean``: its mean over the text's positions;
@@ -15,8 +16,7 @@ given per row. A row that ablates nothing is returned bit for bit as it came.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import Tensor
@@ -58,52 +58,41 @@ def ablate_output(output: Tensor, value: Tensor, heads: Tensor, mode: str) -> Te
     return torch.where(where, replacement, output)
 
 
-@dataclass(eq=False)
-class HeadAblation:
-    """Which heads each row of a batch ablates, for a pass through a model's attention layers.
+def heads_of(
+    rows: Sequence[Sequence[Head]], n_head: int, layer: int, batch: int, device: torch.device | str | None = None
+) -> Tensor:
+    """bool (batch, n_head): True where row b ablates head h of ``layer``; one row set repeats over a batch."""
+    if batch % max(1, len(rows)) != 0:
+        raise ValueError(f"{len(rows)} rows of heads for a batch of {batch}")
+    mask = torch.zeros(len(rows), n_head, dtype=torch.bool)
+    for row, heads in enumerate(rows):
+        for at, head in heads:
+            if at == layer:
+                mask[row, head] = True
+    return mask.repeat(batch // max(1, len(rows)), 1).to(device)
 
-    rows: for each batch row, the (layer, head) pairs it ablates; mode: one of :data:`ABLATION_MODES`;
-    n_head: query heads per layer. ``layers_seen`` counts the attention layers the pass ran, in order of their
-    calls (a hybrid's other layers never call: its softmax layers are numbered 0, 1, … among themselves).
-    """
 
-    rows: Sequence[Sequence[Head]]
-    mode: str
-    n_head: int
-    layers_seen: int = 0
-    _last: tuple[object, object] | None = field(default=None, repr=False)
+def ablation_hooks(rows: Sequence[Sequence[Head]], mode: str, n_head: int) -> dict[str, Callable]:
+    """The hook functions of a pass that ablates ``rows`` (row b ablates ``rows[b]``) by ``mode``
+    (:func:`attnviz.models.hf.points.run`): ``attn.z`` rewrites the heads' output; ``first`` also reads each
+    ablated layer's values at ``attn.qkv``."""
+    check_mode(mode)
+    layers = {layer for heads in rows for layer, _ in heads}
+    values: dict[int, Tensor] = {}
 
-    def __post_init__(self) -> None:
-        check_mode(self.mode)
+    def read(layer: int, query: Tensor, key: Tensor, value: Tensor) -> None:
+        if layer in layers:
+            values[layer] = value  # (B, n_kv_head, S, hd)
 
-    def next_layer(self, module: object, query: Tensor) -> int:
-        """The index of the layer this call belongs to: a new one unless it repeats the last call (the same module
-        on the same q: DiffLlama calls attention twice per layer). A module shared by every layer (ALBERT) gets a
-        new q each time, so each of its calls is a layer, as the capture counts them."""
-        if self._last is not None and self._last[0] is module and self._last[1] is query:
-            return self.layers_seen - 1
-        self._last = (module, query)
-        self.layers_seen += 1
-        return self.layers_seen - 1
+    def ablate(layer: int, z: Tensor) -> Tensor:
+        heads = heads_of(rows, n_head, layer, z.shape[0])  # on the host: no GPU wait
+        return ablate_output(z, values.get(layer, z), heads, mode)
 
-    def heads_of(self, layer: int, batch: int, device: torch.device | str | None = None) -> Tensor:
-        """bool (batch, n_head): True where row b ablates head h of ``layer``; one row set repeats over a batch."""
-        if batch % max(1, len(self.rows)) != 0:
-            raise ValueError(f"{len(self.rows)} rows of heads for a batch of {batch}")
-        mask = torch.zeros(len(self.rows), self.n_head, dtype=torch.bool)
-        for row, heads in enumerate(self.rows):
-            for at, head in heads:
-                if at == layer:
-                    mask[row, head] = True
-        return mask.repeat(batch // max(1, len(self.rows)), 1).to(device)
+    return {"attn.z": ablate, "attn.qkv": read} if mode == "first" else {"attn.z": ablate}
 
-    def apply(self, module: object, query: Tensor, output: Tensor, value: Tensor) -> Tensor:
-        """The output (B, T, n_head, hd) of ``module``'s call with this pass's ablated heads rewritten."""
-        layer = self.next_layer(module, query)
-        return ablate_output(output, value, self.heads_of(layer, output.shape[0]), self.mode)  # heads on the host
 
-    def check_ran(self, name: str) -> None:
-        """ValueError when a row asked for a layer the pass never ran (a hybrid's non-attention layer)."""
-        wanted = max((layer for heads in self.rows for layer, _ in heads), default=-1)
-        if wanted >= self.layers_seen:
-            raise ValueError(msg("ablation_lib.layer_not_run", name=name, layer=wanted, n=self.layers_seen))
+def check_ran(rows: Sequence[Sequence[Head]], layers_run: int, name: str) -> None:
+    """ValueError when a row asked for a layer the pass never ran (a hybrid's non-attention layer)."""
+    wanted = max((layer for heads in rows for layer, _ in heads), default=-1)
+    if wanted >= layers_run:
+        raise ValueError(msg("ablation_lib.layer_not_run", name=name, layer=wanted, n=layers_run))

@@ -3,33 +3,25 @@
 A head of layer L changes nothing before L, so a pass that ablates or patches only heads of layers ≥ L needs
 nothing of layers < L but what they returned, which is the same in every such pass (TransformerLens'
 ``forward(start_at_layer=L)``). Through the model's own layer list (the ``nn.ModuleList`` that holds every
-attention call of a pass, one child after the other), :func:`cache_layers` keeps what each layer returned on one
-text; under :func:`resuming` a later pass of the same text runs the model's whole forward, but each layer before
-the start returns its cached output (widened to the pass's batch) instead of computing it. The embeddings, the
-masks and the rotary tables are still computed: a fraction of one layer.
+attention call of a pass, one child after the other), the ``resid.post`` hook point of
+:func:`attnviz.models.hf.points.run` keeps what each layer returned on one text (:func:`cached_layers`); a later pass
+of the same text with ``start_at_layer`` runs the model's whole forward, but each layer before the start returns
+its cached output (widened to the pass's batch) instead of computing it. The embeddings, the masks and the rotary
+tables are still computed: a fraction of one layer.
 
-A model runs that way only when its layers can be (:func:`cache_layers` says why not): a list found, every layer
+A model runs that way only when its layers can be (:func:`cached_layers` says why not): a list found, every layer
 called once per pass in order, every attention call inside one of them, and a check pass from the middle layer
-that gives the baseline's outputs exactly. Otherwise the caller runs the whole forward, and says so.
-
-Each layer's ``forward`` is wrapped once (the model is shared between sessions); the wrapper reads this thread's
-context, so a pass in another thread is never skipped.
+that gives the baseline's outputs within rounding (:func:`outputs_match`). Otherwise the caller runs the whole
+forward, and says so.
 """
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
-
-_skipped: ContextVar[dict[int, object] | None] = ContextVar("attnviz_skipped_layers", default=None)
-_wrap_lock = threading.Lock()
-WRAPPED = "_attnviz_resumable"
 
 
 def layer_list(model: nn.Module, attention: Sequence[nn.Module]) -> nn.ModuleList | None:
@@ -46,41 +38,15 @@ def layer_list(model: nn.Module, attention: Sequence[nn.Module]) -> nn.ModuleLis
     return best
 
 
-def _wrap(layer: nn.Module) -> None:
-    """Give ``layer`` a forward that returns this thread's cached output when it is skipped (once per layer)."""
-    with _wrap_lock:
-        if getattr(layer, WRAPPED, False):
-            return
-        forward = layer.forward
-
-        def skipping(*args, **kwargs):
-            skipped = _skipped.get()
-            if skipped is not None and id(layer) in skipped:
-                return skipped[id(layer)]
-            return forward(*args, **kwargs)
-
-        layer.forward = skipping
-        setattr(layer, WRAPPED, True)
-
-
-def _widened(value: object, batch: int) -> object:
-    """A layer's output for a batch of ``batch`` rows: every tensor with a batch of 1 repeated (tuples kept)."""
-    if isinstance(value, Tensor):
-        return value.expand(batch, *value.shape[1:]).contiguous() if value.dim() and value.shape[0] == 1 else value
-    if isinstance(value, tuple):
-        return type(value)(_widened(v, batch) for v in value) if not hasattr(value, "_fields") else value
-    return value
-
-
 @dataclass(eq=False)
 class CachedLayers:
     """What each layer of the list returned on one text (batch 1), and the attention calls made before each began.
+    It holds tensors only, never the layers themselves (a cached entry must not keep an evicted model alive).
 
-    layers: the list's modules, in order; outputs[i]: layer i's output; calls_before[i]: attention calls of the
-    pass made before layer i started (the index, among a pass's attention layers, of layer i's first).
+    outputs[i]: layer i's output; calls_before[i]: attention calls of the pass made before layer i started (the
+    index, among a pass's attention layers, of layer i's first); nbytes: what the outputs hold.
     """
 
-    layers: list[nn.Module]
     outputs: list[object]
     calls_before: list[int]
     n_calls: int
@@ -95,88 +61,88 @@ class CachedLayers:
         return start
 
 
-@contextmanager
-def caching(layers: nn.ModuleList, count: callable) -> Iterator[dict]:
-    """Record, for this thread's passes, each layer's output and ``count()`` as it starts: {"outputs", "before",
-    "order"}."""
-    owner = threading.get_ident()
-    seen: dict = {"outputs": {}, "before": {}, "order": []}
-
-    def pre(index: int):
-        def hook(module, args):
-            if threading.get_ident() == owner:
-                seen["before"][index] = count()
-                seen["order"].append(index)
-
-        return hook
-
-    def post(index: int):
-        def hook(module, args, output):
-            if threading.get_ident() == owner:
-                seen["outputs"][index] = output
-
-        return hook
-
-    hooks = [layer.register_forward_pre_hook(pre(i)) for i, layer in enumerate(layers)]
-    hooks += [layer.register_forward_hook(post(i)) for i, layer in enumerate(layers)]
-    try:
-        yield seen
-    finally:
-        for hook in hooks:
-            hook.remove()
-
-
-def cached_layers(layers: nn.ModuleList, seen: dict, n_calls: int) -> CachedLayers | str:
-    """The cache a :func:`caching` pass recorded, or why the layers cannot be resumed (one line)."""
-    n = len(layers)
-    if seen["order"] != list(range(n)):
+def cached_layers(n: int, outputs: dict[int, object], order: list[int], before: dict[int, int], n_calls: int):
+    """The cache of a pass that kept each of the list's ``n`` layers' outputs (the ``resid.post`` hook point, in
+    ``order`` of their calls) and the attention layers before each began, or why the layers cannot be resumed (one
+    line)."""
+    if order != list(range(n)):
         return f"its {n} layers did not each run once, in order"
-    if seen["before"][0] != 0:
+    if before[0] != 0:
         return "attention ran before its first layer"
-    if any(not isinstance(seen["outputs"][i], Tensor | tuple) for i in range(n)):
+    if any(not isinstance(outputs[i], Tensor | tuple) for i in range(n)):
         return "a layer returns something other than tensors"
     nbytes = 0
     for i in range(n):
-        out = seen["outputs"][i]
+        out = outputs[i]
         for tensor in out if isinstance(out, tuple) else (out,):
             if isinstance(tensor, Tensor):
                 nbytes += tensor.numel() * tensor.element_size()
-    for layer in layers:
-        _wrap(layer)
     return CachedLayers(
-        layers=list(layers),
-        outputs=[seen["outputs"][i] for i in range(n)],
-        calls_before=[seen["before"][i] for i in range(n)],
+        outputs=[outputs[i] for i in range(n)],
+        calls_before=[before[i] for i in range(n)],
         n_calls=n_calls,
         nbytes=nbytes,
     )
 
 
-@contextmanager
-def resuming(cache: CachedLayers | None, start: int, batch: int) -> Iterator[int]:
-    """Within this block, this thread's passes skip the layers before ``start``, each returning its cached output
-    (the last of them widened to ``batch`` rows); yields the attention calls those layers made (where the pass's
-    counting begins).
-    A None cache or a start of 0 skips nothing."""
-    if cache is None or start <= 0:
-        yield 0
-        return
-    # only the last skipped layer's output enters the next layer: widened once; the earlier ones, never read on
-    # by the layers that run, stay at one row (a model that reads them fails the check pass, run at two rows)
-    skipped = {id(cache.layers[i]): cache.outputs[i] for i in range(start - 1)}
-    skipped[id(cache.layers[start - 1])] = _widened(cache.outputs[start - 1], batch)
-    token = _skipped.set(skipped)
-    try:
-        yield cache.calls_before[start]
-    finally:
-        _skipped.reset(token)
+JOINS_PER_LAYER = 2  # what a layer adds to the residual stream, rounded in the model's dtype: attention's, MLP's
+RESUME_SAFETY = 4.0  # what the random-walk estimate leaves out: a kernel blocking its sums otherwise rounds some twice
 
 
-def outputs_match(before: Tensor, after: Tensor) -> bool:
-    """Whether a resumed pass gave the whole pass's outputs: equal, or within float32's rounding of their scale."""
+def _accumulation(dtype: torch.dtype, device: torch.device) -> tuple[float, int]:
+    """(the rounding of one product-and-add inside a matmul, extra roundings in ``dtype`` per join) on ``device``.
+
+    A CPU accumulates in float32 (float64 for float64). CUDA may round float32 inputs to TF32 (10 bits) where the
+    user allows it, and adds a bfloat16 or float16 matmul's split-K partial sums in that dtype (torch's default):
+    one more rounding in the dtype before each join."""
+    if dtype == torch.float64:
+        return torch.finfo(torch.float64).eps, 0
+    eps32 = torch.finfo(torch.float32).eps
+    if device.type != "cuda":
+        return eps32, 0
+    if dtype == torch.float32:
+        return (2.0**-10 if torch.get_float32_matmul_precision() != "highest" else eps32), 0
+    reduced = {
+        torch.bfloat16: torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction,
+        torch.float16: torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction,
+    }.get(dtype, False)
+    return eps32, 1 if reduced else 0
+
+
+def resume_bound(dtype: torch.dtype, device: torch.device | str, scale: float, layers: int, d_model: int) -> float:
+    """How far a resumed pass's outputs may lie from the whole pass's by rounding alone: outputs of size ``scale``
+    (their largest |value|) after ``layers`` layers of width ``d_model`` run at another batch shape, in ``dtype`` on
+    ``device`` (STYLE §22: eps × |value| × √depth × safety).
+
+    Another batch shape may pick another kernel, which rounds otherwise: what each layer adds to the residual stream
+    (:data:`JOINS_PER_LAYER`), stored in the model's ``dtype``, by half an eps of its size (the roundings inside a
+    sublayer reach the stream through its output projection, counted in its join), and each sum inside the matmuls
+    by the accumulation's eps over its terms (d_model in attention, 4·d_model in the MLP, d_model more in the
+    output's projection: depth ``layers`` × 5·d_model + d_model). Independent roundings add as a random walk:
+    √((eps(dtype)/2)² × joins + eps_acc² × depth). A pass that resumed wrongly (a stale or misplaced layer's cache:
+    another text's outputs) is off by the outputs' own size, beyond this for every dtype and depth in use."""
+    device = torch.device(device)
+    half = torch.finfo(dtype).eps / 2 if dtype.is_floating_point else 0.0
+    accumulate, extra = _accumulation(dtype, device)
+    layers = max(layers, 1)
+    joins = (JOINS_PER_LAYER + extra) * layers + 1  # + 1: the output's own projection
+    depth = layers * 5 * d_model + d_model
+    return RESUME_SAFETY * max(1.0, abs(scale)) * (half**2 * joins + accumulate**2 * depth) ** 0.5
+
+
+def outputs_match(before: Tensor, after: Tensor, *, layers: int = 1, d_model: int | None = None) -> bool:
+    """Whether a resumed pass gave the whole pass's outputs: equal, or within :func:`resume_bound` of their scale,
+    in their dtype on their device. ``layers``: the layers the resumed pass ran; ``d_model``: the model's width
+    (default the outputs' own: a vocabulary, wider than d_model, bounds it from above)."""
     if before.shape != after.shape:
         return False
-    if torch.equal(before, after):
+    if not before.numel():
         return True
-    scale = float(before.abs().max()) if before.numel() else 0.0
-    return bool((before - after).abs().max() <= 1e-5 * max(1.0, scale))
+    # reduced on their device, the three numbers brought to the host at once (one wait, not three)
+    equal = (before == after).all().float()
+    largest, scale = (before.float() - after.float()).abs().max(), before.abs().max().float()
+    equal, largest, scale = torch.stack([equal, largest, scale]).cpu().tolist()
+    if equal:
+        return True
+    width = d_model if d_model is not None else (before.shape[-1] if before.dim() else 1)
+    return largest <= resume_bound(before.dtype, before.device, scale, layers, width)

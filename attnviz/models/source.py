@@ -1,12 +1,14 @@
 """The interface every model source implements, and what it hands back besides records.
 
 Pages and the CLI talk to an :class:`AttentionSource`: a typed description of the model (its stacks of layers
-and their shapes, :class:`ModelDescription`) and the set of things it can do (:class:`Capability`: capture keeping
-q and k, generate, reproduce its layers, ablate, fill a KV cache, take a mask, read a target), each decided by the
-source itself, none derived from another. They never look at concrete classes or model names. Adding a model
-family means adding one class that satisfies this protocol; no page changes. A capability's own methods beyond
-the shared part are a narrow protocol (:class:`Rotates`, :class:`TakesTarget`), asked with ``isinstance`` or by
-the capability.
+and their shapes, :class:`ModelDescription`), how it reads a text and its capture, and the set of things it can do
+besides (:class:`Capability`: capture keeping q and k, generate, reproduce its layers, ablate, fill a KV cache,
+take a mask, read a target, edit heads). A Hugging Face source reads them from the hook points of its one pass
+(:mod:`attnviz.models.hf.points`). They never look at concrete classes or model names. Adding a model family means
+adding one class that satisfies this protocol; no page changes. Each capability's methods are a narrow protocol
+(:class:`Ablates`, :class:`Generates`, :class:`Reproduces`, :class:`TakesMask`, :class:`CachesKV`,
+:class:`EditsHeads`, :class:`TakesTarget`; :class:`Rotates`, :class:`Resumes`, :class:`ReadsHead` refine them),
+implemented by a source that can do it, asked by the capability.
 """
 
 from __future__ import annotations
@@ -259,12 +261,15 @@ def one_stack(n_layer: int, n_head: int, n_kv_head: int, head_dim: int, causal: 
 
 @runtime_checkable
 class AttentionSource(Protocol):
-    """A model whose attention attnviz can capture.
+    """A model whose attention attnviz can capture: what it is, how it reads a text, and its capture.
 
     ``description``: its stacks and their shapes; ``capabilities``: what it can do besides capturing a text
-    (:class:`Capability`). ``n_layer``, ``n_head``, ``n_kv_head``, ``head_dim``, ``d_model`` and ``max_positions``
-    are its first stack's (the one :meth:`run` reads): ``n_head`` query heads of ``head_dim`` sharing ``n_kv_head``
-    key/value heads, ``n_layer`` layers of width ``d_model``; ``device`` where it runs.
+    (:class:`Capability`), each with its own narrow protocol below (:class:`Ablates`, :class:`Generates`,
+    :class:`Reproduces`, :class:`TakesMask`, :class:`CachesKV`, :class:`EditsHeads`, :class:`TakesTarget`), so a
+    source implements what it can do and nothing that would only raise. A Hugging Face source reads its
+    capabilities from the hook points of its one pass (:mod:`attnviz.models.hf.points`). ``n_layer``, ``n_head``,
+    ``n_kv_head``, ``head_dim``, ``d_model`` and ``max_positions`` are its first stack's (the one :meth:`run`
+    reads); ``device`` where it runs.
     """
 
     name: str
@@ -279,7 +284,6 @@ class AttentionSource(Protocol):
     description: ModelDescription
     capabilities: frozenset[Capability]
     route_note: Text  # which route runs, and what it cannot do, for the pages
-    ablation_modes: tuple[str, ...]  # head ablation modes ablated_outputs honours (attnviz.models.ablation); () none
 
     def encode(self, text: str, max_tokens: int, keep: str = "start") -> Encoding:
         """Tokenise, cut to ``max_tokens`` keeping the "start" or the "end" of the text."""
@@ -292,6 +296,10 @@ class AttentionSource(Protocol):
         gets a stage "progress.layer" and a step as each layer is captured."""
         ...
 
+    def run_batch(self, texts: list[str], max_tokens: int, side: str = "right") -> BatchRecord:
+        """Several texts padded to one length on ``side``, captured as one batch."""
+        ...
+
     def reference_weights(self, text: str, max_tokens: int) -> Tensor:
         """Every weight at once from the source's own plain (eager) attention: (n_layer, n_head, T, T).
 
@@ -299,9 +307,50 @@ class AttentionSource(Protocol):
         """
         ...
 
-    def run_batch(self, texts: list[str], max_tokens: int, side: str = "right") -> BatchRecord:
-        """Several texts padded to one length on ``side``, captured as one batch."""
+    def token_texts(self, ids: Sequence[int]) -> list[str]:
+        """The text of each vocabulary id, as one token decodes (what the top next tokens are shown as)."""
         ...
+
+
+@runtime_checkable
+class Ablates(Protocol):
+    """A source with :attr:`Capability.ABLATE`, or one kind of an encoder-decoder's heads
+    (:meth:`TakesTarget.ablation_view`): what the Ablation page and the sweep read."""
+
+    name: str
+    device: str | torch.device
+    n_layer: int
+    n_head: int
+    d_model: int
+    capabilities: frozenset[Capability]
+    route_note: Text
+    ablation_modes: tuple[str, ...]  # head ablation modes ablated_outputs honours (attnviz.models.ablation); () none
+
+    def encode(self, text: str, max_tokens: int, keep: str = "start") -> Encoding: ...
+
+    def token_texts(self, ids: Sequence[int]) -> list[str]: ...
+
+    def ablated_outputs(
+        self,
+        text: str,
+        max_tokens: int,
+        head_sets: Sequence[Sequence[tuple[int, int]]],
+        mode: str,
+        resume: CachedLayers | None = None,
+        head_reads: bool = False,
+    ) -> AblatedOutputs:
+        """The model on ``text`` once per set of heads in ``head_sets``, those heads ablated by ``mode`` (one of
+        ``ablation_modes``), all in one batch: row r of the result ablates ``head_sets[r]`` ((layer, head) pairs;
+        an empty set ablates nothing, through the same code). ModelUnavailableError when ``ablation_modes`` lacks
+        ``mode``; the caller bounds R x T (see attnviz.labs.heads_matter.ablation). ``resume``: a :class:`Resumes`
+        source's :meth:`Resumes.layer_cache` of the text; ``head_reads``: a :class:`ReadsHead` source's LM head
+        input instead of the logits."""
+        ...
+
+
+@runtime_checkable
+class Generates(Protocol):
+    """A source with :attr:`Capability.GENERATE`: an LM head."""
 
     def generate(
         self, prompt: str, n_new: int, max_tokens: int, *, progress: Progress | None = None
@@ -309,6 +358,12 @@ class AttentionSource(Protocol):
         """Greedy decoding; GenerationUnsupportedError without :attr:`Capability.GENERATE`. ``progress``: a step per new
         token (stage "progress.token"), then one per captured layer."""
         ...
+
+
+@runtime_checkable
+class Reproduces(Protocol):
+    """A source with :attr:`Capability.REPRODUCE`: attnviz's own module reproduces its layers (Parity,
+    Walkthrough)."""
 
     def check_parity(self, text: str, max_tokens: int, bug: str | None = None) -> Parity:
         """attnviz's own layers on this model's weights against its attention; ParityUnsupportedError
@@ -318,19 +373,6 @@ class AttentionSource(Protocol):
     def parity_bugs(self) -> dict[str, Text]:
         """The known bugs :meth:`check_parity` can put into our layers for this model: {key: what it does}
         (``str()`` is English, the app renders it in the reader's language)."""
-        ...
-
-    def states_under_mask(
-        self, text: str, max_tokens: int, mask: Tensor, perturb_from: int | None = None, seed: int = 0
-    ) -> Tensor:
-        """The last hidden states (T, d_model) when every layer attends under ``mask`` instead of its own.
-
-        mask: bool (T, T), True = may attend, or additive float (T, T), for the
-        first min(max_tokens, settings.MASK_TOKENS) tokens. ``perturb_from``:
-        the tokens from that position on are replaced by others (seeded), the
-        Mask lab's leak test: with a mask that hides the future, earlier states
-        do not change.
-        """
         ...
 
     def attention_layer(self, text: str, max_tokens: int, layer: int) -> LayerInput:
@@ -345,19 +387,28 @@ class AttentionSource(Protocol):
         """:meth:`attention_layer` for several layers (default: all) from one pass of the model."""
         ...
 
-    def ablated_outputs(
-        self, text: str, max_tokens: int, head_sets: Sequence[Sequence[tuple[int, int]]], mode: str
-    ) -> AblatedOutputs:
-        """The model on ``text`` once per set of heads in ``head_sets``, those heads ablated by ``mode`` (one of
-        ``ablation_modes``), all in one batch: row r of the result ablates ``head_sets[r]`` ((layer, head) pairs;
-        an empty set ablates nothing, through the same code). ModelUnavailableError when
-        ``ablation_modes`` lacks ``mode``; the caller bounds R x T (see attnviz.labs.ablation). A
-        :class:`Resumes` source also takes ``resume=`` its :meth:`Resumes.layer_cache` of the text."""
+
+@runtime_checkable
+class TakesMask(Protocol):
+    """A source with :attr:`Capability.MASK`: every layer attends under a mask the user gives (the Mask lab)."""
+
+    def states_under_mask(
+        self, text: str, max_tokens: int, mask: Tensor, perturb_from: int | None = None, seed: int = 0
+    ) -> Tensor:
+        """The last hidden states (T, d_model) when every layer attends under ``mask`` instead of its own.
+
+        mask: bool (T, T), True = may attend, or additive float (T, T), for the
+        first min(max_tokens, settings.MASK_TOKENS) tokens. ``perturb_from``:
+        the tokens from that position on are replaced by others (seeded), the
+        Mask lab's leak test: with a mask that hides the future, earlier states
+        do not change.
+        """
         ...
 
-    def token_texts(self, ids: Sequence[int]) -> list[str]:
-        """The text of each vocabulary id, as one token decodes (what the top next tokens are shown as)."""
-        ...
+
+@runtime_checkable
+class CachesKV(Protocol):
+    """A source with :attr:`Capability.KV_CACHE`: a decoder's cache, filled and decoded with (the KV cache page)."""
 
     def prefill_kv(
         self,
@@ -410,7 +461,7 @@ class Resumes(Protocol):
 class ReadsHead(Protocol):
     """A source whose next-token logits are exactly its LM head's product on what the head reads: the exact sweep
     keeps only that from each pass and forms the logits a block of the vocabulary at a time inside its reduction
-    (attnviz.labs.reductions.kl_through_head), never a row's (T, vocab) whole."""
+    (attnviz.labs.heads_matter.reductions.kl_through_head), never a row's (T, vocab) whole."""
 
     def unembedding(self) -> tuple[Tensor, Tensor | None] | None:
         """The LM head's weight (vocab, d) and bias (or None), when the logits are its product alone and it runs
@@ -422,9 +473,7 @@ class ReadsHead(Protocol):
 class EditsHeads(Resumes, Protocol):
     """A source whose attention layers' head outputs z (what each output projection reads) can be read, replaced
     and differentiated in a pass (:attr:`Capability.EDIT_HEADS`): activation and attribution patching, direct
-    logit attribution (attnviz.labs.patching, attnviz.labs.direct_logits)."""
-
-    edits_heads: bool
+    logit attribution (attnviz.labs.heads_matter.patching, attnviz.labs.heads_matter.direct_logits)."""
 
     def token_ids(self, text: str) -> list[int]:
         """``text``'s token ids without special tokens (a metric's token must be one)."""
@@ -447,8 +496,9 @@ class EditsHeads(Resumes, Protocol):
         nothing can be read)."""
         ...
 
-    def head_blocks(self) -> list[tuple[Tensor, Tensor | None]]:
-        """Each attention layer's W_O^h (n_head, head_dim, d_model) and its bias (d_model,) or None."""
+    def head_blocks(self) -> Iterator[tuple[Tensor, Tensor | None]]:
+        """Each attention layer's W_O^h (n_head, head_dim, d_model) and its bias (d_model,) or None, one layer at a
+        time, float32 on that layer's device."""
         ...
 
 
@@ -489,6 +539,6 @@ class TakesTarget(Protocol):
         """What one :meth:`run_pair` may add to the process at its peak (its admission's price), in bytes."""
         ...
 
-    def ablation_view(self, kind: str, target: str | None, n_generate: int = 0) -> AttentionSource:
+    def ablation_view(self, kind: str, target: str | None, n_generate: int = 0) -> Ablates:
         """The model seen from one kind of its heads and one target, as the Ablation page reads a source."""
         ...

@@ -16,22 +16,21 @@ from attnviz.app.head_links import (
     heads_text,
     ranked_heads,
 )
+from attnviz.app.jobs import PieceJob, about
 from attnviz.app.loading import cached, cached_job, result_cache
-from attnviz.app.progress import duration_text, price_note, probed, progress_bar, quote, time_note
-from attnviz.app.queue_view import admission, admitted, request_id
+from attnviz.app.progress import duration_text, probed
+from attnviz.app.queue_view import admitted, request_id
 from attnviz.app.state import Settings, valid_choice
 from attnviz.app.widgets import plotly, table
-from attnviz.core.admission import Need
 from attnviz.core.device_speed import device_of
-from attnviz.core.time_agreement import TimeLog, time_verdict
 from attnviz.core.token_display import markdown_text, shown_text
 from attnviz.figures.ablation import make_ablation_change_figure, make_ablation_sweep_figure
 from attnviz.figures.heads_matter import make_head_effect_figure
 from attnviz.i18n.translate import t
-from attnviz.labs import ablation, attribution, patching
-from attnviz.labs.ablation import AblationResult, AblationSweep
-from attnviz.labs.agreement import agreement as rank_agreement
-from attnviz.labs.agreement import by_size, flag_report, head_check
+from attnviz.labs.heads_matter import ablation, attribution, patching
+from attnviz.labs.heads_matter.ablation import AblationResult, AblationSweep
+from attnviz.labs.heads_matter.agreement import agreement as rank_agreement
+from attnviz.labs.heads_matter.agreement import by_size, flag_report, head_check
 from attnviz.models.source import AttentionSource, Capability
 from attnviz.settings import ESTIMATE_TOKENS
 
@@ -74,38 +73,6 @@ def show_result(result: AblationResult, name: str) -> None:
                 table(top, key=f"ablation_{side}", headers=headers, hide_index=True)
 
 
-SWEEP_STATE = "ablation_sweep_state"  # session state: {"key", "values" {head: value}, "laps", "status"} of its sweep
-SWEEP_TIMING = "ablation_sweep_timing"  # session state: {"key", "laps", "share"} of the sweep this session finished
-
-
-def _start(key: tuple) -> None:
-    state = st.session_state.get(SWEEP_STATE)
-    kept = state if state and state["key"] == key else {"values": {}, "losses": {}, "laps": []}  # Continue keeps
-    st.session_state[SWEEP_STATE] = {
-        "key": key,
-        "values": kept["values"],
-        "losses": kept["losses"],
-        "laps": kept["laps"],
-        "status": "running",
-    }
-
-
-def other_requests() -> int:
-    """Requests of this server running beside this session's own (which is running when this is asked)."""
-    return admission().n_running - 1
-
-
-def _stop() -> None:
-    state = st.session_state.get(SWEEP_STATE)
-    if state is not None:
-        state["status"] = "stopped"
-
-
-def about(seconds: float) -> str:
-    """A predicted time for a sentence: "41 s", "2 min 05 s"; never "0 s"."""
-    return duration_text(max(1.0, seconds))
-
-
 def limit_text(prefix: str, n_tokens: int, sidebar: int, page: int) -> str:
     """Which limit applies to a page's tokens and why: the sidebar's, when lower than the page's own, or the
     page's, or both (``prefix``: the catalogue's ``<prefix>_sidebar``, ``_page`` and ``_both``)."""
@@ -135,22 +102,21 @@ def show_sweep(sweep: AblationSweep) -> None:
 
 def sweep_section(source: AttentionSource, settings: Settings, mode: str, view_key: tuple = ()) -> None:
     """Every head ablated alone: the time it will take here, then a Run button; while it runs, a progress bar and
-    a Stop button. It runs a pass at a time, each pass's heads kept in the session as it ends, so a Stop (any click:
-    Streamlit stops a running script at its next drawing) keeps what was done: the partial map, and Continue.
-    ``view_key``: what else chose the heads and the text measured (an encoder-decoder's kind and target)."""
+    a Stop button, a pass at a time (:class:`attnviz.app.jobs.PieceJob`): a Stop keeps what was done, the partial
+    map, and Continue. ``view_key``: what else chose the heads and the text measured (an encoder-decoder's kind and
+    target)."""
     st.subheader(t("ablation.sweep"))
     sweep_tokens = ablation.token_limit(settings.max_tokens, ablation.SWEEP_TOKENS)
     key = (settings.spec, settings.text, sweep_tokens, mode, *view_key)
+    job = PieceJob("ablation_sweep", key, extra=("losses",))
     found, sweep = result_cache().lookup(("ablation_sweep", key))
     if found:
         limit = limit_text("ablation.sweep_limit", sweep.n_tokens, settings.max_tokens, ablation.SWEEP_TOKENS)
         st.caption(t("ablation.sweep_done", n=sweep.n_heads, tokens=sweep.n_tokens, limit=limit))
-        timing = st.session_state.get(SWEEP_TIMING)
-        if timing is not None and timing["key"] == key:  # this session ran it: the time it took beside the prediction
-            time_note(time_verdict(timing["laps"], timing["share"]))
+        job.time_taken()
         show_sweep(sweep)
         return
-    need = Need(ablation.sweep_bytes(source, sweep_tokens), 0.0)
+    need = ablation.sweep_need(source, sweep_tokens)
     priced_as = ("ablation_sweep_baseline", key)
     baseline = cached(
         "ablation_sweep_baseline",
@@ -161,16 +127,12 @@ def sweep_section(source: AttentionSource, settings: Settings, mode: str, view_k
         t("ablation.sweep_timing"),
         need,
     )
-    state = st.session_state.get(SWEEP_STATE)
-    if state is not None and state["key"] != key:
-        state = None  # another text, mode or model: its sweep waits to be asked for
-    values = {**baseline.first, **(state["values"] if state else {})}
+    values = {**baseline.first, **job.values}
     limit = limit_text("ablation.sweep_limit", baseline.n_tokens, settings.max_tokens, ablation.SWEEP_TOKENS)
     if len(values) == len(baseline.heads):  # timing the first pass ran every head: nothing left to ask for
         result_cache().get_or_compute(("ablation_sweep", key), lambda: ablation.sweep_result(baseline, values, {}))
         st.rerun()  # drawn as done, with the estimate above beside it
-    laps = state["laps"] if state else []
-    price = quote(priced_as, baseline.seconds(values), laps, device_of(source))  # what is left, at today's speed
+    price = job.quote(priced_as, baseline.seconds(values), device_of(source))
     st.caption(
         t(
             "ablation.sweep_caption",
@@ -185,32 +147,27 @@ def sweep_section(source: AttentionSource, settings: Settings, mode: str, view_k
             else duration_text(baseline.pass_seconds),
         )
     )
-    if state is None or state["status"] != "running":
-        if state is not None and state["status"] == "stopped":
-            show_sweep(ablation.sweep_result(baseline, values, state["losses"]))
-            time_note(time_verdict(state["laps"], baseline.timed_share))  # the passes done before the stop
-            label = t("prices.continue", left=len(baseline.heads) - len(values), time=about(price.seconds))
-        else:
-            n, timed = len(baseline.heads), len(baseline.first)
-            label = t("prices.run_sweep", n=n, timed=timed, left=n - timed, time=about(price.seconds))
-        st.button(label, key="ablation_sweep_start", on_click=_start, args=(key,), type="primary")
-        st.caption(price_note(price))
+    if not job.running:
+        n, timed = len(baseline.heads), len(baseline.first)
+        job.offer(
+            t("prices.run_sweep", n=n, timed=timed, left=n - timed, time=about(price.seconds)),
+            t("prices.continue", left=n - len(values), time=about(price.seconds)),
+            stopped=lambda: show_sweep(ablation.sweep_result(baseline, values, job.kept("losses"))),
+            share=baseline.timed_share,
+            primary=True,
+        )
         return
-    stop = st.empty()
-    stop.button(t("ablation.sweep_stop"), key="ablation_sweep_stop", on_click=_stop)
-    rid = request_id("ablation_sweep", key)
-    with (
-        progress_bar(t("ablation.sweeping"), price_factor=price.factor) as progress,
-        admitted(Need(baseline.pass_bytes, price.seconds), rid),
-    ):
-        log = TimeLog(state["laps"], other_requests, scale=price.factor)
-        ablation.run_pieces(source, settings.text, baseline, state["values"], progress, state["losses"], log)
-    stop.empty()
-    done = ablation.sweep_result(baseline, state["values"], state["losses"])
-    st.session_state[SWEEP_TIMING] = {"key": key, "laps": state["laps"], "share": baseline.timed_share}
-    st.session_state.pop(SWEEP_STATE, None)
+    job.run(
+        t("ablation.sweeping"),
+        t("ablation.sweep_stop"),
+        baseline.need(source, price.seconds),
+        lambda progress, log: ablation.run_pieces(
+            source, settings.text, baseline, job.values, progress, job.kept("losses"), log
+        ),
+    )
+    done = ablation.sweep_result(baseline, job.values, job.kept("losses"))
     result_cache().get_or_compute(("ablation_sweep", key), lambda: done)
-    st.rerun()  # the estimate above was drawn before the sweep ended: drawn again beside it, with their agreement
+    job.finish(baseline.timed_share)  # the estimate above was drawn before the sweep ended: drawn again beside it
 
 
 def estimate_section(source: AttentionSource, settings: Settings, mode: str, view_key: tuple = ()) -> None:
@@ -230,7 +187,7 @@ def estimate_section(source: AttentionSource, settings: Settings, mode: str, vie
         t("estimate_check.graddrop_option"), key="ablation_graddrop", help=t("estimate_check.graddrop_help")
     )
     key = (settings.spec, settings.text, n_tokens, mode, *view_key)
-    need = Need(attribution.estimate_bytes(source, n_tokens), 0.0)
+    need = attribution.estimate_need(source, n_tokens, graddrop)
     estimate = cached_job(
         "ablation_estimate",
         (*key, graddrop),
@@ -290,7 +247,7 @@ def estimate_section(source: AttentionSource, settings: Settings, mode: str, vie
         if st.button(t("heads_matter.confirm", k=len(top)), key="ablation_confirm"):
             with (
                 st.spinner(t("heads_matter.confirming", heads=heads_text(top))),
-                admitted(Need(ablation.sweep_bytes(source, n_tokens), 0.0), request_id("ablation_top", key)),
+                admitted(ablation.sweep_need(source, n_tokens), request_id("ablation_top", key)),
             ):
                 result_cache().get_or_compute(
                     confirmed_key, lambda: ablation.confirm_heads(source, settings.text, n_tokens, mode, top)

@@ -11,7 +11,7 @@ from attnviz import settings
 from attnviz.app import hosted
 from attnviz.app.loading import cached, current_source, require_source, target_inputs
 from attnviz.app.state import Settings
-from attnviz.app.widgets import plotly, show_error, show_info, table
+from attnviz.app.widgets import plotly, show_error, show_info, tab_picker, table
 from attnviz.core.token_display import markdown_text
 from attnviz.errors import ConfigError, ModelUnavailableError
 from attnviz.figures.kv import make_decode_figure, make_whatif_figure
@@ -147,8 +147,8 @@ def kv_checks(settings_: Settings) -> None:
     if Capability.TARGET in source.capabilities:
         encoder_decoder_check(source, settings_)
         return
-    measured, speed, whatif = st.tabs([t("kv_ui.tab_measured"), t("kv_ui.tab_speed"), t("kv_ui.tab_whatif")])
-    with measured:
+    shown = tab_picker(["kv_ui.tab_measured", "kv_ui.tab_speed", "kv_ui.tab_whatif"], "kv_tab")  # the open one runs
+    if shown == "kv_ui.tab_measured":
         st.markdown(t("kv_ui.measured_intro"))
         if st.toggle(t("kv_ui.measure"), key="kv_measure"):
             try:
@@ -164,7 +164,7 @@ def kv_checks(settings_: Settings) -> None:
                 table(checks, key="kv_measured_table", headers=MEASURED_HEADERS, hide_index=True, width="stretch")
                 worst = int(checks["error (bytes)"].abs().max())
                 st.caption(t("kv_ui.largest_error", worst=worst, n=len(checks)))
-    with speed:
+    elif shown == "kv_ui.tab_speed":
         n_new = st.radio(t("kv_ui.n_new"), KV_DECODE_TOKENS, horizontal=True, key="kv_decode_n")
         if st.toggle(t("kv_ui.decode"), key="kv_decode"):
             try:
@@ -185,7 +185,7 @@ def kv_checks(settings_: Settings) -> None:
                 plotly(make_decode_figure(lines), "kv_decode_fig")
                 speedup = timings["recompute"].total / timings["cache"].total
                 st.caption(t("kv_ui.speedup", speedup=speedup, n=n_new))
-    with whatif:
+    else:
         st.markdown(t("kv_ui.whatif_intro"))
         layer = st.selectbox(
             t("kv_ui.layer"), range(source.n_layer), format_func=lambda i: f"L{i}", key="kv_whatif_layer"

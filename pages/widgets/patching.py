@@ -15,43 +15,27 @@ from attnviz.app.head_links import (
     heads_text,
     ranked_heads,
 )
+from attnviz.app.jobs import PieceJob, about
 from attnviz.app.loading import cached, cached_job, result_cache
-from attnviz.app.progress import price_note, probed, progress_bar, quote, time_note
+from attnviz.app.progress import probed
 from attnviz.app.queue_view import admitted, request_id
 from attnviz.app.state import Settings, valid_choice
 from attnviz.app.widgets import layer_head_picker, plotly, show_error, show_info
-from attnviz.core.admission import Need
 from attnviz.core.device_speed import device_of
-from attnviz.core.time_agreement import TimeLog, time_verdict
 from attnviz.core.token_display import markdown_text, visible_text
 from attnviz.figures.base import hover_text
 from attnviz.figures.heads_matter import make_head_effect_figure, make_positions_figure
 from attnviz.figures.position_patching import make_position_patch_figure
 from attnviz.i18n.translate import t
-from attnviz.labs import attribution, corruption, patching
-from attnviz.labs.ablation import token_limit
-from attnviz.labs.agreement import flag_report, head_check
-from attnviz.labs.direct_logits import direct_logit_attribution
+from attnviz.labs.heads_matter import attribution, corruption, patching
+from attnviz.labs.heads_matter.ablation import token_limit
+from attnviz.labs.heads_matter.agreement import flag_report, head_check
+from attnviz.labs.heads_matter.direct_logits import direct_logit_attribution, direct_logits_need
 from attnviz.models.readings import Verdict
 from attnviz.models.source import AttentionSource, Capability
 from attnviz.settings import PATCH_TOKENS
-from pages.widgets.ablation import about, other_requests
 
-PATCH_STATE = "patch_state"  # session state: {"key", "values" {head: M}, "laps", "status"} of its exact patching
-PATCH_TIMING = "patch_timing"  # session state: {"key", "laps", "share"} of the patching this session finished
-POSITIONS_STATE = "patch_positions_state"  # session state: {"key", "values" {position: M}, "status"}
 RANKED_K = 10
-
-
-def _start(key: tuple) -> None:
-    state = st.session_state.get(PATCH_STATE)
-    kept = state if state and state["key"] == key else {"values": {}, "laps": []}  # Continue keeps a stop's
-    st.session_state[PATCH_STATE] = {"key": key, "values": kept["values"], "laps": kept["laps"], "status": "running"}
-
-
-def _stop() -> None:
-    if (state := st.session_state.get(PATCH_STATE)) is not None:
-        state["status"] = "stopped"
 
 
 def _metric(
@@ -77,6 +61,7 @@ def _metric(
         (settings.spec, clean, corrupt, n_tokens, swapped),
         lambda: patching.default_tokens(source, clean, corrupt, n_tokens, swapped),
         t("patching.reading_defaults"),
+        patching.patch_need(source, n_tokens),  # its key's shape is no capture's
     )
     if defaults is not None:  # each text's own answer, until the reader types other tokens
         proposed = (defaults.a, defaults.b)
@@ -121,7 +106,7 @@ def patch_section(source: AttentionSource, settings: Settings) -> None:
         st.info(t("patching.give_tokens"))
         return
     key = (settings.spec, clean, corrupt, n_tokens, metric)
-    need = Need(attribution.estimate_bytes(source, n_tokens) * 2, 0.0)
+    need = attribution.pair_estimate_need(source, n_tokens)
 
     def job(progress) -> patching.EstimatedPair:
         pair = patching.run_pair(source, clean, corrupt, n_tokens, metric)
@@ -139,10 +124,9 @@ def patch_section(source: AttentionSource, settings: Settings) -> None:
     if estimate is None:
         st.info(t("patching.no_gap"))
         return
-    state = st.session_state.get(PATCH_STATE)
-    state = state if state is not None and state["key"] == key else None
+    job = PieceJob("patch", key)  # every head patched exactly: {head: M}
     found, exact = result_cache().lookup(("patch_exact", key))
-    values = dict(exact) if found else dict(state["values"]) if state else {}
+    values = dict(exact) if found else dict(job.values)
     confirmed_found, confirmed = result_cache().lookup(("patch_confirmed", key))
     if confirmed_found:
         values = {**confirmed, **values}
@@ -178,7 +162,7 @@ def patch_section(source: AttentionSource, settings: Settings) -> None:
     estimate_table(ranked, estimate.values, result.effects, "patch_ranked", measure=measure)
     top = patching.confirm(estimate)
     if not confirmed_found and not found and st.button(t("heads_matter.confirm", k=len(top)), key="patch_confirm"):
-        need = Need(attribution.estimate_bytes(source, pair.n_tokens), 0.0)
+        need = patching.patch_need(source, pair.n_tokens)
         with (
             st.spinner(t("heads_matter.confirming", heads=heads_text(top))),
             admitted(need, request_id("patch_top", key)),
@@ -186,21 +170,10 @@ def patch_section(source: AttentionSource, settings: Settings) -> None:
             result_cache().get_or_compute(("patch_confirmed", key), lambda: patching.patch_heads(source, pair, top))
         st.rerun()
     if not found:
-        _exact_section(source, pair, key, state)
-    elif (timing := st.session_state.get(PATCH_TIMING)) is not None and timing["key"] == key:
-        time_note(time_verdict(timing["laps"], timing["share"]))  # this session ran it: the time beside the price
+        _exact_section(source, pair, job)
+    else:
+        job.time_taken()  # this session ran it: the time beside the price
     _positions_section(source, pair, key, ranked[0][:2] if ranked else (0, 0))  # priced by the plan timed above
-
-
-def _start_positions(key: tuple) -> None:
-    state = st.session_state.get(POSITIONS_STATE)
-    kept = state["values"] if state and state["key"] == key else {}  # Continue keeps a stop's positions
-    st.session_state[POSITIONS_STATE] = {"key": key, "values": kept, "status": "running"}
-
-
-def _stop_positions() -> None:
-    if (state := st.session_state.get(POSITIONS_STATE)) is not None:
-        state["status"] = "stopped"
 
 
 def _positions_section(source: AttentionSource, pair: patching.RunPair, key: tuple, top: tuple[int, int]) -> None:
@@ -225,82 +198,64 @@ def _positions_section(source: AttentionSource, pair: patching.RunPair, key: tup
             key="patch_positions_map",
         )
         return
-    state = st.session_state.get(POSITIONS_STATE)
-    state = state if state is not None and state["key"] == head_key else None
-    done = dict(state["values"]) if state else {}
-    if state is None or state["status"] != "running":
-        need = Need(attribution.estimate_bytes(source, pair.n_tokens), 0.0)
+    job = PieceJob("patch_positions", head_key)  # {position: M}
+    done = dict(job.values)
+    if not job.running:
+        need = patching.patch_need(source, pair.n_tokens)
         priced_as = ("patch_plan", key)  # every head's timing passes, as the exact section times them
         plan_job = probed(priced_as, lambda: patching.plan_patching(source, pair), device_of(source))
         plan = cached("patch_plan", key, plan_job, t("patching.timing"), need)
         seconds = plan.positions_seconds((layer, head), pair.n_tokens - len(done))
-        price = about(quote(priced_as, seconds, None, device_of(source)).seconds)
-        if state is not None and state["status"] == "stopped":
-            st.warning(t("patch_positions.stopped", done=len(done), total=pair.n_tokens))
-            label = t("patch_positions.continue", left=pair.n_tokens - len(done), time=price)
-        else:
-            label = t("patch_positions.run", layer=layer, head=head, n=pair.n_tokens, time=price)
-        st.button(label, key="patch_positions_start", on_click=_start_positions, args=(head_key,))
+        price = about(job.quote(priced_as, seconds, device_of(source)).seconds)
+        job.offer(
+            t("patch_positions.run", layer=layer, head=head, n=pair.n_tokens, time=price),
+            t("patch_positions.continue", left=pair.n_tokens - len(done), time=price),
+            stopped=lambda: st.warning(t("patch_positions.stopped", done=len(done), total=pair.n_tokens)),
+            note=False,
+        )
         return
-    stop = st.empty()
-    stop.button(t("patching.stop"), key="patch_positions_stop", on_click=_stop_positions)
-    finished = False
-    try:  # any interruption leaves it stopped, its positions kept: Continue resumes it
-        with (
-            progress_bar(t("patch_positions.running", layer=layer, head=head)) as progress,
-            admitted(Need(attribution.estimate_bytes(source, pair.n_tokens), 0.0), request_id("patch_pos", head_key)),
-        ):
-            patching.patch_positions(source, pair, (int(layer), int(head)), progress, state["values"])
-        finished = True
-    finally:
-        if not finished:
-            state["status"] = "stopped"
-    stop.empty()
-    result_cache().get_or_compute(("patch_positions", head_key), lambda: dict(state["values"]))
-    st.session_state.pop(POSITIONS_STATE, None)
-    st.rerun()
+    job.run(
+        t("patch_positions.running", layer=layer, head=head),
+        t("patching.stop"),
+        patching.patch_need(source, pair.n_tokens),
+        lambda progress, log: patching.patch_positions(source, pair, (int(layer), int(head)), progress, job.values),
+        request="patch_pos",
+    )
+    result_cache().get_or_compute(("patch_positions", head_key), lambda: dict(job.values))
+    job.finish(timed=False)
 
 
-def _exact_section(source: AttentionSource, pair: patching.RunPair, key: tuple, state: dict | None) -> None:
+def _exact_section(source: AttentionSource, pair: patching.RunPair, job: PieceJob) -> None:
     """Every head patched exactly, a pass at a time; a Stop keeps the passes done, Continue runs the rest."""
-    need = Need(attribution.estimate_bytes(source, pair.n_tokens), 0.0)
-    priced_as = ("patch_plan", key)
+    need = patching.patch_need(source, pair.n_tokens)
+    priced_as = ("patch_plan", job.key)
     plan_job = probed(priced_as, lambda: patching.plan_patching(source, pair), device_of(source))
-    plan = cached("patch_plan", key, plan_job, t("patching.timing"), need)
-    done = {**plan.done, **(state["values"] if state else {})}
+    plan = cached("patch_plan", job.key, plan_job, t("patching.timing"), need)
+    done = {**plan.done, **job.values}
     total = len(plan.heads)
-    price = quote(priced_as, plan.seconds(done), state["laps"] if state else [], device_of(source))  # what is left
-    if state is None or state["status"] != "running":
-        if state is not None and state["status"] == "stopped":
-            st.warning(t("patching.stopped", done=len(done), total=total))
-            time_note(time_verdict(state["laps"], plan.timed_share))  # the passes done before the stop
-            label = t("prices.continue", left=total - len(done), time=about(price.seconds))
-        else:
-            timed = len(plan.done)
-            label = t("prices.run_patch", n=total, timed=timed, left=total - timed, time=about(price.seconds))
-        st.button(label, key="patch_start", on_click=_start, args=(key,))
-        st.caption(price_note(price))
+    price = job.quote(priced_as, plan.seconds(done), device_of(source))  # what is left
+    if not job.running:
+        timed = len(plan.done)
+        job.offer(
+            t("prices.run_patch", n=total, timed=timed, left=total - timed, time=about(price.seconds)),
+            t("prices.continue", left=total - len(done), time=about(price.seconds)),
+            stopped=lambda: st.warning(t("patching.stopped", done=len(done), total=total)),
+            share=plan.timed_share,
+        )
         return
-    stop = st.empty()
-    stop.button(t("patching.stop"), key="patch_stop", on_click=_stop)
-    state["values"].update(plan.done)
-    finished = False
-    try:  # any interruption (a click elsewhere, an error) leaves it stopped, its passes kept: Continue resumes it
-        with (
-            progress_bar(t("patching.patching"), price_factor=price.factor) as progress,
-            admitted(Need(attribution.estimate_bytes(source, pair.n_tokens), price.seconds), request_id("patch", key)),
-        ):
-            log = TimeLog(state["laps"], other_requests, scale=price.factor)
-            patching.patch_heads(source, pair, plan.heads, progress, state["values"], log, plan.piece_seconds)
-        finished = True
-    finally:
-        if not finished:
-            state["status"] = "stopped"
-    stop.empty()
-    result_cache().get_or_compute(("patch_exact", key), lambda: dict(state["values"]))
-    st.session_state[PATCH_TIMING] = {"key": key, "laps": state["laps"], "share": plan.timed_share}
-    st.session_state.pop(PATCH_STATE, None)
-    st.rerun()
+
+    def work(progress, log) -> None:
+        job.values.update(plan.done)
+        patching.patch_heads(source, pair, plan.heads, progress, job.values, log, plan.piece_seconds)
+
+    job.run(
+        t("patching.patching"),
+        t("patching.stop"),
+        patching.patch_need(source, pair.n_tokens, price.seconds),
+        work,
+    )
+    result_cache().get_or_compute(("patch_exact", job.key), lambda: dict(job.values))
+    job.finish(plan.timed_share)
 
 
 def direct_logit_section(source: AttentionSource, settings: Settings) -> None:
@@ -327,6 +282,7 @@ def direct_logit_section(source: AttentionSource, settings: Settings) -> None:
             (settings.spec, settings.text, n_tokens, token, int(position)),
             lambda: direct_logit_attribution(source, settings.text, n_tokens, token, int(position)),
             t("patching.attributing"),
+            direct_logits_need(source, n_tokens),
         )
     except ValueError as err:
         show_error(err)

@@ -1,5 +1,5 @@
 """Each head's direct contribution to one token's logit, computed with plain torch hooks on a transformers model and
-none of attnviz's code: the reference for attnviz.labs.direct_logits.
+none of attnviz's code: the reference for attnviz.labs.heads_matter.direct_logits.
 
 A head's part of the residual stream is its slice of the output projection's input, z_h (head_dim,), through its
 columns of W_O (Linear: weight[:, slice]; GPT-2's Conv1D: weight[slice, :]), times the join scale c the config

@@ -1,5 +1,5 @@
 """Activation patching and attribution patching computed with plain torch hooks on a transformers model and none of
-attnviz's code: the references for attnviz.labs.patching and attnviz.labs.attribution, on the tiny random models
+attnviz's code: the references for attnviz.labs.heads_matter.patching and attnviz.labs.heads_matter.attribution, on the tiny random models
 they run on, with the bounds of a float32 or bfloat16 forward.
 
 A head is patched by a pre-hook on the model's own output projection (Llama's and Qwen2's ``o_proj``, GPT-2's
@@ -118,7 +118,7 @@ class Checked:
 def check_exact_patching(source, pair, dtype: str, heads) -> Checked:
     """patching.patch_heads on ``heads`` against :func:`patched_logits`: within two logits' rounding (each at
     :func:`logit_size`, over :func:`depth`), and each effect (patched − corrupt) past that bound."""
-    from attnviz.labs import patching
+    from attnviz.labs.heads_matter import patching
 
     got = patching.patch_heads(source, pair, heads)
     tokens = pair.metric.ids
@@ -177,7 +177,7 @@ def check_estimate(source, pair, dtype: str, heads) -> Checked:
     """attribution.estimate_patching against :func:`first_order`, every head: each gradient is a forward and a
     backward in ``dtype`` (about twice :func:`depth`'s roundings; the terms are summed in float64 on both sides), so a
     head's figure is off by eps × the sum of its terms' sizes × √(2 depth); ``heads``' figures lie past their bound."""
-    from attnviz.labs import attribution
+    from attnviz.labs.heads_matter import attribution
 
     estimate = attribution.estimate_patching(source, pair, CLEAN, CORRUPT)
     expected, scale = first_order(source, pair)

@@ -2,8 +2,8 @@
 and what each flag caught (the JSON keys stay as they were)."""
 
 from attnviz.cli.patch import patch_report
-from attnviz.labs.attribution import Estimate
-from attnviz.labs.patching import Metric, PatchResult
+from attnviz.labs.heads_matter.attribution import Estimate
+from attnviz.labs.heads_matter.patching import Metric, PatchResult
 
 ESTIMATE = Estimate([[0.5, -0.2], [0.05, 0.3]], 0.1, "1 forward + 1 backward", saturated=[(0, 1)], kind="patch")
 

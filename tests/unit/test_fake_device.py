@@ -15,7 +15,7 @@ from attnviz.core.capture import CaptureSession, capture_attention, capture_weig
 from attnviz.core.capture import kernel as capture_kernel
 from attnviz.core.masks import KeyRanges
 from attnviz.core.value_norms import projection_factors
-from attnviz.models.ablation import HeadAblation, ablate_output
+from attnviz.models.ablation import ablate_output, ablation_hooks
 from tests.fake_device import DEVICE, FakeCuda, HostSyncError, devices_of
 
 N_HEAD, HEAD_DIM, T = 4, 8, 11
@@ -251,9 +251,11 @@ def test_ablation_rewrites_heads_on_the_device(fake, mode, heads_on):
 
 @pytest.mark.parametrize("mode", ["zero", "mean", "first"])
 def test_a_pass_ablates_layer_by_layer_on_the_device(fake, mode):
-    ablation = HeadAblation([[(0, 1)], [(1, 2)], []], mode, N_HEAD)
+    hooks = ablation_hooks([[(0, 1)], [(1, 2)], []], mode, N_HEAD)
     value = torch.randn(3, 2, T, HEAD_DIM).to(DEVICE)
-    for _ in range(3):  # layers 0, 1, 2
+    for layer in range(3):
         query, output = torch.randn(3, N_HEAD, T, HEAD_DIM).to(DEVICE), torch.randn(3, T, N_HEAD, HEAD_DIM).to(DEVICE)
-        assert ablation.apply(object(), query, output, value).device == DEVICE
-    assert ablation.layers_seen == 3
+        if "attn.qkv" in hooks:
+            hooks["attn.qkv"](layer, query, value, value)
+        assert hooks["attn.z"](layer, output).device == DEVICE
+    assert fake.transfers == []

@@ -14,7 +14,7 @@ import copy
 import hashlib
 import math
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, replace
 
 import torch
@@ -30,7 +30,7 @@ from attnviz.core.tokenizer import Token, tokenize
 from attnviz.core.value_norms import projection_factors
 from attnviz.errors import GenerationUnsupportedError, ParityUnsupportedError
 from attnviz.i18n.message import Text, msg
-from attnviz.models.ablation import ABLATION_MODES, HeadAblation
+from attnviz.models.ablation import ABLATION_MODES, ablation_hooks, check_ran
 from attnviz.models.embedded.config import EmbeddedConfig
 from attnviz.models.record import AttentionRecord, BatchRecord, GenerationRecord, ModelOutputs
 from attnviz.models.resume import CachedLayers
@@ -406,18 +406,21 @@ class EmbeddedModel(nn.Module):
             x = self.embed(tokens, torch.arange(T)[None].repeat(len(rows), 1))  # (R, T, d_model)
         mask = self._keys(T).dense().to(self.device)  # (T, T)
         scale = 1.0 / math.sqrt(self.head_dim)
-        ablation = HeadAblation(rows, mode, self.n_head, layers_seen=start)
-        for block in self.blocks[start:]:
+        hooks = ablation_hooks(rows, mode, self.n_head)  # the same hook functions as a Hugging Face pass's
+        read, ablate = hooks.get("attn.qkv"), hooks["attn.z"]
+        for layer, block in enumerate(self.blocks[start:], start):
 
-            def attend(q: Tensor, k: Tensor, v: Tensor, block=block) -> Tensor:
+            def attend(q: Tensor, k: Tensor, v: Tensor, layer=layer) -> Tensor:
+                if read is not None:
+                    read(layer, q, k, v)
                 out = fused_attention(q, k, v, mask, scale).transpose(1, 2)  # (R, T, n_head, head_dim)
-                return ablation.apply(block, q, out, v).transpose(1, 2)  # (R, n_head, T, head_dim)
+                return ablate(layer, out).transpose(1, 2)  # (R, n_head, T, head_dim)
 
             x, _ = block(x, attend=attend)
             if keep is not None:
                 keep.append(x)
-        ablation.check_ran(self.name)
-        return AblatedOutputs(encoding=encoding, values=x.float().cpu(), logits=False, layers_run=ablation.layers_seen)
+        check_ran(rows, self.n_layer, self.name)
+        return AblatedOutputs(encoding=encoding, values=x.float().cpu(), logits=False, layers_run=self.n_layer)
 
     def layer_cache(self, text: str, max_tokens: int, mode: str = "zero") -> tuple[AblatedOutputs, CachedLayers]:
         """The text with nothing ablated and each block's output: the sweep's passes start at their head's block."""
@@ -425,11 +428,7 @@ class EmbeddedModel(nn.Module):
         outputs = self.ablated_outputs(text, max_tokens, [[]], mode, keep=kept)
         nbytes = sum(x.numel() * x.element_size() for x in kept)
         layers = list(range(self.n_layer))
-        return outputs, CachedLayers(
-            layers=layers, outputs=kept, calls_before=layers, n_calls=self.n_layer, nbytes=nbytes
-        )
-
-    edits_heads = True
+        return outputs, CachedLayers(outputs=kept, calls_before=layers, n_calls=self.n_layer, nbytes=nbytes)
 
     def token_ids(self, text: str) -> list[int]:
         """No vocabulary of ids to name a token by: it has no LM head."""
@@ -467,15 +466,16 @@ class EmbeddedModel(nn.Module):
                 x, _ = block(x, attend=attend)
         return x, None
 
-    def head_blocks(self) -> list[tuple[Tensor, Tensor | None]]:
+    def head_blocks(self) -> Iterator[tuple[Tensor, Tensor | None]]:
+        """Each layer's W_O^h (n_head, head_dim, d_model) and its bias (d_model,) or None, float32 on the model's
+        device, one layer at a time."""
         shape = (self.n_head, self.head_dim, self.d_model)
-        return [
-            (
-                block.attn.w_o.weight.detach().float().T.reshape(shape).clone(),
-                None if block.attn.w_o.bias is None else block.attn.w_o.bias.detach().float().clone(),
+        for block in self.blocks:
+            w_o = block.attn.w_o
+            yield (
+                w_o.weight.detach().float().T.reshape(shape).clone(),
+                None if w_o.bias is None else w_o.bias.detach().float().clone(),
             )
-            for block in self.blocks
-        ]
 
     def token_texts(self, ids: Sequence[int]) -> list[str]:
         return [f"⟨{int(i)}⟩" for i in ids]  # the made-up read-out tokens of readout_table

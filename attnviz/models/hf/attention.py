@@ -2,21 +2,23 @@
 
 A model loaded with ``attn_implementation="attnviz"`` calls :func:`attention_forward`
 from every attention layer with that layer's q, k (after RoPE) and v and the
-mask the model built. What the function does depends on the calling thread's
-mode (a ``ContextVar``, so sessions sharing one model never see each other's):
+mask the model built. What the function does is its pass's ``attn`` hook point
+(:mod:`attnviz.models.hf.points`: the pass is a ``ContextVar``, so sessions sharing one model never see each
+other's):
 
 - no mode: the fast path, :func:`attnviz.core.attention.fused_attention` (torch's
   fused SDPA, with ``is_causal`` where the mask is plain causal);
-- :func:`capturing` a :class:`~attnviz.core.capture.CaptureSession`: the chunked
+- a :class:`~attnviz.core.capture.CaptureSession`: the chunked
   capture, which keeps statistics, pooled maps, q and k in bounded memory and
   computes the output from the same weights;
-- :func:`overriding_mask`: every layer attends under a mask the user gave
+- a :class:`MaskOverride`: every layer attends under a mask the user gave
   instead of its own (the Mask lab's empirical tests);
-- :func:`ablating` a :class:`~attnviz.models.ablation.HeadAblation`: the fast path, then the ablated heads'
-  slice of the output (the output projection's input) rewritten (the Ablation page);
-- :func:`reference`: the model's own eager attention (its modeling file's
+- a :class:`ReferenceRun`: the model's own eager attention (its modeling file's
   ``eager_attention_forward``), returning full weights, and recording the mask
   each layer applied. Parity and the exactness tests compare against it.
+
+In a pass, each call also serves the points ``attn.qkv`` (q, k and v read) and, where the output projections were
+not found, ``attn.z`` (the heads' output rewritten before the projection reads it).
 
 Masks are built by transformers' ``sdpa_mask`` (bool, True = may attend, or
 None when plain causal or full), registered for the same name.
@@ -27,7 +29,6 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 import torch
@@ -37,7 +38,7 @@ from attnviz.core.attention import fused_attention
 from attnviz.core.capture import CaptureSession
 from attnviz.core.masks import KeyRanges
 from attnviz.errors import ModelUnavailableError
-from attnviz.models.ablation import HeadAblation
+from attnviz.models.hf import points
 
 IMPLEMENTATION = "attnviz"
 # keyword arguments of the attention interface that change the math and that we cannot honour
@@ -63,11 +64,6 @@ class MaskOverride:
     mask: Tensor
 
 
-_mode: ContextVar[CaptureSession | ReferenceRun | MaskOverride | HeadAblation | None] = ContextVar(
-    "attnviz_attention_mode", default=None
-)
-# transformers hands every layer of a kind the same mask tensor: read each one once per pass
-_seen_masks: ContextVar[dict | None] = ContextVar("attnviz_seen_masks", default=None)
 _registered = False
 
 
@@ -85,41 +81,18 @@ def register() -> None:
 
 
 @contextmanager
-def _mode_set(mode: CaptureSession | ReferenceRun | MaskOverride | HeadAblation) -> Iterator[None]:
-    token, memo = _mode.set(mode), _seen_masks.set({})
-    try:
-        yield
-    finally:
-        _mode.reset(token)
-        _seen_masks.reset(memo)
-
-
-@contextmanager
 def capturing(session: CaptureSession) -> Iterator[CaptureSession]:
-    """Within this block, this thread's forward passes are captured into ``session``."""
-    with _mode_set(session):
+    """Within this block, this context's forward passes are captured into ``session`` (a probe's bare pass; a
+    source's passes hand the session to :func:`attnviz.models.hf.points.run` as their ``attn`` hook)."""
+    with points.attending(session):
         yield session
 
 
 @contextmanager
-def overriding_mask(mask: Tensor) -> Iterator[None]:
-    """Within this block, every layer of this thread's passes attends under ``mask`` (q_len, k_len) instead."""
-    with _mode_set(MaskOverride(mask)):
-        yield
-
-
-@contextmanager
-def ablating(ablation: HeadAblation) -> Iterator[HeadAblation]:
-    """Within this block, this thread's passes ablate ``ablation``'s heads (each batch row its own)."""
-    with _mode_set(ablation):
-        yield ablation
-
-
-@contextmanager
 def reference() -> Iterator[ReferenceRun]:
-    """Within this block, this thread's forward passes run the model's own eager attention."""
+    """Within this block, this context's forward passes run the model's own eager attention."""
     run = ReferenceRun()
-    with _mode_set(run):
+    with points.attending(run):
         yield run
 
 
@@ -145,7 +118,8 @@ def layer_keys(
             return [KeyRanges.causal(q_len, k_len, window=window)] * batch
         keys = KeyRanges.causal(q_len, k_len) if causal and q_len > 1 else KeyRanges.full(q_len, k_len)
         return [keys] * batch
-    seen = _seen_masks.get()
+    run = points.current()
+    seen = None if run is None else run.seen_masks
     if seen is not None and id(mask) in seen and seen[id(mask)][0] is mask:
         return seen[id(mask)][1]
     keep = _keep(mask)  # (B or 1, 1, q_len, k_len)
@@ -196,15 +170,25 @@ def attention_forward(
         raise UnsupportedAttentionError(
             f"attnviz's attention does not support {', '.join(present)} (in {type(module).__name__})"
         )
-    if isinstance(_mode.get(), HeadAblation):  # the layer as it runs without a mode, then its heads rewritten
-        ablation, token = _mode.get(), _mode.set(None)
-        try:
-            output, weights = attention_forward(
-                module, query, key, value, attention_mask, dropout, scaling, softcap, **kwargs
-            )  # (B, T, n_head, hd)
-        finally:
-            _mode.reset(token)
-        return ablation.apply(module, query, output, value), weights
+    if points.current() is None:
+        return _attend(module, query, key, value, attention_mask, dropout, scaling, softcap, **kwargs)
+    points.at_attention(module, query, key, value, None)
+    output, weights = _attend(module, query, key, value, attention_mask, dropout, scaling, softcap, **kwargs)
+    return points.at_attention(module, query, key, value, output), weights  # (B, T, n_head, hd)
+
+
+def _attend(
+    module: torch.nn.Module,
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    attention_mask: Tensor | None,
+    dropout: float,
+    scaling: float | None,
+    softcap: float | None,
+    **kwargs,
+) -> tuple[Tensor, Tensor | None]:
+    """:func:`attention_forward` in this context's mode."""
     sinks = kwargs.get(SINKS)  # (n_head,) or None
     batch, _, q_len, _ = query.shape
     k_len = key.shape[2]
@@ -213,7 +197,8 @@ def attention_forward(
     causal = bool(getattr(module, "is_causal", True) if causal is None else causal)  # as transformers' sdpa reads it
     window = kwargs.get("sliding_window") if attention_mask is None else None
     window = window if isinstance(window, int) and not isinstance(window, bool) and window > 0 else None
-    mode = _mode.get()
+    run = points.current()
+    mode = None if run is None else run.hooks.get("attn")
     if isinstance(mode, CaptureSession) and not mode.seen(module, query):
         keys = layer_keys(attention_mask, batch, q_len, k_len, causal, window)
         output = mode.attend(query, key, value, keys, scale, softcap, sinks, module=module)  # (B, n_head, T, hd)

@@ -4,15 +4,13 @@ BLOOM, Falcon, DeBERTa-v2, MPNet … compute attention in their own code, so att
 model runs its own eager attention with ``output_attentions=True`` and the record is built from the full weights
 it returns (:func:`attnviz.core.capture.capture_weights`). That holds every weight, O(T²) per head, so a run is
 bounded before it starts (:func:`check_bound`). Head ablation rewrites the input of each output projection found
-by structure (:func:`attnviz.models.hf.projections.eager_output_projections`) with a forward pre-hook.
+by structure (:func:`attnviz.models.hf.projections.eager_output_projections`): the ``attn.z`` hook point there.
 """
 
 from __future__ import annotations
 
 import math
-import threading
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 
 import torch
 from torch import Tensor
@@ -23,8 +21,7 @@ from attnviz.core.masks import KeyRanges
 from attnviz.core.progress import Progress
 from attnviz.errors import ModelUnavailableError
 from attnviz.i18n.message import msg
-from attnviz.models.ablation import HeadAblation, ablate_output
-from attnviz.models.hf.projections import OutputProjection
+from attnviz.models.hf.points import last_hidden
 
 
 def eager_keys(weights: Tensor, causal: bool, start: int, end: int) -> KeyRanges:
@@ -97,32 +94,29 @@ def session_from_weights(
     return session
 
 
-@contextmanager
-def ablating(layers: Sequence[OutputProjection], n_head: int, ablation: HeadAblation) -> Iterator[None]:
-    """The eager route's head ablation: a forward pre-hook on each output projection module rewrites its input
-    (R, T, n_head * head_dim) for this thread's passes only (the model is shared); a module that serves several
-    layers (one a call, :func:`eager_output_projections`) counts its calls to tell them apart."""
-    owner = threading.get_ident()
-    at: dict[int, list[int]] = {}  # a module's layers, in call order (several for a module shared by layers)
-    for index, projection in enumerate(layers):
-        at.setdefault(id(projection.module), []).append(index)
-    calls: dict[int, int] = {}  # this pass's calls of each module so far
-
-    def hook(module, args):
-        if threading.get_ident() != owner or not args:
-            return None
-        indices, k = at[id(module)], calls.get(id(module), 0)
-        calls[id(module)] = k + 1
-        x = args[0]  # (R, T, n_head * head_dim)
-        heads = ablation.heads_of(indices[min(k, len(indices) - 1)], x.shape[0])  # on the host: no GPU wait
-        z = x.view(*x.shape[:-1], n_head, -1)  # (R, T, n_head, head_dim)
-        return (ablate_output(z, z, heads, ablation.mode).reshape(x.shape), *args[1:])
-
-    modules = list({id(p.module): p.module for p in layers}.values())  # each module once, in order
-    hooks = [module.register_forward_pre_hook(hook) for module in modules]
-    ablation.layers_seen = len(layers)
-    try:
-        yield
-    finally:
-        for handle in hooks:
-            handle.remove()
+def capture(
+    source,
+    input_ids: Tensor,
+    attention_mask: Tensor | None,
+    position_ids: Tensor | None,
+    progress: Progress,
+) -> tuple[CaptureSession, Tensor, Tensor | None]:
+    """The eager route: the model's own attention returns every weight; each layer is captured from them."""
+    batch, T = input_ids.shape
+    check_bound(source.name, source.n_layer, source.n_head, T, batch)
+    result = source.run_hooked(
+        input_ids,
+        attention_mask=attention_mask,
+        position_ids=position_ids,
+        output_attentions=True,
+        **source._logits_to_keep(),
+    )
+    out, hidden = result.output, last_hidden(result, source.name)
+    attentions = [a for a in (getattr(out, "attentions", None) or ()) if a is not None]
+    if not attentions:
+        raise ModelUnavailableError(
+            msg("model_errors.no_attentions", name=source.name, cls=type(source.model).__name__)
+        )
+    session = session_from_weights(input_ids, attentions, attention_mask, source.causal, source.head_dim, progress)
+    logits = out.logits[:, -1].float().cpu() if source.can_generate and T else None
+    return session, hidden.float().cpu(), logits

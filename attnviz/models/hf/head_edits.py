@@ -1,10 +1,5 @@
-"""Each attention layer's heads read, replaced or differentiated where the output projection reads them.
-
-The input of a layer's output projection W_O is its heads' outputs side by side, (B, T, n_head · head_dim)
-(TransformerLens' ``hook_z``): a forward pre-hook on each projection found (:mod:`attnviz.models.hf.projections`)
-hands it to an edit as (B, T, n_head, head_dim) and gives the projection what the edit returns. The same hook
-serves both routes, the interface's and the eager one, and the layers are numbered by projection, so a pass that
-skips its first layers (:mod:`attnviz.models.resume`) numbers the rest as a whole pass does.
+"""What turns a pass's last residual stream into logits, read by data flow: the ``read_out`` hook point of
+:func:`attnviz.models.hf.points.run` (each head's output itself is the ``attn.z`` point there).
 
 For direct logit attribution, :func:`reading_out` finds what turns the last residual stream into logits: the
 LM head (the model's output embeddings) and the module whose output it reads (the final norm), with what entered
@@ -19,61 +14,30 @@ silent 1.0.
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
 
 import torch
 from accelerate.utils import align_module_device
 from torch import Tensor, nn
 
-from attnviz.models.hf.projections import OutputProjection
+from attnviz.models.hf.points import HookMap, owned
 from attnviz.models.readings import NOT_APPLICABLE, Reading
 
 RECENT = 8  # leaf modules remembered before the LM head runs: the final norm is among the last
 CANDIDATES = 32  # leaf inputs remembered as a projection's residual r (a layer's input is a few modules back)
-HeadEdit = Callable[[int, Tensor], Tensor]  # (attention layer, z (B, T, n_head, head_dim)) -> the z W_O reads
-
-
-@contextmanager
-def editing(projections: Sequence[OutputProjection], edit: HeadEdit, first_call: int = 0) -> Iterator[list[int]]:
-    """Within this block, this thread's passes give the projection of attention layer i ``edit(i, z)`` instead of
-    z; yields the layers called, in order.
-
-    The layers are numbered by call, as the projections were found (one a call of a pass, in order), from
-    ``first_call`` (a pass resumed mid-model skips the first calls): a module that serves several layers (ALBERT's
-    one layer, run 12 times) gets one hook, and each of its calls its own number."""
-    owner = threading.get_ident()
-    called: list[int] = []
-    shapes = {id(p.module): (p.n_head, p.head_dim) for p in projections}
-
-    def hook(module, args):
-        if threading.get_ident() != owner or not args:
-            return None
-        x = args[0]  # (B, T, n_head * head_dim)
-        index = first_call + len(called)
-        called.append(index)
-        n_head, head_dim = shapes[id(module)]
-        z = x.reshape(*x.shape[:-1], n_head, head_dim)  # (B, T, n_head, head_dim)
-        return (edit(index, z).reshape(x.shape), *args[1:])
-
-    modules = list({id(p.module): p.module for p in projections}.values())  # each module once, in order
-    hooks = [module.register_forward_pre_hook(hook) for module in modules]
-    try:
-        yield called
-    finally:
-        for handle in hooks:
-            handle.remove()
 
 
 @dataclass(frozen=True, eq=False)
 class ReadOut:
-    """What turned one pass's last residual stream into logits (batch row 0, float32 on the CPU).
+    """What turned one pass's last residual stream into logits (batch row 0).
 
-    residual: (T, d_model), what entered the final norm; normed: (T, d_model), what left it (the LM head's input);
-    norm: the final norm's class name; norm_weight, norm_bias: (d_model,) or None; norm_eps; unembedding: (vocab, d_model),
-    the LM head's weight; unembedding_bias: (vocab,) or None; logits: (T, vocab), the model's own.
+    residual: (T, d_model), what entered the final norm; normed: (T, d_model), what left it (the LM head's input):
+    both float32 on the CPU; norm: the final norm's class name; norm_weight, norm_bias: (d_model,) or None, float32
+    on the CPU; norm_eps; logits: (T, vocab), the model's own, as it gave them (its dtype, on its device: a lab
+    brings to the host only the entries it reads); lm_head: the LM head, whose rows :meth:`unembedding_rows` reads,
+    never its whole weight. A pass's read-out is used as it returns and never cached: it holds the module.
     """
 
     residual: Tensor
@@ -82,14 +46,24 @@ class ReadOut:
     norm_weight: Tensor | None
     norm_bias: Tensor | None
     norm_eps: float | None  # None where the norm does not store it
-    unembedding: Tensor
-    unembedding_bias: Tensor | None
-    logits: Tensor
+    lm_head: nn.Module = field(repr=False)
+    logits: Tensor = field(repr=False)
     transformed: str | None = None  # a module between a layer's output projection and the residual stream
     dtype: torch.dtype = torch.float32  # what the model ran in: its rounding bounds how closely the norm is read
     join_scales: tuple[Reading, ...] = ()  # per attention call: c in r + c·o
     head_scale: Reading = NOT_APPLICABLE  # the LM head reads the final norm's output times this
     logit_scale: Reading = NOT_APPLICABLE  # the model's logits are the LM head's output times this
+
+    def unembedding_rows(self, ids: Sequence[int]) -> tuple[Tensor, Tensor | None]:
+        """The LM head's rows for the tokens ``ids``: weight (len(ids), d_model) and bias (len(ids),) or None, in the
+        head's dtype on its device (an offloaded head read where accelerate brings it): never a copy of its whole
+        (vocab, d_model) weight (4.2 GB in float32 for Llama 3 70B's 128,256 × 8,192)."""
+        head = self.lm_head
+        with align_module_device(head):
+            index = torch.as_tensor(list(ids), dtype=torch.long, device=head.weight.device)  # (n,)
+            weight = head.weight.detach().index_select(0, index)  # (n, d_model)
+            bias = None if head.bias is None else head.bias.detach().index_select(0, index)  # (n,)
+        return weight, bias
 
 
 def _same(a: Tensor, b: Tensor) -> bool:
@@ -99,28 +73,30 @@ def _same(a: Tensor, b: Tensor) -> bool:
 
 
 @contextmanager
-def reading_out(model: nn.Module, projections: Sequence[nn.Module] = ()) -> Iterator[dict]:
-    """Within this block, this thread's next pass records the LM head's input and the final norm that made it:
+def reading_out(hook_map: HookMap) -> Iterator[dict]:
+    """The ``read_out`` hook of a pass (entered around it): this context's pass through ``hook_map``'s model records the LM head's input and the final norm that made it:
     {"head": (module, input), "norm": (module, input, output)}, and "transformed": the first module that took an
     output projection's output as its input (a norm after the attention, as Gemma 2's: a head's part of the
     residual stream is then not z·W_O). Nothing is recorded when the model has no LM head (an encoder)."""
-    owner = threading.get_ident()
     seen: dict = {}
+    model = hook_map.model
     head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
     if not isinstance(head, nn.Linear):
         yield seen
         return
+    ownership = ExitStack()
+    mine = ownership.enter_context(owned())  # the hooks act only in this context's pass
     recent: list[tuple[nn.Module, Tensor, Tensor]] = []  # the last leaf modules' (module, input, output)
 
     projected: list[Tensor] = []  # this pass's output projections' outputs
-    wanted = {id(module) for module in projections}
+    wanted = {id(module) for module, _, _ in hook_map.projections}
     inputs: list[Tensor] = []  # the last leaf inputs: where a projection's output may have joined from
     outputs: list[Tensor] = []  # the last leaf outputs: with ``inputs``, what existed before a projection ran
     joins: dict[int, Reading] = seen.setdefault("joins", {})  # projection call -> c and its verdict
     pending: list[Tensor] = []  # the last projection's output, until a module reads something else
 
     def keep(module, args, output):
-        if threading.get_ident() != owner or not isinstance(output, Tensor) or not args:
+        if not mine() or not isinstance(output, Tensor) or not args:
             return
         x = args[0]
         if not isinstance(x, Tensor):
@@ -143,7 +119,7 @@ def reading_out(model: nn.Module, projections: Sequence[nn.Module] = ()) -> Iter
         del inputs[:-CANDIDATES], outputs[:-CANDIDATES]
 
     def at_head(module, args):
-        if threading.get_ident() == owner and args:
+        if mine() and args:
             seen["head"] = (module, args[0])
             pending.clear()
             # the module that made the head's input, passing over identities (a dropout in eval returns its input)
@@ -160,7 +136,7 @@ def reading_out(model: nn.Module, projections: Sequence[nn.Module] = ()) -> Iter
                     return
 
     def head_output(module, args, output):
-        if threading.get_ident() == owner and isinstance(output, Tensor):
+        if mine() and isinstance(output, Tensor):
             seen["head_last"] = output[0, -1].detach()  # (vocab,): one position tells a scale of the logits
 
     leaves = [m for m in model.modules() if m is not head and (not len(list(m.children())) or id(m) in wanted)]
@@ -170,6 +146,7 @@ def reading_out(model: nn.Module, projections: Sequence[nn.Module] = ()) -> Iter
     try:
         yield seen
     finally:
+        ownership.close()
         for hook in hooks:
             hook.remove()
 
@@ -260,9 +237,6 @@ def read_out(seen: dict, logits: Tensor) -> ReadOut | str:
         return "its LM head does not read a final norm's output directly"
     head, _ = seen["head"]
     norm, residual, normed = seen["norm"]
-    with align_module_device(head):
-        weight = head.weight.detach().float().cpu()  # (vocab, d_model)
-        bias = None if head.bias is None else head.bias.detach().float().cpu()
     weight_, bias_, eps = norm_parameters(norm)
     return ReadOut(
         residual=residual[0].detach().float().cpu(),
@@ -271,9 +245,8 @@ def read_out(seen: dict, logits: Tensor) -> ReadOut | str:
         norm_weight=weight_,
         norm_bias=bias_,
         norm_eps=eps,
-        unembedding=weight,
-        unembedding_bias=bias,
-        logits=logits[0].detach().float().cpu(),
+        lm_head=head,
+        logits=logits[0].detach(),
         dtype=normed.dtype,
         transformed=seen.get("transformed"),
         join_scales=tuple(

@@ -10,7 +10,6 @@ cache or by recomputing the prefix at every step.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
 
 import torch
@@ -57,7 +56,7 @@ def prefill_our_layers(source: Reproducible, input_ids: Tensor) -> tuple[list[KV
     """A pretrained decoder's layers as our MultiHeadAttention (:func:`attnviz.models.hf.parity.layer_copy`),
     prefilled.
 
-    The model runs once; a forward pre-hook hands each of our layers the hidden
+    The model runs once; its ``attn.in`` hook point hands each of our layers the hidden
     states that entered the real one, and our layer runs on them with a fresh
     :class:`KVCache` and the causal mask, in the model's dtype and on the layer's
     device. Each copy is built when its layer runs and dropped after it (one
@@ -67,27 +66,15 @@ def prefill_our_layers(source: Reproducible, input_ids: Tensor) -> tuple[list[KV
     """
     theirs, rotate = real_layers(source), rotation(source)
     caches = [KVCache() for _ in theirs]
-    owner = threading.get_ident()
 
-    def hook(index: int):
-        def run_ours(module, args, kwargs):
-            if threading.get_ident() != owner:  # the model is shared between sessions
-                return
-            hidden = args[0] if args else kwargs["hidden_states"]  # (B, T, d_model)
-            scale = getattr(module, "scaling", None)
-            layer_copy(source, index)(
-                hidden, hidden, hidden, need_weights=False, kv_cache=caches[index], rotate=rotate, scale=scale,
-                is_causal=True,
-            )  # fmt: skip
+    def run_ours(index: int, hidden: Tensor) -> None:  # hidden: (B, T, d_model), what entered their layer
+        scale = getattr(theirs[index], "scaling", None)
+        layer_copy(source, index)(
+            hidden, hidden, hidden, need_weights=False, kv_cache=caches[index], rotate=rotate, scale=scale,
+            is_causal=True,
+        )  # fmt: skip
 
-        return run_ours
-
-    hooks = [module.register_forward_pre_hook(hook(i), with_kwargs=True) for i, module in enumerate(theirs)]
-    try:
-        out = source.model(input_ids=input_ids, use_cache=True, logits_to_keep=1)
-    finally:
-        for handle in hooks:
-            handle.remove()
+    out = source.run_hooked(input_ids, {"attn.in": run_ours}, use_cache=True, logits_to_keep=1).output
     return caches, output_cache(out)
 
 
@@ -113,7 +100,7 @@ def prefill_kv(
     if implementation == "attnviz":
         caches, _ = prefill_our_layers(source, input_ids)
         return CachedKV([(cache.k, cache.v) for cache in caches], "attnviz")
-    out = source.model(input_ids=input_ids, use_cache=True, logits_to_keep=1)
+    out = source.run_hooked(input_ids, use_cache=True, logits_to_keep=1).output  # the one pass, asking for its cache
     return CachedKV(dynamic_cache_tensors(output_cache(out)), "transformers")
 
 

@@ -15,8 +15,8 @@ The reference holds every weight of every layer, so parity reads at most
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterator
+import math
+from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from typing import Any, Protocol
 
@@ -28,9 +28,10 @@ from attnviz.core.attention import MultiHeadAttention, PositionRotation
 from attnviz.core.devices import dtype_name
 from attnviz.core.masks import KeyRanges
 from attnviz.core.rope import apply_rope, rope_rotation
-from attnviz.errors import ParityUnsupportedError
+from attnviz.errors import ModelUnavailableError, ParityUnsupportedError
 from attnviz.i18n.message import Message, msg
 from attnviz.models.record import PARITY_TOLERANCE, PARITY_TOLERANCES, Parity
+from attnviz.models.source import LayerInput, check_layer
 
 
 class Reproducible(Protocol):
@@ -241,20 +242,9 @@ def reproduce(hf: Reproducible, ids: list[int], bug: str | None = None) -> Parit
         raise ValueError(f"bug {bug!r} does not apply to this model; choose from {list(available_bugs(hf))}")
     theirs_modules = real_layers(hf)
     rotate = None if bug == "no_rope" else rotation(hf)
-    captured: list[Tensor] = []
-    owner = threading.get_ident()
-
-    def grab(module, args, kwargs):
-        # the model is shared between sessions: record only this thread's forward pass
-        if threading.get_ident() == owner:
-            captured.append(args[0] if args else kwargs["hidden_states"])
-
-    hooks = [m.register_forward_pre_hook(grab, with_kwargs=True) for m in theirs_modules]
-    try:
-        theirs_w, keys = hf.reference_pass(ids)  # (n_layer, n_head, T, T), each layer's mask
-    finally:
-        for hook in hooks:
-            hook.remove()
+    inputs: list[tuple[int, Tensor]] = []  # what entered each of their layers, in call order (``attn.in``)
+    theirs_w, keys = hf.reference_pass(ids, {"attn.in": lambda layer, hidden: inputs.append((layer, hidden))})
+    captured = [hidden for _, hidden in inputs]  # (n_layer, n_head, T, T) weights; each layer's mask
     mine, dtype = [], None
     for index, (module, hidden, layer_keys) in enumerate(zip(theirs_modules, captured, keys, strict=True)):
         mha = layer_copy(hf, index, tile_kv=bug == "kv_tiled")  # one layer's copy at a time, dropped after it ran
@@ -267,3 +257,45 @@ def reproduce(hf: Reproducible, ids: list[int], bug: str | None = None) -> Parit
     diff = (ours_w - theirs_w).abs().amax(dim=(-2, -1)) if len(ids) else torch.zeros(ours_w.shape[:2])
     tolerance = PARITY_TOLERANCES.get(dtype_name(dtype), PARITY_TOLERANCE) if dtype is not None else PARITY_TOLERANCE
     return Parity(ours=ours_w, theirs=theirs_w, max_abs_diff=diff, keys=keys, bug=bug, tolerance=tolerance)
+
+
+@torch.no_grad()
+def layer_inputs(source, text: str, max_tokens: int, layers: Sequence[int] | None = None) -> list[LayerInput]:
+    """Layers ``layers`` (default: all) of ``source`` as our MultiHeadAttention (a copy of their weights), the hidden
+    states that really entered each (its ``attn.in`` hook point, in the model's own reference pass) and the mask it
+    applied: :meth:`HFSource.attention_layers`. Reads at most settings.PARITY_TOKENS tokens."""
+    if not source.supports_parity:
+        raise ParityUnsupportedError(msg("model_errors.no_parity", model_type=repr(source.config.model_type)))
+    layers = list(range(source.n_layer)) if layers is None else list(layers)
+    for layer in layers:
+        check_layer(layer, source.n_layer)
+    encoding = source.encode(text, min(max_tokens, settings.PARITY_TOKENS))
+    theirs, rotate = real_layers(source), rotation(source)
+    captured: dict[int, Tensor] = {}
+    wanted = set(layers)
+
+    def keep(layer: int, hidden: Tensor) -> None:
+        if layer in wanted:
+            captured.setdefault(layer, hidden)
+
+    _, keys = source.reference_pass(encoding.ids, {"attn.in": keep})
+    missing = sorted(set(layers) - set(captured))
+    if missing:
+        raise ModelUnavailableError(msg("model_errors.layer_did_not_run", name=source.name, layer=missing[0]))
+    inputs = []
+    for layer in layers:
+        hidden = captured[layer]  # (1, T, d_model)
+        scale = getattr(theirs[layer], "scaling", None)
+        inputs.append(
+            LayerInput(
+                layer=layer,
+                attention=layer_copy(source, layer),  # only the layers asked for: a copy each
+                hidden=hidden,
+                mask=keys[layer].dense().to(hidden.device),  # (T, T): what the model's own layer applied
+                rotate=rotate,
+                scale=float(scale) if scale is not None else 1.0 / math.sqrt(source.head_dim),
+                tokens=encoding.tokens,
+                n_input=encoding.n_input,
+            )
+        )
+    return inputs

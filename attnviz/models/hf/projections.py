@@ -39,7 +39,6 @@ model); the capture reads each layer's factors by the attention module that call
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass, field
 
 import torch
@@ -173,33 +172,29 @@ def find_output_projections(model: nn.Module, n_head: int, vocab_size: int | Non
     """The output projection of every attention layer of a model loaded with ``attn_implementation="attnviz"``.
 
     One probe pass of :data:`PROBE_TOKENS` ids, with a pre-hook on every
-    Linear/Conv1D (this thread's calls only: the model may be shared). Each
+    Linear/Conv1D (this context's calls only: the model may be shared). Each
     attention call is matched to the first projection called after it whose
     input equals the call's output reshaped to (B, T, n_head·head_dim). Any call
     without a match, or an attention module matched to two different
     projections, refuses the whole model (``reason``).
     """
     from attnviz.models.hf.attention import capturing
+    from attnviz.models.hf.points import attached
 
     events: list = []
-    owner = threading.get_ident()
 
     def hook(module, args):
-        if threading.get_ident() == owner and args:
+        if args:
             events.append(("linear", module, args[0], None))
 
-    hooks = [m.register_forward_pre_hook(hook) for m in model.modules() if is_projection(m)]
     ids = probe_ids(model, vocab_size)
     n_layer = int(getattr(getattr(model, "config", None), "num_hidden_layers", 1) or 1)
     session = _ProbeSession(events, PROBE_TOKENS, n_layer * n_head)
     try:
-        with capturing(session):
+        with attached([m for m in model.modules() if is_projection(m)], hook), capturing(session):
             model(input_ids=ids, return_dict=True)
     except Exception as err:  # the probe is best effort: its failure is said, and the model still runs without it
         return _refused(f"the probe pass failed: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}")
-    finally:
-        for h in hooks:
-            h.remove()
     layers: list[OutputProjection] = []
     by_attention: dict = {}
     for i, (kind, attention, flat, heads) in enumerate(events):
@@ -268,22 +263,19 @@ def eager_output_projections(model: nn.Module, n_head: int, d_model: int, vocab_
 @torch.no_grad()
 def _attention_calls(model: nn.Module, modules: list[nn.Module], vocab_size: int | None) -> list[nn.Module]:
     """``modules`` as one probe pass of :data:`PROBE_TOKENS` ids calls them, in order, one entry a call (this
-    thread's calls only: the model may be shared); [] where the pass fails."""
-    owner = threading.get_ident()
+    context's calls only: the model may be shared); [] where the pass fails."""
+    from attnviz.models.hf.points import attached
+
     calls: list[nn.Module] = []
 
     def hook(module, args, kwargs):
-        if threading.get_ident() == owner:
-            calls.append(module)
+        calls.append(module)
 
-    hooks = [m.register_forward_pre_hook(hook, with_kwargs=True) for m in modules]
     try:
-        model(input_ids=probe_ids(model, vocab_size), return_dict=True)
+        with attached(modules, hook, with_kwargs=True):
+            model(input_ids=probe_ids(model, vocab_size), return_dict=True)
     except Exception:  # the probe is best effort: the structure's order stands
         return []
-    finally:
-        for h in hooks:
-            h.remove()
     return calls
 
 

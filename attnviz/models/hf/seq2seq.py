@@ -33,6 +33,7 @@ from attnviz.core.tokenizer import Token
 from attnviz.errors import ModelUnavailableError
 from attnviz.i18n.message import Text, msg
 from attnviz.models.hf.eager import eager_keys
+from attnviz.models.hf.points import HookMap
 from attnviz.models.hf.projections import OutputProjection
 from attnviz.models.hf.source import HFSource, attention_modules
 from attnviz.models.hf.target_view import TargetView
@@ -291,6 +292,23 @@ class Seq2SeqSource(HFSource):
         if any(len(found[kind]) != n_layer for kind, n_layer, _ in self.shapes):
             return None
         return found
+
+    def kind_hook_map(self, kind: str) -> HookMap:
+        """The hook points of one kind's heads on the whole model (their output projections: ``attn.z``)."""
+        return self._kind_maps[kind]
+
+    @functools.cached_property
+    def _kind_maps(self) -> dict[str, HookMap]:
+        """Each kind's :class:`HookMap`, found once (none where the projections were not found)."""
+        return {
+            kind: HookMap(
+                model=self.whole,
+                interface=False,
+                projections=tuple((p.module, p.n_head, p.head_dim) for p in layers),
+                base=self.whole,
+            )
+            for kind, layers in (self.output_projections_by_kind or {}).items()
+        }
 
     @property
     def decoder_kv_shape(self) -> tuple[int, int, int]:

@@ -17,16 +17,16 @@ Two routes, chosen at load time from the model's class (see :mod:`attnviz.models
   (:meth:`HFSource.eager_bytes`), and what needs q and k (logit parts, Scaling, the Mask lab's tests, parity) is
   not offered. The route's own code lives in :mod:`attnviz.models.hf.eager`.
 
-The forward hooks that read a pass of the shared model for one thread (its last hidden states, what entered a
-layer) are :mod:`attnviz.models.hf.hooks`.
+Every pass is one call of :meth:`HFSource.run_hooked` over the model's hook points, found once
+(:mod:`attnviz.models.hf.points`): the capture, the mask override and the reference are its ``attn`` point; the labs'
+ablation, patching, attribution and resuming are hook functions at its other points (:mod:`attnviz.models.hf.ablated`).
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
-import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -39,17 +39,17 @@ from attnviz.core.progress import Progress, or_none
 from attnviz.core.token_display import display_tokens, generated_tokens, markdown_text
 from attnviz.core.tokenizer import Token
 from attnviz.core.value_norms import projection_factors
-from attnviz.errors import GenerationUnsupportedError, ModelUnavailableError, ParityUnsupportedError
+from attnviz.errors import GenerationUnsupportedError, ModelUnavailableError
 from attnviz.i18n.message import Text, msg
 from attnviz.models.ablation import ABLATION_MODES
 from attnviz.models.hf import eager
 from attnviz.models.hf.ablated import ablated_outputs, decoder_layers, head_pass, layer_cache
 from attnviz.models.hf.ablated import unembedding as head_unembedding
-from attnviz.models.hf.attention import IMPLEMENTATION, capturing, overriding_mask, reference
-from attnviz.models.hf.hooks import last_hidden, layer_inputs
+from attnviz.models.hf.attention import IMPLEMENTATION, MaskOverride, ReferenceRun
 from attnviz.models.hf.kv import HFDecoder, prefill_kv
-from attnviz.models.hf.parity import available_bugs, bug_title, layer_copy, real_layers, reproduce, rotation, supports
+from attnviz.models.hf.parity import available_bugs, bug_title, layer_inputs, real_layers, reproduce, supports
 from attnviz.models.hf.placement import checkpoint_dtype, placement_runs
+from attnviz.models.hf.points import HookMap, PassResult, last_hidden, run
 from attnviz.models.hf.projections import Projections, eager_output_projections, find_output_projections
 from attnviz.models.hf.rope import rope_frequencies
 from attnviz.models.hf.weights import check_weights
@@ -205,17 +205,8 @@ class HFSource:
 
     @functools.cached_property
     def capabilities(self) -> frozenset[Capability]:
-        """The interface route sees q, k and v (q and k kept, any mask); the eager route only the weights. Each
-        of the rest is what this model has: an LM head (generate), layers attnviz's module reproduces, output
-        projections found (ablate), a causal stack (its KV cache)."""
-        found = {Capability.KEEP_QK, Capability.MASK} if self.route == "interface" else set()
-        found |= {Capability.VALUE_NORMS} if self.has_value_norms else set()
-        found |= {Capability.GENERATE} if self.can_generate else set()
-        found |= {Capability.REPRODUCE} if self.supports_parity else set()
-        found |= {Capability.ABLATE} if self.ablation_modes else set()
-        found |= {Capability.KV_CACHE} if self.causal else set()
-        found |= {Capability.EDIT_HEADS} if self.edits_heads else set()
-        return frozenset(found)
+        """What it can do: which hook points it has (:meth:`attnviz.models.hf.points.HookMap.capabilities`)."""
+        return self.hook_map.capabilities(self.causal)
 
     @property
     def load_note(self) -> Text | None:
@@ -290,24 +281,67 @@ class HFSource:
         parameters = inspect.signature(self.model.forward).parameters
         return "position_ids" in parameters or any(p.kind is p.VAR_KEYWORD for p in parameters.values())
 
-    def forward(
+    @functools.cached_property
+    def hook_map(self) -> HookMap:
+        """The modules behind the model's hook points (attnviz.models.hf.points), found once per loaded model: the
+        output projections found by data flow, the layer list, the attention modules our layers copy, the LM head."""
+        projections = self.output_projections
+        found = tuple((p.module, p.n_head, p.head_dim) for p in projections.layers) if projections.found else ()
+        layers = self._layers
+        head = self.model.get_output_embeddings() if self.can_generate else None
+        return HookMap(
+            model=self.model,
+            interface=self.route == "interface",
+            projections=found,
+            layers=None if isinstance(layers, str) else tuple(layers),
+            attention_in=tuple(real_layers(self)) if self.supports_parity else (),
+            lm_head=head if isinstance(head, torch.nn.Module) else None,
+            base=getattr(self.model, "base_model", self.model),
+            logits=self.can_generate,
+        )
+
+    @functools.cached_property
+    def _takes_use_cache(self) -> bool:
+        """Whether the model's forward names ``use_cache`` (a pass then asks for no KV cache)."""
+        return "use_cache" in inspect.signature(self.model.forward).parameters
+
+    def run_hooked(
         self,
         input_ids: Tensor,
+        hooks: dict | None = None,
+        *,
+        resume: CachedLayers | None = None,
+        start_at_layer: int = 0,
+        stop_at_layer: int | None = None,
+        grad: bool = False,
         attention_mask: Tensor | None = None,
         position_ids: Tensor | None = None,
-        *,
-        output_attentions: bool = False,
-    ):
-        """One forward pass of the model (batch, T) in whatever attention mode this thread is in."""
-        kwargs = {"return_dict": True, "output_attentions": output_attentions}
+        **forward,
+    ) -> PassResult:
+        """The model's one pass on ``input_ids`` (B, T) with ``hooks`` at its hook points
+        (:func:`attnviz.models.hf.points.run`), under ``running`` (whose error it is), with a graph when ``grad``.
+        No KV cache is built unless ``use_cache=True`` is asked for; ``forward``: the model's other arguments."""
+        kwargs = {"return_dict": True, **forward}
+        if "use_cache" not in kwargs and self._takes_use_cache:
+            kwargs["use_cache"] = False
         if attention_mask is not None:
             kwargs["attention_mask"] = attention_mask
         if position_ids is not None and self._takes_position_ids:
             kwargs["position_ids"] = position_ids
-        if self.can_generate:
-            kwargs["logits_to_keep"] = 1
-        with running(self.name, self.device):
-            return self.model(input_ids=input_ids, **kwargs)
+        batch = input_ids.shape[0]
+        with torch.enable_grad() if grad else torch.no_grad(), running(self.name, self.device):
+            return run(
+                self.hook_map,
+                lambda: self.model(input_ids=input_ids, **kwargs),
+                hooks,
+                resume=resume,
+                start_at_layer=start_at_layer,
+                stop_at_layer=stop_at_layer,
+                batch=batch,
+            )
+
+    def _logits_to_keep(self) -> dict:
+        return {"logits_to_keep": 1} if self.can_generate else {}
 
     def _capture(
         self,
@@ -325,37 +359,20 @@ class HFSource:
         progress = or_none(progress)
         progress.stage("progress.layer", self.n_layer)
         if self.route == "eager":
-            return self._capture_eager(input_ids, attention_mask, position_ids, progress)
+            return eager.capture(self, input_ids, attention_mask, position_ids, progress)
         session = CaptureSession(
             batch, T, self.n_layer * self.n_head, keep_qk, on_layer=progress.step, out_factors=self._out_factors
         )
-        with capturing(session), last_hidden(self.model, self.name) as hidden:
-            out = self.forward(input_ids, attention_mask, position_ids)
+        result = self.run_hooked(
+            input_ids,
+            {"attn": session},
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            **self._logits_to_keep(),
+        )
+        out, hidden = result.output, [last_hidden(result, self.name)]
         if not session.layers[0] and T:
             raise ModelUnavailableError(msg("model_errors.not_captured", name=self.name))
-        logits = out.logits[:, -1].float().cpu() if self.can_generate and T else None
-        return session, hidden[-1].float().cpu(), logits
-
-    def _capture_eager(
-        self,
-        input_ids: Tensor,
-        attention_mask: Tensor | None,
-        position_ids: Tensor | None,
-        progress: Progress,
-    ) -> tuple[CaptureSession, Tensor, Tensor | None]:
-        """The eager route: the model's own attention returns every weight; each layer is captured from them."""
-        batch, T = input_ids.shape
-        eager.check_bound(self.name, self.n_layer, self.n_head, T, batch)
-        with last_hidden(self.model, self.name) as hidden:
-            out = self.forward(input_ids, attention_mask, position_ids, output_attentions=True)
-        attentions = [a for a in (getattr(out, "attentions", None) or ()) if a is not None]
-        if not attentions:
-            raise ModelUnavailableError(
-                msg("model_errors.no_attentions", name=self.name, cls=type(self.model).__name__)
-            )
-        session = eager.session_from_weights(
-            input_ids, attentions, attention_mask, self.causal, self.head_dim, progress
-        )
         logits = out.logits[:, -1].float().cpu() if self.can_generate and T else None
         return session, hidden[-1].float().cpu(), logits
 
@@ -390,16 +407,18 @@ class HFSource:
         return self.reference_pass(self.encode(text, min(max_tokens, settings.PARITY_TOKENS)).ids)[0]
 
     @torch.no_grad()
-    def reference_pass(self, ids: list[int]) -> tuple[Tensor, list]:
-        """The model's own eager attention on ``ids``: weights (n_layer, n_head, T, T) and each layer's mask.
+    def reference_pass(self, ids: list[int], hooks: dict | None = None) -> tuple[Tensor, list]:
+        """The model's own eager attention on ``ids``: weights (n_layer, n_head, T, T) and each layer's mask;
+        ``hooks``: the pass's other hook functions (parity reads ``attn.in``).
 
         Every weight at once, so only for short inputs (parity, exactness checks).
         """
         input_ids = torch.tensor([ids], dtype=torch.long, device=self.device)
-        with reference() as run:
-            out = self.forward(input_ids, output_attentions=True)
-        weights = torch.stack([a[0].float().cpu() for a in out.attentions])  # each layer's from its own device
-        return weights, [keys[0] for keys in run.keys]
+        reference = ReferenceRun()
+        mode = {"attn": reference} if self.route == "interface" else {}
+        out = self.run_hooked(input_ids, {**mode, **(hooks or {})}, output_attentions=True, **self._logits_to_keep())
+        weights = torch.stack([a[0].float().cpu() for a in out.output.attentions])  # each layer's from its own device
+        return weights, [keys[0] for keys in reference.keys]
 
     @torch.no_grad()
     def run_batch(self, texts: list[str], max_tokens: int, side: str = "right") -> BatchRecord:
@@ -483,9 +502,8 @@ class HFSource:
         if perturb_from is not None:
             ids = perturbed_ids(ids, perturb_from, self.model.config.vocab_size, seed)
         input_ids = torch.tensor([ids], dtype=torch.long, device=self.device)  # (1, T)
-        with overriding_mask(mask), last_hidden(self.model, self.name) as hidden:
-            self.forward(input_ids)
-        return hidden[-1][0].float().cpu()  # (T, d_model)
+        result = self.run_hooked(input_ids, {"attn": MaskOverride(mask)}, **self._logits_to_keep())
+        return last_hidden(result, self.name)[0].float().cpu()  # (T, d_model)
 
     def parity_bugs(self) -> dict[str, Text]:
         return {name: bug_title(name) for name in available_bugs(self)} if self.supports_parity else {}
@@ -507,36 +525,9 @@ class HFSource:
         return self.attention_layers(text, max_tokens, [layer])[0]
 
     def attention_layers(self, text: str, max_tokens: int, layers: Sequence[int] | None = None) -> list[LayerInput]:
-        """:meth:`attention_layer` for several layers (default: all) from one pass of the model."""
-        if not self.supports_parity:
-            raise ParityUnsupportedError(msg("model_errors.no_parity", model_type=repr(self.config.model_type)))
-        layers = list(range(self.n_layer)) if layers is None else list(layers)
-        for layer in layers:
-            check_layer(layer, self.n_layer)
-        encoding = self.encode(text, min(max_tokens, settings.PARITY_TOKENS))
-        theirs, rotate = real_layers(self), rotation(self)
-        with layer_inputs({layer: theirs[layer] for layer in set(layers)}) as captured:
-            _, keys = self.reference_pass(encoding.ids)
-        missing = sorted(set(layers) - set(captured))
-        if missing:
-            raise ModelUnavailableError(msg("model_errors.layer_did_not_run", name=self.name, layer=missing[0]))
-        inputs = []
-        for layer in layers:
-            hidden = captured[layer]  # (1, T, d_model)
-            scale = getattr(theirs[layer], "scaling", None)
-            inputs.append(
-                LayerInput(
-                    layer=layer,
-                    attention=layer_copy(self, layer),  # only the layers asked for: a copy each
-                    hidden=hidden,
-                    mask=keys[layer].dense().to(hidden.device),  # (T, T): what the model's own layer applied
-                    rotate=rotate,
-                    scale=float(scale) if scale is not None else 1.0 / math.sqrt(self.head_dim),
-                    tokens=encoding.tokens,
-                    n_input=encoding.n_input,
-                )
-            )
-        return inputs
+        """:meth:`attention_layer` for several layers (default: all) from one pass of the model
+        (:func:`attnviz.models.hf.parity.layer_inputs`)."""
+        return layer_inputs(self, text, max_tokens, layers)
 
     def ablated_outputs(self, text: str, max_tokens: int, head_sets, mode: str, resume=None, head_reads=False):
         """One batch, a row per set of heads: every position's next-token logits (an LM) or last hidden states
@@ -562,11 +553,6 @@ class HFSource:
         layer, or why the model's passes cannot start mid-model (:func:`attnviz.models.hf.ablated.layer_cache`)."""
         return layer_cache(self, text, max_tokens, mode)
 
-    @property
-    def edits_heads(self) -> bool:
-        """Whether each layer's head outputs can be read, replaced and differentiated: every W_O found."""
-        return self.output_projections.found
-
     def head_pass(self, encoding: Encoding, rows: int, edit, **options) -> tuple[Tensor, object]:
         """The model with each layer's head outputs edited (:func:`attnviz.models.hf.ablated.head_pass`)."""
         return head_pass(self, encoding, rows, edit, **options)
@@ -575,9 +561,11 @@ class HFSource:
         """``text``'s ids without special tokens."""
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
-    def head_blocks(self) -> list[tuple[Tensor, Tensor | None]]:
-        """Each attention layer's W_O^h (n_head, head_dim, d_model) float32 on the CPU and its bias (d_model,)."""
-        return [(p.blocks().cpu(), p.bias()) for p in self.output_projections.layers]
+    def head_blocks(self) -> Iterator[tuple[Tensor, Tensor | None]]:
+        """Each attention layer's W_O^h (n_head, head_dim, d_model) and bias (d_model,) or None, float32 on its own
+        device, a layer at a time as the caller reaches it: never all at once on the host (21 GB for a 70B model)."""
+        for p in self.output_projections.layers:
+            yield p.blocks(), p.bias()
 
     def rope_frequencies(self, head_dim: int) -> RotaryFrequencies | None:
         """The RoPE frequencies the model applies to heads of ``head_dim`` (attnviz.models.hf.rope); None: none."""

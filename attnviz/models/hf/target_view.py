@@ -2,8 +2,8 @@
 
 :meth:`attnviz.models.hf.seq2seq.Seq2SeqSource.ablation_view` makes one. Its layers and heads are the kind's
 (encoder, decoder or cross), a text's tokens are the decoder's input on the target (so the lab's next-token loss is
-the target's teacher-forced loss), and its ablation rewrites the input of that kind's output projections (the eager
-route's hook, :func:`attnviz.models.hf.eager.ablating`).
+the target's teacher-forced loss), and its ablation rewrites the input of that kind's output projections (the
+``attn.z`` hook point of the kind's :class:`~attnviz.models.hf.points.HookMap`).
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import torch
 from attnviz.core.tokenizer import Token
 from attnviz.errors import ModelUnavailableError
 from attnviz.i18n.message import Text, msg
-from attnviz.models.ablation import HeadAblation
-from attnviz.models.hf.eager import ablating
+from attnviz.models.ablation import ablation_hooks
+from attnviz.models.hf import points
 from attnviz.models.source import AblatedOutputs, Capability, Encoding, check_layer, running
 
 
@@ -80,10 +80,20 @@ class TargetView:
 
     @torch.no_grad()
     def ablated_outputs(
-        self, text: str, max_tokens: int, head_sets: Sequence[Sequence[tuple[int, int]]], mode: str
+        self,
+        text: str,
+        max_tokens: int,
+        head_sets: Sequence[Sequence[tuple[int, int]]],
+        mode: str,
+        resume: None = None,
+        head_reads: bool = False,
     ) -> AblatedOutputs:
         """The decoder's logits (R, T, vocab) at every target position, row r with ``head_sets[r]`` of this kind
-        ablated by ``mode``."""
+        ablated by ``mode``. A view neither resumes (it is not :class:`~attnviz.models.source.Resumes`) nor reads
+        its LM head's input (not :class:`~attnviz.models.source.ReadsHead`): ``resume`` and ``head_reads`` must be
+        left as they are."""
+        if resume is not None or head_reads:
+            raise ValueError("an encoder-decoder's view of one kind of heads neither resumes nor reads its LM head")
         if mode not in self.ablation_modes:
             raise ModelUnavailableError(msg("ablation_lib.unsupported", name=self.name, mode=mode))
         for heads in head_sets:
@@ -93,16 +103,18 @@ class TargetView:
         decoder = self.encode(text, max_tokens)
         rows = max(1, len(head_sets))
         input_ids = torch.tensor([source.ids] * rows, device=self.device)
-        ablation = HeadAblation(rows=[list(h) for h in head_sets] or [[]], mode=mode, n_head=self.n_head)
-        with (
-            running(self.name, self.device),
-            ablating(self.whole.output_projections_by_kind[self.kind], self.n_head, ablation),
-        ):
-            out = self.whole.whole(
-                input_ids=input_ids,
-                attention_mask=torch.ones_like(input_ids),
-                decoder_input_ids=torch.tensor([decoder.ids] * rows, device=self.device),
-                use_cache=False,
-                return_dict=True,
-            )
+        hooks = ablation_hooks([list(h) for h in head_sets] or [[]], mode, self.n_head)
+        with running(self.name, self.device):
+            out = points.run(
+                self.whole.kind_hook_map(self.kind),
+                lambda: self.whole.whole(
+                    input_ids=input_ids,
+                    attention_mask=torch.ones_like(input_ids),
+                    decoder_input_ids=torch.tensor([decoder.ids] * rows, device=self.device),
+                    use_cache=False,
+                    return_dict=True,
+                ),
+                hooks,
+                batch=rows,
+            ).output
         return AblatedOutputs(encoding=decoder, values=out.logits.float().cpu(), logits=True, layers_run=self.n_layer)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import torch
 
 from attnviz.errors import ModelUnavailableError
-from attnviz.models.source import running
 from attnviz.models.weights_check import (
     NOT_READ,
     REFERENCE_TEXT,
@@ -27,8 +26,7 @@ def check_weights(source) -> WeightsCheck:
         if not source.can_generate:
             return from_attention(source.run(REFERENCE_TEXT, REFERENCE_TOKENS, keep_qk=False), norms)
         ids = source.encode(REFERENCE_TEXT, REFERENCE_TOKENS).ids
-        with torch.no_grad(), running(source.name, source.device):
-            logits = source.model(input_ids=torch.tensor([ids], device=source.device), return_dict=True).logits[0]
+        logits = source.run_hooked(torch.tensor([ids], device=source.device)).output.logits[0]  # no hook, no cache
     except (ModelUnavailableError, ValueError):
         return NOT_READ
     return from_logits(logits[:-1], torch.tensor(ids[1:]), "next_token", norms)  # position i predicts token i + 1

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from attnviz import cli
-from attnviz.labs.direct_logits import direct_logit_attribution
+from attnviz.labs.heads_matter.direct_logits import direct_logit_attribution
 
 CLEAN = "When Mary and John went to the store, John gave a drink to"
 KEYS = {"model", "tokens", "position", "token", "logit", "heads", "rest", "scales"}

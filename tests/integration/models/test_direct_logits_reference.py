@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from attnviz.labs.direct_logits import direct_logit_attribution
+from attnviz.labs.heads_matter.direct_logits import direct_logit_attribution
 from attnviz.models.readings import Verdict
 from tests.integration.dla_reference import per_head_bound, reference_direct_logits
 

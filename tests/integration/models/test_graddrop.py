@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from attnviz.labs import attribution, patching
+from attnviz.labs.heads_matter import attribution, patching
 from tests.integration.tiny_models import tiny
 from tests.tolerances import derived_bound, forward_depth
 

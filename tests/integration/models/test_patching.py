@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-from attnviz.labs import ablation, attribution, patching
-from attnviz.labs.agreement import spearman
-from attnviz.labs.direct_logits import direct_logit_attribution
+from attnviz.core.ranking import spearman
+from attnviz.labs.heads_matter import ablation, attribution, patching
+from attnviz.labs.heads_matter.direct_logits import direct_logit_attribution
 from attnviz.models.source import Capability, Resumes
 from tests.integration.patching_reference import first_order
 from tests.tolerances import derived_bound, forward_depth
@@ -50,7 +50,7 @@ def test_the_resumed_sweep_equals_the_whole_forward_and_plain_hooks(smollm2, mod
     resumed = ablation.sweep_baseline(smollm2, TEXT, 64, mode, timed=False)
     whole = ablation.sweep_baseline(smollm2, TEXT, 64, mode, timed=False, resume=False)
     assert resumed.resume is not None and resumed.resume_note is None and whole.resume is None
-    assert isinstance(smollm2, Resumes) and len(resumed.resume.layers) == smollm2.n_layer
+    assert isinstance(smollm2, Resumes) and len(resumed.resume.outputs) == smollm2.n_layer
     got = ablation.sweep_piece(smollm2, TEXT, resumed, heads)
     expected = ablation.sweep_piece(smollm2, TEXT, whole, heads)
     # each pass keeps what the LM head reads and forms the logits block by block in the reduction: the same as the
@@ -460,7 +460,7 @@ def test_attention_a_text_pass_never_runs_is_not_a_layer(tmp_path, smollm2):
     slice of ``layers[1].self_attn.out_proj``; each head's direct logit is its part through that projection."""
     from transformers import TrOCRConfig, TrOCRForCausalLM
 
-    from attnviz.labs.ablation import sweep_baseline, sweep_piece
+    from attnviz.labs.heads_matter.ablation import sweep_baseline, sweep_piece
     from attnviz.models.hf.loading import load_hf_source
     from tests.integration.tiny_models import tiny
 

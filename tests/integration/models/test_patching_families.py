@@ -7,7 +7,7 @@ the roundings, and every effect checked lies past its bound."""
 
 import pytest
 
-from attnviz.labs import patching
+from attnviz.labs.heads_matter import patching
 from tests.integration import patching_reference as ref
 
 FAMILIES = [(family, dtype) for family in ("llama", "gpt2") for dtype in ("float32", "bfloat16")]

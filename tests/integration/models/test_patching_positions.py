@@ -11,7 +11,7 @@
 
 import pytest
 
-from attnviz.labs import corruption, patching
+from attnviz.labs.heads_matter import corruption, patching
 from tests.integration import patching_reference as ref
 from tests.tolerances import derived_bound
 

@@ -172,7 +172,7 @@ def test_a_too_long_pair_is_one_line(folders, monkeypatch):
 def test_ablating_heads_of_each_kind_equals_plain_hooks(folders, family, kind):
     """The Ablation page's measure (the target's teacher-forced loss) with one head of a kind zeroed, against this
     file's own pre-hook on that layer's output projection and transformers' loss from ``labels``."""
-    from attnviz.labs import ablation
+    from attnviz.labs.heads_matter import ablation
 
     source = open_source(SourceSpec(str(folders[family]), "cpu"))
     view = source.ablation_view(kind, TARGET)

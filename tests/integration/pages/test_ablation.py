@@ -16,7 +16,7 @@ from streamlit.proto.Metric_pb2 import Metric as MetricProto
 from streamlit.testing.v1 import AppTest
 
 from attnviz import cli
-from attnviz.labs.ablation import (
+from attnviz.labs.heads_matter.ablation import (
     ablation_effect,
     ablation_sweep,
     cosine_distance,
@@ -166,7 +166,7 @@ def test_the_cli_on_a_decoder_gives_losses_and_top_tokens(tiny_llama, capsys):
 
 
 def test_the_page_on_the_embedded_model(monkeypatch):
-    from attnviz.labs import ablation
+    from attnviz.labs.heads_matter import ablation
 
     monkeypatch.setattr(ablation, "PASS_SECONDS", 1e9)  # rows a pass by bytes alone, however busy this machine is
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120).run()
@@ -193,7 +193,7 @@ def test_the_page_on_the_embedded_model(monkeypatch):
 def test_the_page_sweep_stops_and_continues(monkeypatch):
     """A Stop click, as Streamlit delivers it: its callback marks the sweep stopped and the script is stopped at its
     next drawing, here as the second pass ends. What finished stays on the page; Continue completes it."""
-    from attnviz.labs import ablation
+    from attnviz.labs.heads_matter import ablation
 
     text = "The cat sat on the mat because it was tired, " * 3
     monkeypatch.setattr(ablation, "PASS_SECONDS", 1e9)  # 16 rows a pass (bytes alone), however busy this machine is

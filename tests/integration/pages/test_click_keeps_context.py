@@ -93,6 +93,7 @@ def test_a_ranked_head_keeps_a_local_folder(click, smollm2, tmp_path, page, tabl
     at.switch_page(f"pages/{page}.py").run()
     if page == "patching":
         at.text_area(key="patch_corrupt").input(CORRUPT).run()
+        at.radio(key="patching_tab").set_value("patching.tab_logits").run()  # the direct logit tab's table
     assert not at.exception, at.exception
     opened_head(at, click, table)
     assert (at.selectbox(key="model").value, at.text_input(key="model_path").value) == ("path", str(folder))

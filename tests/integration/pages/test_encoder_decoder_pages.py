@@ -82,7 +82,7 @@ def test_ablation_by_kind_measures_the_targets_loss(t5):
         assert not at.exception and not at.error
         before, after = (float(m.value) for m in at.metric[:2])
         source = open_source(SourceSpec(t5, "cpu"))
-        from attnviz.labs import ablation
+        from attnviz.labs.heads_matter import ablation
 
         expected = ablation.ablation_effect(source.ablation_view(kind, TARGET), SOURCE, 256, [(1, h) for h in range(4)])
         assert before == pytest.approx(expected.loss_before, abs=1e-4)

@@ -13,8 +13,8 @@ ROOT = Path(__file__).resolve().parents[3]
 def test_the_ablation_table_sorts_by_exact_and_marks_the_wrong_heads(tmp_path, smollm2, monkeypatch):
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from attnviz.labs import ablation, attribution
-    from attnviz.labs.agreement import by_size
+    from attnviz.labs.heads_matter import ablation, attribution
+    from attnviz.labs.heads_matter.agreement import by_size
     from tests.integration.tiny_models import tiny
 
     chosen: dict = {}
@@ -74,8 +74,8 @@ def test_graddrop_on_the_page_ranks_by_its_score_and_its_flag_is_checked(tmp_pat
     rows still follow the exact values once the sweep ran."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from attnviz.labs import ablation
-    from attnviz.labs.agreement import by_size
+    from attnviz.labs.heads_matter import ablation
+    from attnviz.labs.heads_matter.agreement import by_size
     from attnviz.models.hf.loading import load_hf_source
     from tests.integration.tiny_models import tiny
 

@@ -34,6 +34,8 @@ def test_presets_give_exact_bytes_per_token_and_every_figure():
     kinds = at.dataframe[0].value
     assert list(kinds["layer kind"]) == ["full", "sliding"] and list(kinds["layers"]) == [21, 21]
     assert list(kinds["tokens held per sequence"]) == [8192, 4096]
+    assert len(at.get("plotly_chart")) == 3  # engines, memory against length, head groups; the checks' first tab
+    at.radio(key="kv_tab").set_value("kv_ui.tab_whatif").run()
     assert len(at.get("plotly_chart")) == 4  # engines, memory against length, head groups, MHA -> GQA
     lengths = spec_of(at.get("plotly_chart")[1])["data"]
     configured = next(t for t in lengths if t["name"] == "as configured")
@@ -122,6 +124,9 @@ def test_the_measured_cache_of_smollm2_equals_the_estimate():
 def test_whatif_pools_a_real_mha_layer(model):
     at = page(model)
     assert not at.exception
+    assert not any("js_mean" in d.value.columns for d in at.dataframe)  # a closed tab computes nothing
+    at.radio(key="kv_tab").set_value("kv_ui.tab_whatif").run()
+    assert not at.exception
     table = next(d.value for d in at.dataframe if "js_mean" in d.value.columns)
     assert table["js_mean"].iloc[0] == 0.0 and table["output_change"].iloc[0] == 0.0  # groups of 1: unchanged
     assert (table["js_mean"].iloc[1:] > 0).all() and table["kv_share"].iloc[-1] == pytest.approx(
@@ -131,6 +136,7 @@ def test_whatif_pools_a_real_mha_layer(model):
 
 def test_decode_timing_on_the_embedded_model():
     at = page()
+    at.radio(key="kv_tab").set_value("kv_ui.tab_speed").run()
     at.toggle(key="kv_decode").set_value(True).run()
     assert not at.exception and any("needs a causal model" in i.value for i in at.info)  # an encoder: no decoding
     at.checkbox(key="causal").check().run()

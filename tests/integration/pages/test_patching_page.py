@@ -41,7 +41,10 @@ def test_two_texts_on_smollm2():
     assert ranked.iloc[:, 3].notna().all()  # the top 10, confirmed exactly
     assert any("Spearman" in info.value for info in at.info)
     assert at.button(key="patch_start").label.startswith("Patch every head exactly (270 heads, about ")
+    assert "dla_map" not in [chart.key for chart in at.get("plotly_chart")]  # a closed tab computes nothing
     # the direct logit tab: the last position, the model's top token, the sum checked
+    at.radio(key="patching_tab").set_value("patching.tab_logits").run()
+    assert "patch_estimate_map" not in [chart.key for chart in at.get("plotly_chart")]
     caption = next(c.value for c in at.caption if "the model's logit" in c.value)
     assert "The heads together" in caption and "RMSNorm" in caption
     assert "dla_map" in [chart.key for chart in at.get("plotly_chart")]
@@ -63,6 +66,7 @@ def test_bad_input_and_other_models():
     assert not at.exception and not at.error, [e.value for e in at.error]
     assert any("cosine distance" in c.value for c in at.caption)  # no LM head: the hidden states' distance
     assert "patch_estimate_map" in [chart.key for chart in at.get("plotly_chart")]
+    at.radio(key="patching_tab").set_value("patching.tab_logits").run()
     assert any("no LM head" in i.value for i in at.info)  # the logit tab says why it has nothing to attribute
 
 
@@ -70,7 +74,7 @@ def test_the_first_screen_starts_alive():
     """Issue 37: the reader's own text with two names opens on a corrupted text proposed from it (the repeated name
     swapped, said so), each text's answer as the tokens, and something to restore; one head patched position by
     position draws a bar a token. A text with no swap opens on the built-in example pair, and says so."""
-    from attnviz.labs import corruption
+    from attnviz.labs.heads_matter import corruption
 
     clean = "When Alice and Bob went to the park, Bob gave a ball to"
     at = open_page("smollm2", clean)
@@ -128,6 +132,7 @@ def test_a_model_that_scales_without_a_module_says_so_on_the_direct_logit_tab(tm
     at.selectbox(key="model").set_value("path").run()
     at.text_input(key="model_path").input(str(folder)).run()
     at.switch_page("pages/patching.py").run()
+    at.radio(key="patching_tab").set_value("patching.tab_logits").run()
     assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
     infos = [info.value for info in at.info]
     assert any("attention output by 0.22 on its way into the residual stream" in i for i in infos), infos

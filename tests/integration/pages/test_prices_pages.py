@@ -12,7 +12,7 @@ TEXT = "The cat sat on the mat because it was tired, " * 3  # 33 tokens
 
 def test_the_sweeps_button_and_bar_count_the_same_heads_and_continue_prices_what_is_left(monkeypatch):
     from attnviz.app import progress as app_progress
-    from attnviz.labs import ablation
+    from attnviz.labs.heads_matter import ablation
 
     monkeypatch.setattr(ablation, "PASS_SECONDS", 1e9)  # 16 rows a pass (bytes alone), however busy this machine is
     drawn, text_of = [], app_progress.progress_text
@@ -64,7 +64,7 @@ def test_the_sweeps_button_and_bar_count_the_same_heads_and_continue_prices_what
 
 def test_exact_patchings_button_and_bar_count_the_same_heads(monkeypatch):
     from attnviz.app import progress as app_progress
-    from attnviz.labs import attribution
+    from attnviz.labs.heads_matter import attribution
 
     def estimate(source, pair, clean, corrupt):  # the page's estimate, faked: this test is about the exact run
         return attribution.Estimate([[0.0] * pair.n_head for _ in range(pair.n_layer)], 0.01, "faked", kind="patch")

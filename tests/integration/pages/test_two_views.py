@@ -34,7 +34,7 @@ def notes(at: AppTest) -> list[str]:
 
 
 def test_the_sweep_that_took_its_predicted_time_says_so(monkeypatch):
-    from attnviz.labs import ablation
+    from attnviz.labs.heads_matter import ablation
 
     monkeypatch.setattr(ablation, "PASS_SECONDS", 1e9)  # 16 rows a pass (bytes alone), however busy this machine is
     at = open_page("pages/ablation.py", "The dog ran in the park because it was happy, " * 3)
@@ -48,7 +48,7 @@ def test_the_sweep_that_took_its_predicted_time_says_so(monkeypatch):
 
 
 def test_the_sweep_that_took_longer_says_by_how_much_and_why(monkeypatch):
-    from attnviz.labs import ablation
+    from attnviz.labs.heads_matter import ablation
 
     monkeypatch.setattr(ablation, "PASS_SECONDS", 1e9)
     at = open_page("pages/ablation.py", "The bird sang in the tree because it was spring, " * 3)
@@ -68,7 +68,7 @@ def test_the_sweep_that_took_longer_says_by_how_much_and_why(monkeypatch):
 
 def _fake_estimate(sign: float):
     """An estimate equal to the exact fractions times ``sign``: agreeing exactly, or flipped head by head."""
-    from attnviz.labs import attribution, patching
+    from attnviz.labs.heads_matter import attribution, patching
 
     def estimate(source, pair, clean, corrupt):
         heads = [(layer, head) for layer in range(pair.n_layer) for head in range(pair.n_head)]
@@ -82,7 +82,7 @@ def _fake_estimate(sign: float):
 
 
 def test_patching_every_head_shows_its_time_and_an_agreeing_estimate(monkeypatch):
-    from attnviz.labs import attribution
+    from attnviz.labs.heads_matter import attribution
 
     monkeypatch.setattr(attribution, "estimate_patching", _fake_estimate(1.0))
     at = open_page("pages/patching.py", "the cat sat on the warm mat")
@@ -96,7 +96,7 @@ def test_patching_every_head_shows_its_time_and_an_agreeing_estimate(monkeypatch
 
 
 def test_an_estimate_of_the_opposite_sign_is_flagged(monkeypatch):
-    from attnviz.labs import attribution
+    from attnviz.labs.heads_matter import attribution
 
     monkeypatch.setattr(attribution, "estimate_patching", _fake_estimate(-1.0))
     at = open_page("pages/patching.py", "the cat sat on the soft mat")
@@ -112,7 +112,7 @@ def test_the_ablation_pages_estimate_of_an_lm_is_compared_head_by_head(tmp_path,
     (its ranking by |effect| alone could not tell)."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from attnviz.labs import ablation, attribution
+    from attnviz.labs.heads_matter import ablation, attribution
     from tests.integration.tiny_models import tiny
 
     def flipped(source, text, max_tokens, mode="zero", graddrop=False):

@@ -181,6 +181,7 @@ def test_smollm2s_last_layer_and_head_fall_back_on_minilm(page):
     at.switch_page(page).run()
     if page == "pages/kv_cache.py":
         at.radio(key="kv_source").set_value("sidebar").run()
+        at.radio(key="kv_tab").set_value("kv_ui.tab_whatif").run()  # the tab with a layer to pick
     pick_far_end(at)
     assert_valid(at)
     at.selectbox(key="model").set_value("minilm").run()

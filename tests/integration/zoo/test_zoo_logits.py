@@ -47,7 +47,7 @@ def zoo(request) -> dict[str, dict]:
 @pytest.mark.parametrize("dtype", sorted(DTYPES))
 @pytest.mark.parametrize("model_type", DECODERS)
 def test_every_head_equals_the_reference_or_is_refused_in_one_line(zoo, model_type, dtype):
-    from attnviz.labs.direct_logits import direct_logit_attribution
+    from attnviz.labs.heads_matter.direct_logits import direct_logit_attribution
     from attnviz.models.hf.loading import load_hf_source
     from attnviz.models.hf.placement import Placement
 

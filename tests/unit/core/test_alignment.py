@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from attnviz.core.alignment import alignment_offset, coverage, hard_alignment, monotonicity, ranks, spearman
+from attnviz.core.alignment import alignment_offset, coverage, hard_alignment, monotonicity
 from attnviz.core.capture.cross import capture_cross
 from tests.tolerances import derived_bound
 
@@ -13,20 +13,6 @@ from tests.tolerances import derived_bound
 def one_hot(columns: list[int], n_source: int) -> torch.Tensor:
     """A head whose row i puts all its weight on source token columns[i]: (T, S)."""
     return torch.nn.functional.one_hot(torch.tensor(columns), n_source).float()
-
-
-def test_ranks_average_ties():
-    assert ranks(torch.tensor([3, 1, 3, 2])).tolist() == [2.5, 0.0, 2.5, 1.0]
-
-
-def test_spearman_by_hand():
-    assert spearman(torch.arange(4), torch.tensor([0, 1, 2, 3])) == pytest.approx(1.0)
-    assert spearman(torch.arange(4), torch.tensor([3, 2, 1, 0])) == pytest.approx(-1.0)
-    assert spearman(torch.arange(4), torch.tensor([2, 2, 2, 2])) == 0.0  # constant: no order to speak of
-    # x ranks 0..3, y = [0, 2, 1, 3] ranks the same; centred: (-1.5, -.5, .5, 1.5) and (-1.5, .5, -.5, 1.5)
-    # Σxy = 2.25 - .25 - .25 + 2.25 = 4, Σx² = Σy² = 5: ρ = 0.8
-    assert spearman(torch.arange(4), torch.tensor([0, 2, 1, 3])) == pytest.approx(0.8)
-    assert spearman(torch.arange(1), torch.tensor([0])) == 0.0
 
 
 def test_monotonicity_of_diagonal_reversed_and_constant_heads():

@@ -9,7 +9,7 @@ from attnviz.cli.prices import price_text, stderr_progress, step_line
 from attnviz.core import device_speed
 from attnviz.core.progress import NO_PROGRESS, ProgressState
 from attnviz.core.time_agreement import Lap, TimeLog, price_left, recent_ratio
-from attnviz.labs import ablation, patching
+from attnviz.labs.heads_matter import ablation, patching
 
 
 class FakeClock:

@@ -1,9 +1,9 @@
 """The figure of one head patched at one position at a time (attnviz.figures.position_patching): a bar a token,
 tokens escaped and cut on the axis and whole on hover, a position not run said so; and its price
-(attnviz.labs.patching.PatchPlan.positions_seconds): passes of as many rows from the head's layer."""
+(attnviz.labs.heads_matter.patching.PatchPlan.positions_seconds): passes of as many rows from the head's layer."""
 
 from attnviz.figures.position_patching import AXIS_TOKEN_CHARS, make_position_patch_figure
-from attnviz.labs.patching import PatchPlan
+from attnviz.labs.heads_matter.patching import PatchPlan
 
 
 def test_a_bar_a_token_escaped_cut_and_whole_on_hover():

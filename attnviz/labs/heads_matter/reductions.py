@@ -1,7 +1,11 @@
 """The reductions that compare a model's outputs, in float64 whatever the model ran in: next-token losses, KL of
 next-token distributions (one baseline against many rows, fast: :func:`kl_rows`), cosine distances of hidden
 states, the top next tokens. Over a 49,152-token vocabulary float32 is 1e-6 to 1e-4 off, as large as the effect of
-a weak head."""
+a weak head.
+
+"float64" is :func:`~attnviz.core.attention.reduction_dtype` of the tensors' device, the one place that chooses it:
+float64 on the host, where the sweep's outputs are (:class:`~attnviz.models.source.AblatedOutputs`), so every number
+there is what it was; float32 on a device without float64 (MPS) or where it is slow, instead of a failure."""
 
 from __future__ import annotations
 
@@ -11,14 +15,16 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from attnviz.core.attention import reduction_dtype
+
 REDUCE_POSITIONS = 128  # positions reduced at a time: a few (128, vocab) float64 temporaries (50 MB for 49,152)
 TOP_K = 5  # the top next tokens shown before and after
 
 
 def next_token_losses(logits: Tensor, ids: Sequence[int]) -> Tensor:
     """Cross-entropy (nats) of predicting token t + 1 from position t, in float64: logits (T, vocab) -> (T - 1,)."""
-    targets = torch.as_tensor(list(ids[1:]), dtype=torch.long)  # (T - 1,)
-    log_p = torch.log_softmax(logits[:-1].double(), dim=-1)  # (T - 1, vocab)
+    targets = torch.as_tensor(list(ids[1:]), dtype=torch.long, device=logits.device)  # (T - 1,)
+    log_p = torch.log_softmax(logits[:-1].to(reduction_dtype(logits.device)), dim=-1)  # (T - 1, vocab)
     return -log_p.gather(-1, targets[:, None])[:, 0]
 
 
@@ -26,8 +32,9 @@ def kl_divergence(before: Tensor, after: Tensor) -> Tensor:
     """KL(softmax(before) ‖ softmax(after)) in nats at each position, in float64: (..., vocab) -> (...).
 
     Equal logits give exactly 0; the rounding of nearly equal ones is clamped at 0 rather than read as negative."""
-    log_p = torch.log_softmax(before.double(), dim=-1)
-    log_q = torch.log_softmax(after.double(), dim=-1)
+    wide = reduction_dtype(after.device)
+    log_p = torch.log_softmax(before.to(wide), dim=-1)
+    log_q = torch.log_softmax(after.to(wide), dim=-1)
     return (log_p.exp() * (log_p - log_q)).sum(dim=-1).clamp_min(0.0)
 
 
@@ -42,16 +49,17 @@ class Reduction:
 
     @property
     def nbytes(self) -> int:
-        return int(self.p.numel() * self.p.element_size() + self.lse.numel() * 8)
+        return int(self.p.numel() * self.p.element_size() + self.lse.numel() * self.lse.element_size())
 
 
 def reduction_of(before: Tensor, positions: int = REDUCE_POSITIONS) -> Reduction:
     """:class:`Reduction` of baseline logits (T, vocab), ``positions`` at a time in float64."""
+    wide = reduction_dtype(before.device)
     p = torch.empty_like(before, dtype=torch.float32)
-    lse = torch.empty(before.shape[0], dtype=torch.float64)
+    lse = torch.empty(before.shape[0], dtype=wide, device=before.device)
     for start in range(0, before.shape[0], positions):
         end = min(before.shape[0], start + positions)
-        chunk = before[start:end].double()
+        chunk = before[start:end].to(wide)
         lse[start:end] = torch.logsumexp(chunk, dim=-1)
         p[start:end] = (chunk - lse[start:end, None]).exp().float()
     return Reduction(before, p, lse)
@@ -62,17 +70,19 @@ SUM_BLOCK = 128  # float32 sums of this many terms, then added in float64: 7 tim
 
 
 def _sum64(x: Tensor) -> Tensor:
-    """Σ over the last dimension in float64 of float32 terms: blocks of SUM_BLOCK summed in float32 (their rounding
-    ~1e-7 of the block's Σ|x|), the blocks' sums added in float64: (P, V) -> (P,)."""
+    """Σ over the last dimension in float64 (the reduction dtype) of float32 terms: blocks of SUM_BLOCK summed in
+    float32 (their rounding ~1e-7 of the block's Σ|x|), the blocks' sums added in float64: (P, V) -> (P,)."""
+    wide = reduction_dtype(x.device)
     whole = x.shape[-1] - x.shape[-1] % SUM_BLOCK
-    blocks = x[:, :whole].reshape(x.shape[0], -1, SUM_BLOCK).sum(dim=-1).sum(dim=-1, dtype=torch.float64)
-    return blocks + x[:, whole:].sum(dim=-1, dtype=torch.float64)
+    blocks = x[:, :whole].reshape(x.shape[0], -1, SUM_BLOCK).sum(dim=-1).sum(dim=-1, dtype=wide)
+    return blocks + x[:, whole:].sum(dim=-1, dtype=wide)
 
 
 def _kl_direct(p64: Tensor, log_p: Tensor, a: Tensor) -> tuple[Tensor, Tensor]:
     """KL(p ‖ softmax(a)) and logsumexp(a) for one chunk (P, vocab), directly in float64: (P,), (P,)."""
-    lse = torch.logsumexp(a.double(), dim=-1)  # (P,)
-    return (p64 * (log_p - (a.double() - lse[:, None]))).sum(dim=-1).clamp_min(0.0), lse
+    a = a.to(reduction_dtype(a.device))
+    lse = torch.logsumexp(a, dim=-1)  # (P,)
+    return (p64 * (log_p - (a - lse[:, None]))).sum(dim=-1).clamp_min(0.0), lse
 
 
 def kl_rows(
@@ -94,9 +104,10 @@ def kl_rows(
     is reduced directly in float64. On SmolLM2's heads at 256 tokens the largest difference from the float64
     log-softmax of every row is 2.5e-7 at one position, 1e-9 in a head's mean; 3 times faster."""
     red = reduction if reduction is not None else reduction_of(before, positions)
-    out = torch.empty(after.shape[:2], dtype=torch.float64)  # (R, T)
-    losses = torch.empty((after.shape[0], max(0, before.shape[0] - 1)), dtype=torch.float64)  # (R, T - 1)
-    targets = None if ids is None else torch.as_tensor(list(ids[1:]), dtype=torch.long)  # (T - 1,)
+    wide, device = reduction_dtype(after.device), after.device
+    out = torch.empty(after.shape[:2], dtype=wide, device=device)  # (R, T)
+    losses = torch.empty((after.shape[0], max(0, before.shape[0] - 1)), dtype=wide, device=device)  # (R, T - 1)
+    targets = None if ids is None else torch.as_tensor(list(ids[1:]), dtype=torch.long, device=device)  # (T - 1,)
     for start in range(0, before.shape[0], positions):
         end = min(before.shape[0], start + positions)
         p, b, lse_b = red.p[start:end], red.logits[start:end], red.lse[start:end]  # (P, vocab), (P, vocab), (P,)
@@ -107,15 +118,15 @@ def kl_rows(
             d = d - shift[:, None]  # small where the row's distribution is close to the baseline's
             grown = torch.log1p(_sum64(p * torch.expm1(d)))  # (P,) log Σ p e^d
             kl = (grown - _sum64(p * d)).clamp_min(0.0)
-            lse = lse_b + shift.double() + grown
+            lse = lse_b + shift.to(wide) + grown
             far = d.abs().amax(dim=-1) > BIG_CHANGE  # (P,) positions reduced the direct way
             if bool(far.any()):
-                log_p = b[far].double() - lse_b[far, None]  # (F, vocab) float64, as exact as the baseline allows
+                log_p = b[far].to(wide) - lse_b[far, None]  # (F, vocab) float64, as exact as the baseline allows
                 kl[far], lse[far] = _kl_direct(log_p.exp(), log_p, a[far])
             out[row, start:end] = kl
             if targets is not None and start < targets.shape[0]:
                 last = min(end, targets.shape[0])
-                picked = a[: last - start].gather(-1, targets[start:last, None])[:, 0].double()  # (P',)
+                picked = a[: last - start].gather(-1, targets[start:last, None])[:, 0].to(wide)  # (P',)
                 losses[row, start:last] = lse[: last - start] - picked
     return out if targets is None else (out, losses)
 
@@ -139,7 +150,7 @@ class HeadReduction:
     @property
     def nbytes(self) -> int:
         """What it holds beyond its :class:`Reduction` and the model's own head: mean_row and offset."""
-        return int(self.mean_row.numel() * 8 + self.offset.numel() * 8)
+        return int((self.mean_row.numel() + self.offset.numel()) * self.mean_row.element_size())
 
     @property
     def row_width(self) -> int:
@@ -157,11 +168,12 @@ class HeadReduction:
 
 def head_reduction(reduction: Reduction, weight: Tensor, bias: Tensor | None) -> HeadReduction:
     """:class:`HeadReduction` of a baseline's :class:`Reduction` and the LM head (weight (vocab, d), bias)."""
-    p = reduction.p.double()  # (T, vocab)
-    mean_row = p @ weight.double()  # (T, d)
-    offset = (p * reduction.logits.double()).sum(dim=-1)
+    wide = reduction_dtype(weight.device)
+    p = reduction.p.to(wide)  # (T, vocab)
+    mean_row = p @ weight.to(wide)  # (T, d)
+    offset = (p * reduction.logits.to(wide)).sum(dim=-1)
     if bias is not None:
-        offset = offset - p @ bias.double()
+        offset = offset - p @ bias.to(wide)
     return HeadReduction(reduction, weight, bias, mean_row, offset)
 
 
@@ -178,14 +190,15 @@ def kl_through_head(
     red = head.reduction
     R, T, _ = reads.shape
     vocab = head.weight.shape[0]
-    shift = (reads.double() * head.mean_row[None]).sum(dim=-1) - head.offset[None]  # (R, T) float64
+    wide, device = reduction_dtype(reads.device), reads.device
+    shift = (reads.to(wide) * head.mean_row[None]).sum(dim=-1) - head.offset[None]  # (R, T) float64
     shift32 = shift.float()
-    grown_sum = torch.zeros(R * T, dtype=torch.float64)
-    linear_sum = torch.zeros(R * T, dtype=torch.float64)
-    largest = torch.zeros(R * T)
-    moved = torch.zeros(R * T, dtype=torch.bool)  # a position whose logits differ from the baseline's at all
-    targets = None if ids is None else torch.as_tensor(list(ids[1:]), dtype=torch.long)  # (T - 1,)
-    picked = torch.zeros(R, max(0, T - 1), dtype=torch.float64)
+    grown_sum = torch.zeros(R * T, dtype=wide, device=device)
+    linear_sum = torch.zeros(R * T, dtype=wide, device=device)
+    largest = torch.zeros(R * T, device=device)
+    moved = torch.zeros(R * T, dtype=torch.bool, device=device)  # a position whose logits differ from the baseline's
+    targets = None if ids is None else torch.as_tensor(list(ids[1:]), dtype=torch.long, device=device)  # (T - 1,)
+    picked = torch.zeros(R, max(0, T - 1), dtype=wide, device=device)
     for start in range(0, vocab, block):
         end = min(vocab, start + block)
         bias = None if head.bias is None else head.bias[start:end]
@@ -200,7 +213,7 @@ def kl_through_head(
         if targets is not None:
             inside = ((targets >= start) & (targets < end)).nonzero()[:, 0]  # positions whose next token is here
             if inside.numel():
-                picked[:, inside] = a[:, inside, targets[inside] - start].double()
+                picked[:, inside] = a[:, inside, targets[inside] - start].to(wide)
     grown = torch.log1p(grown_sum)
     kl = (grown - linear_sum).clamp_min(0.0).reshape(R, T)
     lse = red.lse[None] + shift + grown.reshape(R, T)  # (R, T)
@@ -211,7 +224,7 @@ def kl_through_head(
     for start in range(0, far.shape[0], REDUCE_POSITIONS):  # the direct way, from each one's whole row of logits
         rows, positions = far[start : start + REDUCE_POSITIONS, 0], far[start : start + REDUCE_POSITIONS, 1]
         a = torch.nn.functional.linear(reads[rows, positions], head.weight, head.bias).float()  # (F, vocab)
-        log_p = red.logits[positions].double() - red.lse[positions, None]
+        log_p = red.logits[positions].to(wide) - red.lse[positions, None]
         kl[rows, positions], lse[rows, positions] = _kl_direct(log_p.exp(), log_p, a)
     if targets is None:
         return kl
@@ -219,17 +232,19 @@ def kl_through_head(
 
 
 def cosine_distance(before: Tensor, after: Tensor) -> Tensor:
-    """1 − cos(before, after) at each position, in float64: (..., d) -> (...); two zero vectors are 0 apart."""
-    before, after = before.double(), after.double()
+    """1 − cos(before, after) at each position, in :func:`~attnviz.core.attention.reduction_dtype` of their device
+    (float64 on the CPU): (..., d) -> (...); two zero vectors are 0 apart."""
+    wide = reduction_dtype(after.device)
+    before, after = before.to(after.device, wide), after.to(wide)  # a baseline kept on the host meets the row's device
     dot = (before * after).sum(dim=-1)
     norms = before.norm(dim=-1) * after.norm(dim=-1)
-    cos = dot / norms.clamp_min(torch.finfo(torch.float64).tiny)
+    cos = dot / norms.clamp_min(torch.finfo(wide).tiny)
     distance = torch.where(norms > 0, (1.0 - cos).clamp_min(0.0), torch.ones_like(dot))
     return torch.where((before == after).all(dim=-1), torch.zeros_like(dot), distance)  # equal: exactly 0
 
 
 def top_tokens(logits: Tensor, k: int = TOP_K) -> tuple[Tensor, Tensor]:
     """The k most likely next tokens at each position: logits (T, vocab) -> ids (T, k), probabilities (T, k)."""
-    probs = torch.softmax(logits.double(), dim=-1)
+    probs = torch.softmax(logits.to(reduction_dtype(logits.device)), dim=-1)
     values, ids = probs.topk(min(k, probs.shape[-1]), dim=-1)
     return ids, values

@@ -1,8 +1,8 @@
 """The estimate's flags against exact values, by hand: which heads are wrong (sign, or over the factor), which of them
 each flag (saturated, cancelling, GradDrop) caught, which it named in vain; GradDrop's own flag and ranking."""
 
-from attnviz.labs.agreement import FlagHits, flag_report, head_check
-from attnviz.labs.attribution import Estimate, graddrop_flags, graddrop_scores
+from attnviz.labs.heads_matter.agreement import FlagHits, flag_report, head_check
+from attnviz.labs.heads_matter.attribution import Estimate, graddrop_flags, graddrop_scores
 
 # largest exact |effect| 0.5: the floor is 0.025. (0,0) agrees; (0,1) and (0,2) flip sign; (1,0) is 4× small and
 # (1,1) infinitely so; (1,2) is under the floor on both sides (right: within the noise); (1,3) was not run.

@@ -1,4 +1,4 @@
-"""The corrupted text patching proposes from a clean one (attnviz.labs.corruption), on a stand-in source whose
+"""The corrupted text patching proposes from a clean one (attnviz.labs.heads_matter.corruption), on a stand-in source whose
 tokenizer reads one token a character: every proposal keeps the token length, each kind of swap is found where the
 text has it (checked by hand), a swap that would change the length is passed over, and a text without one opens on
 the built-in example pair."""
@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from attnviz.core.tokenizer import Token
-from attnviz.labs import corruption
+from attnviz.labs.heads_matter import corruption
 from attnviz.models.source import Encoding
 
 

@@ -14,7 +14,7 @@ option here (``graddrop=True``): one more backward per layer ℓ with the gradie
 attention output set to zero (the forward unchanged), and a head's score 1/(L−1) Σ_ℓ |Σ_t e_t^(ℓ)|, the mean of
 the L−1 non-zero |estimates| (dropping the head's own layer zeroes its gradient), as Kramár et al. 2024 (eq. 11)
 define it for an attention node. It is a size, never a sign; a head whose GradDrop score is over
-:data:`~attnviz.labs.agreement.SIZE_FACTOR` × its |estimate| is flagged ("graddrop": the full gradient cancels
+:data:`~attnviz.labs.heads_matter.agreement.SIZE_FACTOR` × its |estimate| is flagged ("graddrop": the full gradient cancels
 what the paths do one by one). The estimate's top heads are then confirmed exactly.
 
 An encoder has no loss: its estimate is the size of each head's change to the last hidden states, through random
@@ -31,11 +31,13 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
+from attnviz.core.admission import Need
+from attnviz.core.attention import reduction_dtype
 from attnviz.errors import ModelUnavailableError
 from attnviz.i18n.message import msg
-from attnviz.labs.ablation import _rounded
-from attnviz.labs.agreement import SIZE_FACTOR, SIZE_FLOOR, by_size
-from attnviz.labs.patching import Head, Metric, RunPair, edit_source, metric_of
+from attnviz.labs.heads_matter.agreement import SIZE_FACTOR, SIZE_FLOOR, by_size
+from attnviz.labs.heads_matter.common import BACKWARD_PASSES, PROBES, estimate_bytes, lab_need, rounded
+from attnviz.labs.heads_matter.patching import Head, Metric, RunPair, edit_source, metric_of
 from attnviz.models.ablation import check_mode
 from attnviz.models.source import AttentionSource, Capability, EditsHeads, Encoding
 
@@ -43,7 +45,6 @@ SATURATED = 0.99  # a query row is saturated when its largest weight is above th
 SATURATED_SHARE = 0.5  # ... and a head when this share of its rows are, in either run
 CANCELLING = 0.1  # a head's estimate cancels when |Σ_t e_t| < this × Σ_t |e_t|
 ESTIMATE_MODES = ("zero", "mean")  # the ablations the estimate covers ("first" needs each head's values)
-PROBES = 2  # an encoder's estimate: random directions of the last hidden states (one backward over as many rows)
 
 
 @dataclass(frozen=True)
@@ -77,14 +78,14 @@ class Estimate:
 
     def to_json(self) -> dict:
         value = {
-            "values": [[_rounded(v) for v in row] for row in self.values],
+            "values": [[rounded(v) for v in row] for row in self.values],
             "seconds": round(self.seconds, 3),
             "passes": self.passes,
             "saturated": [f"{layer}.{head}" for layer, head in self.saturated],
             "cancelling": [f"{layer}.{head}" for layer, head in self.cancelling],
         }
         if self.graddrop is not None:  # only when asked for: the keys without it stay as they were
-            value["graddrop"] = [[_rounded(v) for v in row] for row in self.graddrop]
+            value["graddrop"] = [[rounded(v) for v in row] for row in self.graddrop]
             value["graddrop_flagged"] = [f"{layer}.{head}" for layer, head in self.graddrop_flagged]
         return value
 
@@ -93,7 +94,7 @@ def _gradients(
     source: EditsHeads, encoding: Encoding, rows: int, metric_fn, changes=None
 ) -> tuple[list[Tensor], list[Tensor], Tensor, list[Tensor] | None]:
     """One forward and one backward of ``encoding`` in ``rows`` rows: every layer's z (rows, T, n_head, head_dim) and
-    ∂(Σ metric_fn(out))/∂z, and the outputs. With ``changes`` (the layers' z -> each layer's change (T, n_head,
+    ∂(Σ metric_fn(out))/∂z, float32 where the layer ran (its callers reduce them there), and the outputs. With ``changes`` (the layers' z -> each layer's change (T, n_head,
     head_dim)): also GradDrop's Σ_ℓ |Σ_t e_t^(ℓ)| per layer (n_head,), one more backward per layer ℓ with the
     gradient through layer ℓ's attention output (what its output projection reads) dropped, on the same graph."""
     deltas: dict[int, Tensor] = {}
@@ -117,14 +118,12 @@ def _gradients(
     def backward(retain: bool) -> list[Tensor]:
         with torch.enable_grad():
             found = torch.autograd.grad(total, [deltas[i] for i in order], allow_unused=True, retain_graph=retain)
-        return [
-            (torch.zeros_like(deltas[i]) if g is None else g).float().cpu() for i, g in zip(order, found, strict=True)
-        ]
+        return [(torch.zeros_like(deltas[i]) if g is None else g).float() for i, g in zip(order, found, strict=True)]
 
     with torch.enable_grad():
         total = metric_fn(out).sum()
     grads = backward(retain=changes is not None)
-    z_list = [zs[i].float().cpu() for i in order]
+    z_list = [zs[i].float() for i in order]  # on each layer's device, as the gradients: reduced there
     dropped_sums = None
     if changes is not None:
         change = changes(z_list)
@@ -133,14 +132,16 @@ def _gradients(
             kept["dropped"] = layer
             dropped = backward(retain=n < len(order) - 1)
             for i, g in enumerate(dropped):
-                dropped_sums[i] += _terms(change[i], g[0]).sum(dim=0).abs()
+                dropped_sums[i] += _terms(change[i], g[0]).sum(dim=0).abs().cpu()  # (n_head,) crosses
         kept["dropped"] = -1
     return z_list, grads, out.detach(), dropped_sums
 
 
 def _terms(change: Tensor, grad: Tensor) -> Tensor:
-    """Each position's first-order term per head: change, grad (T, n_head, head_dim) -> (T, n_head) float64."""
-    return (change.double() * grad.double()).sum(dim=-1)
+    """Each position's first-order term per head: change, grad (T, n_head, head_dim) -> (T, n_head), on their device
+    in its :func:`~attnviz.core.attention.reduction_dtype` (float64 on the CPU)."""
+    wide = reduction_dtype(grad.device)
+    return (change.to(grad.device, wide) * grad.to(wide)).sum(dim=-1)
 
 
 def _flags(terms: list[Tensor]) -> list[Head]:
@@ -206,7 +207,7 @@ def estimate_patching(
         lambda out: metric_of(pair.metric, out, pair.clean_out.to(out.device), pair.clean_ids),
         (lambda zs: changes) if graddrop else None,
     )
-    terms = [_terms(changes[i], grads[i][0]) for i in range(pair.n_layer)]
+    terms = [_terms(changes[i], grads[i][0]).cpu() for i in range(pair.n_layer)]  # (T, n_head) each, once a layer
     gap = pair.gap if pair.gap != 0 else math.nan
     values = [[float(t[:, head].sum()) / gap for head in range(t.shape[1])] for t in terms]
     scores = graddrop_scores(dropped, gap) if dropped is not None else None
@@ -262,7 +263,7 @@ def estimate_ablation(
             lambda out: metric_of(loss, out, out[0].detach(), ids),
             (lambda zs: [_ablation_change(z[0], mode) for z in zs]) if graddrop else None,
         )
-        terms = [_terms(_ablation_change(z[0], mode), g[0]) for z, g in zip(zs, grads, strict=True)]
+        terms = [_terms(_ablation_change(z[0], mode), g[0]).cpu() for z, g in zip(zs, grads, strict=True)]
         values = [[float(t[:, head].sum()) for head in range(t.shape[1])] for t in terms]
         passes = "1 forward + 1 backward"
         if dropped is not None:
@@ -282,7 +283,7 @@ def estimate_ablation(
         for z, g in zip(zs, grads, strict=True):
             change = _ablation_change(z[0], mode)  # (T, n_head, head_dim)
             per_probe = torch.stack([_terms(change, g[k]).sum(dim=0) for k in range(PROBES)])  # (PROBES, n_head)
-            squares.append((per_probe**2).mean(dim=0))
+            squares.append((per_probe**2).mean(dim=0).cpu())  # (n_head,)
         terms = []
         values = [[math.sqrt(float(s[head]) / len(encoding.tokens)) for head in range(s.shape[0])] for s in squares]
         passes = f"1 forward + 1 backward of {PROBES} probe rows"
@@ -300,11 +301,18 @@ def estimate_ablation(
     )
 
 
-def estimate_bytes(source: AttentionSource, n_tokens: int) -> int:
-    """A predicted peak for an estimate: a forward's activations kept for the backward (every layer's stream, its
-    attention's and MLP's intermediates, the weights of each head for the fused path's backward), in float32, for
-    PROBES rows, and the logits with their float64 log-softmax and gradient."""
-    T = max(1, n_tokens)
-    layers = source.n_layer * T * (24 * source.d_model + 3 * source.n_head * T) * 4
-    vocab = getattr(getattr(source, "config", None), "vocab_size", 0) or 0
-    return PROBES * layers + 3 * T * vocab * 8
+def estimate_need(source: AttentionSource, n_tokens: int, graddrop: bool = False) -> Need:
+    """:func:`estimate_ablation`'s price on ``source``'s device: :func:`estimate_bytes`; a forward and a backward (of
+    PROBES rows for an encoder), GradDrop's backward a layer (``graddrop``), and the capture that finds the saturated
+    heads (:func:`attnviz.labs.heads_matter.common.lab_need`)."""
+    rows = 1 if Capability.GENERATE in source.capabilities else PROBES
+    backward = BACKWARD_PASSES * (1 + (source.n_layer if graddrop else 0))
+    return lab_need(source, estimate_bytes(source, n_tokens), n_tokens, rows * (1 + backward) + 1)
+
+
+def pair_estimate_need(source: AttentionSource, n_tokens: int) -> Need:
+    """The Patching page's first request, :func:`attnviz.labs.heads_matter.patching.run_pair` and
+    :func:`estimate_patching`, priced on ``source``'s device: both runs' :func:`estimate_bytes` held at once; the two
+    runs, a forward and a backward of the corrupted one, and the captures of both texts that find the saturated
+    heads."""
+    return lab_need(source, 2 * estimate_bytes(source, n_tokens), n_tokens, 2 + (1 + BACKWARD_PASSES) + 2)

@@ -1,7 +1,7 @@
 """The estimate against the exact effects head by head, by hand: sign flips and sizes beyond the bound, each with
 its reason, and heads too small to compare left out."""
 
-from attnviz.labs.agreement import SIZE_FACTOR, SIZE_FLOOR, HeadDisagreement, head_check
+from attnviz.labs.heads_matter.agreement import SIZE_FACTOR, SIZE_FLOOR, HeadDisagreement, head_check
 
 
 def test_the_bound_is_a_factor_of_two_among_heads_over_five_percent_of_the_largest():

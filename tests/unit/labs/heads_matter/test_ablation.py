@@ -8,10 +8,11 @@ import pytest
 import torch
 
 from attnviz.figures.ablation import make_ablation_change_figure, make_ablation_sweep_figure
-from attnviz.labs import ablation
-from attnviz.models.ablation import HeadAblation, ablate_output
+from attnviz.labs.heads_matter import ablation
+from attnviz.models.ablation import ablate_output, ablation_hooks, heads_of
 from attnviz.models.embedded.config import EmbeddedConfig
 from attnviz.models.embedded.model import EmbeddedModel
+from attnviz.models.hf import points
 from tests.tolerances import assert_exact_on_cpu
 
 TEXT = "the cat sat on the mat and looked at the dog"
@@ -62,14 +63,15 @@ def test_the_rewrite_of_a_toy_output():
 
 
 def test_layers_are_counted_by_calls():
-    run = HeadAblation([[(1, 2)], [(0, 0)]], "zero", n_head=3)
+    run = points.Pass(map=None, hooks={})
     a, b, q1, q2 = object(), object(), torch.zeros(1), torch.zeros(1)
-    assert run.next_layer(a, q1) == 0 and run.next_layer(a, q1) == 0  # a second call on the same q: same layer
-    assert run.next_layer(b, q2) == 1 and run.next_layer(a, q1) == 2  # a shared module on a new call: a new layer
-    assert run.heads_of(1, 2).tolist() == [[False, False, True], [False, False, False]]
-    assert run.heads_of(0, 4).tolist()[1] == [True, False, False]
+    assert run.attention_layer(a, q1) == 0 and run.attention_layer(a, q1) == 0  # the same q again: same layer
+    assert run.attention_layer(b, q2) == 1 and run.attention_layer(a, q1) == 2  # a shared module, a new call: new
+    rows = [[(1, 2)], [(0, 0)]]
+    assert heads_of(rows, 3, 1, 2).tolist() == [[False, False, True], [False, False, False]]
+    assert heads_of(rows, 3, 0, 4).tolist()[1] == [True, False, False]
     with pytest.raises(ValueError, match="unknown ablation mode"):
-        HeadAblation([[]], "half", 3)
+        ablation_hooks([[]], "half", 3)
 
 
 def test_parse_heads():
@@ -300,7 +302,7 @@ def test_logits_formed_block_by_block_reduce_as_the_whole_logits_do():
     """kl_through_head: rows given by what an LM head reads (a weak change, a large one past BIG_CHANGE, none), a
     biased head over SmolLM2's vocabulary size: the KL and the losses of kl_rows on the whole logits, to
     SWEEP_TOLERANCE of the value; the unchanged row exactly 0."""
-    from attnviz.labs.reductions import head_reduction, kl_through_head
+    from attnviz.labs.heads_matter.reductions import head_reduction, kl_through_head
 
     generator = torch.Generator().manual_seed(5)
     n, d, vocab = 40, 64, 49_152

@@ -6,7 +6,7 @@ a metric M tells the two runs apart. The corrupted text runs with one head's z t
 position, for every head: the fraction of the metric it restores, (M(patched) − M(corrupt)) / (M(clean) −
 M(corrupt)), 1 where the head alone carries the difference. One row of a batched pass per head, each pass started
 at its heads' layer from the corrupted run's cached layers (:mod:`attnviz.models.resume`). Its first-order
-estimate, in one forward and one backward, is :mod:`attnviz.labs.attribution`'s.
+estimate, in one forward and one backward, is :mod:`attnviz.labs.heads_matter.attribution`'s.
 
 Metrics (an LM's, float64): ``logit-diff`` of two tokens at the last position; ``loss``, the mean next-token
 cross-entropy of the clean text's tokens; ``kl``, the mean KL(clean ‖ run) of the next-token distributions; an
@@ -24,13 +24,23 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from attnviz.core.admission import Need
+from attnviz.core.attention import reduction_dtype
 from attnviz.core.progress import Progress, or_none
 from attnviz.core.time_agreement import TimeLog, cpu_share
 from attnviz.i18n.message import Message, msg
-from attnviz.labs.ablation import PASS_BYTES, PASS_ROWS, Head, _rounded, rows_per_pass
-from attnviz.labs.agreement import TOP_K, Agreement, agreement, by_size
-from attnviz.labs.head_specs import check_heads
-from attnviz.labs.reductions import cosine_distance
+from attnviz.labs.heads_matter.agreement import TOP_K, Agreement, agreement, by_size
+from attnviz.labs.heads_matter.common import (
+    PASS_BYTES,
+    PASS_ROWS,
+    Head,
+    estimate_bytes,
+    lab_need,
+    rounded,
+    rows_per_pass,
+)
+from attnviz.labs.heads_matter.head_specs import check_heads
+from attnviz.labs.heads_matter.reductions import cosine_distance
 from attnviz.models.resume import CachedLayers
 from attnviz.models.source import AttentionSource, Capability, EditsHeads, Encoding
 
@@ -93,20 +103,22 @@ def resolve_metric(source: AttentionSource, metric: Metric, logits: bool) -> Met
 
 
 def metric_of(metric: Metric, out: Tensor, clean: Tensor, ids: Sequence[int]) -> Tensor:
-    """M of each row: out (R, T, vocab or d_model) against the clean run's clean (T, vocab or d_model) and token
-    ids -> (R,) float64, differentiable through ``out``."""
+    """M of each row: out (R, T, vocab or d_model) against the clean run's clean (T, vocab or d_model, on any device)
+    and token ids -> (R,) on out's device in its :func:`~attnviz.core.attention.reduction_dtype` (float64 on the
+    CPU), differentiable through ``out``."""
+    wide = reduction_dtype(out.device)
     if metric.kind == "logit-diff":
-        last = out[:, -1].double()  # (R, vocab)
+        last = out[:, -1].to(wide)  # (R, vocab)
         return last[:, metric.ids[0]] - last[:, metric.ids[1]]
     if metric.kind == "loss":
         if out.shape[1] < 2:
             raise ValueError(msg("patching_lib.one_token"))
         targets = torch.as_tensor(list(ids[1:]), dtype=torch.long, device=out.device)  # (T - 1,)
-        log_q = torch.log_softmax(out[:, :-1].double(), dim=-1)  # (R, T - 1, vocab)
+        log_q = torch.log_softmax(out[:, :-1].to(wide), dim=-1)  # (R, T - 1, vocab)
         return -log_q.gather(-1, targets[None, :, None].expand(out.shape[0], -1, 1))[..., 0].mean(dim=-1)
     if metric.kind == "kl":
-        log_p = torch.log_softmax(clean.double(), dim=-1)[None]  # (1, T, vocab)
-        log_q = torch.log_softmax(out.double(), dim=-1)  # (R, T, vocab)
+        log_p = torch.log_softmax(clean.to(out.device, wide), dim=-1)[None]  # (1, T, vocab)
+        log_q = torch.log_softmax(out.to(wide), dim=-1)  # (R, T, vocab)
         return (log_p.exp() * (log_p - log_q)).sum(dim=-1).mean(dim=-1)
     return cosine_distance(clean.to(out.device)[None].expand_as(out), out).mean(dim=-1)  # equal rows: exactly 0
 
@@ -239,10 +251,14 @@ def patch_piece(source: AttentionSource, pair: RunPair, heads: Sequence[Head]) -
     out, _ = source.head_pass(
         pair.corrupt_encoding, len(heads), _replacing(heads, pair.clean_z), resume=pair.cache, first_layer=first
     )
-    values = [
-        metric_of(pair.metric, out[r : r + 1].float().cpu(), pair.clean_out, pair.clean_ids) for r in range(len(heads))
-    ]
-    return {head: float(v[0]) for head, v in zip(heads, values, strict=True)}
+    return dict(zip(heads, _row_metrics(pair, out), strict=True))
+
+
+def _row_metrics(pair: RunPair, out: Tensor) -> list[float]:
+    """M of each row of ``out`` (R, T, width) on its device, a row at a time (the arithmetic of one row alone): only
+    the R values cross to the host, at once."""
+    rows = [metric_of(pair.metric, out[r : r + 1].float(), pair.clean_out, pair.clean_ids) for r in range(len(out))]
+    return torch.cat(rows).cpu().tolist()  # (R,)
 
 
 def patch_pieces(heads: Sequence[Head], rows: int) -> list[list[Head]]:
@@ -264,7 +280,7 @@ class EstimatedPair:
 @dataclass(frozen=True)
 class PatchResult:
     """Activation patching on two texts: the metric on each, every head's restored fraction (None: not run), and
-    the attribution estimate beside it (an :class:`attnviz.labs.attribution.Estimate`, which imports this module)."""
+    the attribution estimate beside it (an :class:`attnviz.labs.heads_matter.attribution.Estimate`, which imports this module)."""
 
     model: str
     tokens: list[str]
@@ -291,9 +307,9 @@ class PatchResult:
             "metric": self.metric.label
             if self.metric.kind != "logit-diff"
             else f"logit-diff:{','.join(self.metric.tokens)}",
-            "clean": _rounded(self.clean),
-            "corrupt": _rounded(self.corrupt),
-            "effects": [[_rounded(v) for v in row] for row in self.effects],
+            "clean": rounded(self.clean),
+            "corrupt": rounded(self.corrupt),
+            "effects": [[rounded(v) for v in row] for row in self.effects],
             "estimate": None,
         }
         if self.estimate is not None:
@@ -383,10 +399,7 @@ def patch_position_sets(
         resume=pair.cache,
         first_layer=layer,
     )
-    return [
-        float(metric_of(pair.metric, out[r : r + 1].float().cpu(), pair.clean_out, pair.clean_ids)[0])
-        for r in range(len(sets))
-    ]
+    return _row_metrics(pair, out)
 
 
 @dataclass(frozen=True)
@@ -402,8 +415,8 @@ class PositionsResult:
     def to_json(self) -> dict:
         return {
             "head": f"{self.head[0]}.{self.head[1]}",
-            "values": [_rounded(v) for v in self.values],
-            "fractions": [_rounded(v) for v in self.fractions],
+            "values": [rounded(v) for v in self.values],
+            "fractions": [rounded(v) for v in self.fractions],
         }
 
 
@@ -483,6 +496,14 @@ class PatchPlan:
         head's layer of as many rows."""
         pieces = [min(self.rows, n_positions - start) for start in range(0, n_positions, self.rows)]
         return sum((self.piece_seconds([head] * rows) for rows in pieces), 0.0)
+
+
+def patch_need(source: AttentionSource, n_tokens: int, seconds: float | None = None) -> Need:
+    """Exact patching's price on ``source``'s device, for its timing (:func:`plan_patching`), a click's top heads, every
+    head and one head position by position (and the two forwards of :func:`default_tokens`): a pass's peak bounded as
+    an estimate's (:func:`attnviz.labs.heads_matter.common.estimate_bytes`); ``seconds``, the time its timing
+    predicts for the passes left, or two passes (:func:`attnviz.labs.heads_matter.common.lab_need`)."""
+    return lab_need(source, estimate_bytes(source, n_tokens), n_tokens, 2.0, seconds)
 
 
 def plan_patching(source: AttentionSource, pair: RunPair, heads: Sequence[Head] | None = None) -> PatchPlan:

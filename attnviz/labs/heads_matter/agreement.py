@@ -8,11 +8,9 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-import torch
-
-from attnviz.core.alignment import ranks
+from attnviz.core.ranking import spearman
 from attnviz.i18n.message import Message, join, msg
-from attnviz.labs.ablation import _rounded
+from attnviz.labs.heads_matter.common import rounded
 
 TOP_K = 10  # the heads the estimate's ranking is compared on, and confirmed
 
@@ -23,14 +21,6 @@ def by_size(values: Sequence[Sequence[float | None]], k: int | None = None) -> l
     found = [(layer, head, float(v)) for layer, row in enumerate(values) for head, v in enumerate(row) if v is not None]
     ranked = sorted(found, key=lambda item: (-abs(item[2]), item[0], item[1]))
     return ranked if k is None else ranked[:k]
-
-
-def spearman(a: Sequence[float], b: Sequence[float]) -> float:
-    """Spearman's ρ of two equally long sequences (ties given their mean rank); nan when either is constant."""
-    ra, rb = ranks(torch.as_tensor(list(a), dtype=torch.float64)), ranks(torch.as_tensor(list(b), dtype=torch.float64))
-    ra, rb = ra - ra.mean(), rb - rb.mean()
-    denominator = float(ra.norm() * rb.norm())
-    return math.nan if denominator == 0 else float((ra * rb).sum()) / denominator
 
 
 def top_overlap(a: Sequence[float], b: Sequence[float], k: int = TOP_K) -> int:
@@ -49,7 +39,7 @@ class Agreement:
     n_heads: int
 
     def to_json(self) -> dict:
-        return {"spearman": _rounded(self.spearman), "top_overlap": self.overlap, "k": self.k, "n_heads": self.n_heads}
+        return {"spearman": rounded(self.spearman), "top_overlap": self.overlap, "k": self.k, "n_heads": self.n_heads}
 
 
 def agreement(
@@ -64,7 +54,8 @@ def agreement(
     ]
     est, ex = [abs(e) for e, _ in pairs], [abs(x) for _, x in pairs]
     k = min(k, len(pairs))
-    return Agreement(spearman(est, ex), top_overlap(est, ex, k), k, len(pairs))
+    rho = spearman(est, ex)  # undefined where a ranking is constant: NaN here, null in the JSON
+    return Agreement(math.nan if rho is None else rho, top_overlap(est, ex, k), k, len(pairs))
 
 
 # A first-order estimate has no error bound of its own: what it leaves out is the second-order remainder, the

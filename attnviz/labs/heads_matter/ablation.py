@@ -1,8 +1,8 @@
-"""Head ablation: knock heads out and measure what the model's output loses.
+"""Head ablation: knock heads out and measure what the model's output loses; here, every head alone (the sweep).
 
 Attention weights say where a head looks; ablating it says whether it matters. The source runs the text with some
 heads' slice of the output projection's input rewritten (:mod:`attnviz.models.ablation`: ``zero``, ``mean`` over
-the positions, or ``first``, the head attending only to the first token) and this lab compares the outputs:
+the positions, or ``first``, the head attending only to the first token) and the lab compares the outputs:
 
 - a model with an LM head: the mean next-token cross-entropy (nats) of predicting token t + 1 from positions
   0 … T − 2, before and after; KL(p_before ‖ p_after) of the next-token distribution at every position (nats),
@@ -13,33 +13,41 @@ the positions, or ``first``, the head attending only to the first token) and thi
 Log-softmax, losses, KL and cosine distances are reduced in float64 whatever the model ran in: over a
 49,152-token vocabulary float32 is 1e-6 to 1e-4 off, as large as the effect of a weak head.
 
-Ablating nothing runs the same code and changes nothing: 0.0 exactly. The single-head sweep ablates every head
-alone, several heads per batched pass (row r ablates its own head), reducing each pass's outputs to one number a
-head as it goes; a pass holds at most :data:`PASS_BYTES` of outputs and takes about :data:`PASS_SECONDS` here. It
-runs in pieces, one pass each (:func:`sweep_baseline`, then :func:`sweep_piece` per piece, :func:`sweep_result` at
-any point), so a caller can stop between two and keep what is done; its time is predicted from a pass timed on this
-machine at the text's own length, never from a constant.
+Some heads ablated together on one text are :mod:`attnviz.labs.heads_matter.effect` (:func:`ablation_effect`, also
+importable from here). The single-head sweep ablates every head alone, several heads per batched pass (row r
+ablates its own head), reducing each pass's outputs to one number a head as it goes; a pass holds at most
+:data:`PASS_BYTES` of outputs and takes about :data:`PASS_SECONDS` here. It runs in pieces, one pass each
+(:func:`sweep_baseline`, then :func:`sweep_piece` per piece, :func:`sweep_result` at any point), so a caller can
+stop between two and keep what is done; its time is predicted from a pass timed on this machine at the text's own
+length, never from a constant.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 
-import torch
 from torch import Tensor
 
+from attnviz.core.admission import Need
 from attnviz.core.progress import Progress, or_none
 from attnviz.core.time_agreement import TimeLog, cpu_share
-from attnviz.core.token_display import visible_text
-from attnviz.core.tokenizer import Token
-from attnviz.i18n.message import msg
-from attnviz.labs.head_specs import SHOWN_SPEC_CHARS, check_heads, parse_heads, read_heads, shown_spec
-from attnviz.labs.reductions import (
+from attnviz.labs.heads_matter.common import (
+    PASS_BYTES,
+    PASS_ROWS,
+    Head,
+    lab_need,
+    mean_or_none,
+    rounded,
+    rows_per_pass,
+    token_limit,
+)
+from attnviz.labs.heads_matter.effect import AblationResult, ablation_effect, unablated_outputs
+from attnviz.labs.heads_matter.head_specs import SHOWN_SPEC_CHARS, check_heads, parse_heads, read_heads, shown_spec
+from attnviz.labs.heads_matter.reductions import (
     REDUCE_POSITIONS,
     TOP_K,
     HeadReduction,
@@ -53,161 +61,14 @@ from attnviz.labs.reductions import (
     reduction_of,
     top_tokens,
 )
-from attnviz.models.ablation import ABLATION_MODES, Head, check_mode
+from attnviz.models.ablation import ABLATION_MODES, check_mode
 from attnviz.models.resume import CachedLayers
-from attnviz.models.source import AblatedOutputs, AttentionSource, ReadsHead, Resumes
+from attnviz.models.source import AttentionSource, ReadsHead, Resumes
 from attnviz.settings import ABLATION_TOKENS, SWEEP_TOKENS
 
-PASS_BYTES = 256 * 2**20  # the outputs one batched pass of the sweep may hold: R x T x vocab x 4 B
-PASS_ROWS = 16  # and at most this many ablations a pass (an encoder's narrow outputs would allow hundreds)
-CHANGED_K = 5  # the positions that change most, listed
 PASS_SECONDS = 2.0  # a sweep's pass ablates fewer rows when one row takes long: a Stop waits for one pass at most
 BATCHED_TOKENS = 256  # ... but never fewer than this many tokens a pass: a short row's time is mostly fixed cost
 RANKED_K = 10  # the heads listed by effect under the sweep's map
-
-
-def _mean(values: Tensor) -> float | None:
-    return float(values.mean()) if values.numel() else None
-
-
-@dataclass(frozen=True)
-class AblationResult:
-    """One ablation's effect on one text.
-
-    heads: the (layer, head) pairs ablated; logits: whether the source has an LM head (else hidden states were
-    compared); change: per position, KL(before ‖ after) (LM) or the cosine distance of the last hidden states;
-    loss_before/loss_after/kl_mean: None for an encoder or a single token; top_before/top_after: per position,
-    the TOP_K next tokens as (text, probability) (empty for an encoder).
-    """
-
-    model: str
-    tokens: list[Token]
-    n_input_tokens: int
-    heads: list[Head]
-    mode: str
-    logits: bool
-    loss_before: float | None
-    loss_after: float | None
-    kl_mean: float | None
-    change: list[float]
-    hidden_change: float | None
-    top_before: list[list[tuple[str, float]]] = field(default_factory=list)
-    top_after: list[list[tuple[str, float]]] = field(default_factory=list)
-
-    @property
-    def truncated(self) -> bool:
-        return self.n_input_tokens > len(self.tokens)
-
-    def changed_most(self, k: int = CHANGED_K) -> list[tuple[int, float]]:
-        """The k positions whose output changed most: (position, change), largest first (ties: earlier first)."""
-        order = sorted(range(len(self.change)), key=lambda p: (-self.change[p], p))
-        return [(p, self.change[p]) for p in order[:k]]
-
-    def to_json(self) -> dict:
-        """The ``ablate --json`` object (see the CLI): the issue's keys, plus ``changed_most``."""
-        last = len(self.tokens) - 1
-        return {
-            "model": self.model,
-            "tokens": [t.text for t in self.tokens],
-            "n_input_tokens": self.n_input_tokens,
-            "truncated": self.truncated,
-            "heads": [[layer, head] for layer, head in self.heads],
-            "mode": self.mode,
-            "loss_before": _rounded(self.loss_before),
-            "loss_after": _rounded(self.loss_after),
-            "kl_mean": _rounded(self.kl_mean),
-            # positions 0 .. T-2, kl_mean's (the last position's KL is on the page, its next token is not in the text)
-            "kl_per_position": [_rounded(v) for v in self.change[:-1]] if self.logits else None,
-            "top_before": [[text, _rounded(p)] for text, p in self.top_before[last]] if self.logits else None,
-            "top_after": [[text, _rounded(p)] for text, p in self.top_after[last]] if self.logits else None,
-            "hidden_change": _rounded(self.hidden_change),
-            "hidden_change_per_position": None if self.logits else [_rounded(v) for v in self.change],
-            "changed_most": [[p, self.tokens[p].text, _rounded(v)] for p, v in self.changed_most()],
-        }
-
-
-def _rounded(value: float | None) -> float | None:
-    return None if value is None or math.isnan(value) else round(float(value), 8)
-
-
-def token_limit(max_tokens: int, limit: int = ABLATION_TOKENS) -> int:
-    """The tokens an ablation reads: the sidebar's (or --max-tokens) cut to this lab's own ``limit``."""
-    return max(1, min(max_tokens, limit))
-
-
-def _baseline(source: AttentionSource, text: str, n_tokens: int, mode: str) -> AblatedOutputs:
-    if mode not in source.ablation_modes:
-        raise ValueError(msg("ablation_lib.unsupported", name=source.name, mode=mode))
-    if not source.encode(text, n_tokens).tokens:
-        raise ValueError(msg("ablation_lib.no_tokens"))
-    return source.ablated_outputs(text, n_tokens, [[]], mode)
-
-
-def _texts(source: AttentionSource, ids: Tensor, probs: Tensor) -> list[list[tuple[str, float]]]:
-    """ids and probabilities (T, k) as (text, probability) per position, each distinct id decoded once, its invisible
-    characters made visible."""
-    unique = sorted({int(i) for i in ids.flatten()})
-    text = dict(zip(unique, map(visible_text, source.token_texts(unique)), strict=True))  # U+202E shown, not obeyed
-    return [
-        [(text[int(i)], float(p)) for i, p in zip(row_ids, row_probs, strict=True)]
-        for row_ids, row_probs in zip(ids, probs, strict=True)
-    ]
-
-
-def ablation_effect(
-    source: AttentionSource, text: str, max_tokens: int, heads: Sequence[Head], mode: str = "zero"
-) -> AblationResult:
-    """The effect of ablating ``heads`` together by ``mode`` on ``text``, cut to min(max_tokens, ABLATION_TOKENS).
-
-    Two passes of the source's ablation code, one ablating nothing: so an empty ``heads`` gives exactly 0.
-    ValueError for an empty text, an unknown head or mode, or a source that cannot ablate."""
-    check_mode(mode)
-    heads = check_heads(heads, source.n_layer, source.n_head)
-    n_tokens = token_limit(max_tokens)
-    before = _baseline(source, text, n_tokens, mode)
-    if any(layer >= before.layers_run for layer, _ in heads):
-        raise ValueError(msg("ablation_lib.layer_not_run", name=source.name, layer=max(heads)[0], n=before.layers_run))
-    after = source.ablated_outputs(text, n_tokens, [heads], mode)
-    b, a = before.values[0], after.values[0]  # (T, vocab) or (T, d_model)
-    encoding = before.encoding
-    common = {
-        "model": source.name,
-        "tokens": encoding.tokens,
-        "n_input_tokens": encoding.n_input,
-        "heads": heads,
-        "mode": mode,
-        "logits": before.logits,
-    }
-    if not before.logits:
-        change = cosine_distance(b, a)  # (T,)
-        return AblationResult(
-            **common,
-            loss_before=None,
-            loss_after=None,
-            kl_mean=None,
-            change=change.tolist(),
-            hidden_change=_mean(change),
-        )
-    ids = encoding.ids or []
-    kl, losses, tops = [], ([], []), ([], [])
-    for start in range(0, b.shape[0], REDUCE_POSITIONS):  # a few (positions, vocab) float64 temporaries at a time
-        end = min(b.shape[0], start + REDUCE_POSITIONS)
-        kl.append(kl_divergence(b[start:end], a[start:end]))
-        for side, logits in enumerate((b, a)):
-            losses[side].append(next_token_losses(logits[start : end + 1], ids[start : end + 1]))
-            tops[side].append(top_tokens(logits[start:end]))
-    kl = torch.cat(kl)  # (T,)
-    before_top, after_top = (tuple(torch.cat(part) for part in zip(*top, strict=True)) for top in tops)
-    return AblationResult(
-        **common,
-        loss_before=_mean(torch.cat(losses[0])),
-        loss_after=_mean(torch.cat(losses[1])),
-        kl_mean=_mean(kl[:-1]),
-        change=kl.tolist(),
-        hidden_change=None,
-        top_before=_texts(source, *before_top),
-        top_after=_texts(source, *after_top),
-    )
 
 
 @dataclass(frozen=True)
@@ -247,13 +108,7 @@ class AblationSweep:
         return sorted(found, key=lambda item: (-item[2], item[0], item[1]))[:k]
 
     def to_json(self) -> list[list[float | None]]:
-        return [[_rounded(v) for v in row] for row in self.values]
-
-
-def rows_per_pass(n_tokens: int, width: int, limit: int = PASS_BYTES) -> int:
-    """How many ablations one batched pass holds: within ``limit`` bytes of outputs (n_tokens x width x 4 B each),
-    and at most PASS_ROWS."""
-    return max(1, min(PASS_ROWS, limit // max(1, n_tokens * width * 4)))
+        return [[rounded(v) for v in row] for row in self.values]
 
 
 def sweep_bytes(source: AttentionSource, n_tokens: int) -> int:
@@ -261,6 +116,13 @@ def sweep_bytes(source: AttentionSource, n_tokens: int) -> int:
     vocab_chunk = 4 * REDUCE_POSITIONS * 8 * 65536  # log_p, p, log_q and their product, 128 positions, float64
     layers = 4 * max(1, n_tokens) * source.d_model * source.n_layer * 8  # activations; the layers' cached outputs
     return 3 * PASS_BYTES + vocab_chunk + 2 * layers  # a pass, the baseline's p beside its logits
+
+
+def sweep_need(source: AttentionSource, n_tokens: int) -> Need:
+    """The sweep's timing (:func:`sweep_baseline`) or a click's top heads (:func:`confirm_heads`), priced on
+    ``source``'s device: :func:`sweep_bytes`; the unablated pass and a pass of at most PASS_ROWS rows from the first
+    layer and from the last (:func:`attnviz.labs.heads_matter.common.lab_need`)."""
+    return lab_need(source, sweep_bytes(source, n_tokens), n_tokens, 1 + 2 * PASS_ROWS)
 
 
 @dataclass(frozen=True, eq=False)
@@ -317,6 +179,11 @@ class SweepBaseline:
             return self.through_head.pass_bytes(max(self.rows, self.max_rows))
         T, width = self.values.shape
         return 4 * max(self.rows, self.max_rows) * T * width + 4 * 8 * min(T, REDUCE_POSITIONS) * width
+
+    def need(self, source: AttentionSource, seconds: float) -> Need:
+        """The passes left, priced on ``source``'s device: a pass's peak beside the baseline (:attr:`pass_bytes`),
+        and ``seconds``, what they are quoted (:meth:`seconds`, scaled by the machine now)."""
+        return lab_need(source, self.pass_bytes, self.n_tokens, 0.0, seconds)
 
     def row_seconds(self, layer: int) -> float:
         """A row's predicted time in a pass from ``layer``'s heads: ``pass_seconds`` from the first layer,
@@ -387,7 +254,9 @@ def sweep_baseline(
     check_mode(mode)
     n_tokens = token_limit(max_tokens, SWEEP_TOKENS)
     if timed:
-        _baseline(source, text, 1, mode)  # one token, untimed: a model's first pass pays for lazy set-up, not tokens
+        unablated_outputs(
+            source, text, 1, mode
+        )  # one token, untimed: a model's first pass pays for lazy set-up, not tokens
     timing_started = (clock(), time.process_time())
     timings, cache, note = [], None, None
     if resume and isinstance(source, Resumes):  # its baseline pass, timed, and a check pass from the middle layer
@@ -399,7 +268,7 @@ def sweep_baseline(
         note = "its source runs every pass whole"
     for _ in range(2 if timed and not timings else 1 if not timings else 0):
         start = clock()
-        before = _baseline(source, text, n_tokens, mode)
+        before = unablated_outputs(source, text, n_tokens, mode)
         timings.append(max(1e-9, clock() - start))
         if timings[0] > PASS_SECONDS:
             break
@@ -424,7 +293,7 @@ def sweep_baseline(
         timed_rows=1,
         resume=cache,
         resume_note=note,
-        loss_before=_mean(next_token_losses(base, before.encoding.ids)) if before.logits and T > 1 else None,
+        loss_before=mean_or_none(next_token_losses(base, before.encoding.ids)) if before.logits and T > 1 else None,
         ids=tuple(before.encoding.ids or ()),
         reduction=reduction_of(base) if before.logits else None,
     )
@@ -483,13 +352,13 @@ def sweep_piece(
             kl, after_losses = kl_through_head(after, baseline.through_head, ids=baseline.ids)
         else:  # (R, T, vocab)
             kl, after_losses = kl_rows(baseline.values, after, ids=baseline.ids, reduction=baseline.reduction)
-        scores = [_mean(row[:-1]) for row in kl]
+        scores = [mean_or_none(row[:-1]) for row in kl]
         if losses is not None and baseline.loss_before is not None:
             losses.update(
-                {head: _mean(row) - baseline.loss_before for head, row in zip(heads, after_losses, strict=True)}
+                {head: mean_or_none(row) - baseline.loss_before for head, row in zip(heads, after_losses, strict=True)}
             )
     else:  # (R, T, d_model)
-        scores = [_mean(cosine_distance(baseline.values, row)) for row in after]
+        scores = [mean_or_none(cosine_distance(baseline.values, row)) for row in after]
     return dict(zip(heads, scores, strict=True))
 
 
@@ -571,6 +440,8 @@ def ablation_sweep(
 __all__ = [
     "ABLATION_MODES",
     "ABLATION_TOKENS",
+    "PASS_BYTES",
+    "PASS_ROWS",
     "REDUCE_POSITIONS",
     "SHOWN_SPEC_CHARS",
     "SWEEP_TOKENS",
@@ -588,10 +459,13 @@ __all__ = [
     "parse_heads",
     "read_heads",
     "reduction_of",
+    "rows_per_pass",
     "run_pieces",
     "shown_spec",
     "sweep_baseline",
     "sweep_piece",
     "sweep_result",
+    "token_limit",
     "top_tokens",
+    "unablated_outputs",
 ]

@@ -19,14 +19,18 @@ never counted as 1.0.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
+from attnviz.core.admission import Need
+from attnviz.core.attention import reduction_dtype
+from attnviz.core.budget import ACTIVATION_WIDTHS
 from attnviz.i18n.message import msg
-from attnviz.labs.ablation import Head, _rounded
-from attnviz.labs.agreement import by_size
+from attnviz.labs.heads_matter.agreement import by_size
+from attnviz.labs.heads_matter.common import Head, lab_need, rounded
 from attnviz.models.readings import NOT_APPLICABLE, Reading, Verdict
 from attnviz.models.source import AttentionSource, Capability, EditsHeads
 
@@ -114,11 +118,11 @@ class DirectLogits:
             "model": self.model,
             "token": self.token,
             "position": position,
-            "logit": _rounded(float(self.logits[position])),
-            "heads_total": _rounded(float(self.per_head[position].sum())),
-            "rest": _rounded(float(self.rest[position])),
-            "check_error": _rounded(self.check_error),
-            "per_head": [[_rounded(float(v)) for v in row] for row in self.per_head[position]],
+            "logit": rounded(float(self.logits[position])),
+            "heads_total": rounded(float(self.per_head[position].sum())),
+            "rest": rounded(float(self.rest[position])),
+            "check_error": rounded(self.check_error),
+            "per_head": [[rounded(float(v)) for v in row] for row in self.per_head[position]],
         }
 
 
@@ -126,7 +130,7 @@ NORM_NAMES = {"rms": "RMSNorm", "layer": "LayerNorm"}
 EPSILONS = (1e-5, 1e-6, 1e-8, 1e-12)  # tried, in order, for a norm that does not store its epsilon
 
 
-def _norm_reading(
+def norm_reading(
     residual: Tensor, normed: Tensor, weight: Tensor | None, bias: Tensor | None, eps: float | None, limit: float
 ):
     """Which frozen-scale reading reproduces the final norm best: (centre, gain name, gain (d,), σ (T, 1)), or None
@@ -166,6 +170,34 @@ def determined_joins(read, n_layer: int) -> tuple[Reading, ...]:
     return joins
 
 
+def head_parts(
+    zs: Sequence[Tensor], blocks: Iterable[tuple[Tensor, Tensor | None]], direction: Tensor, joins: Sequence[Reading]
+) -> Tensor:
+    """Each head's part of the logit, z_h W_O^h · direction_t times its layer's join: zs[layer] (T, n_head, head_dim)
+    as the pass gave it and each layer's W_O^h (n_head, head_dim, d_model) (:meth:`head_blocks`, one layer at a
+    time), both on the layer's device; direction (T, d_model) float64 on the host -> (T, n_layer, n_head) float64 on
+    the host. Each layer is reduced where it lives, in :func:`~attnviz.core.attention.reduction_dtype` of its device
+    (float64 on the CPU: bit for bit what the host did), and only its (T, n_head) parts cross, once a layer."""
+    per_head = []
+    for layer, (w_o, _) in enumerate(blocks):
+        dtype = reduction_dtype(w_o.device)
+        toward = direction.to(w_o.device, dtype)  # (T, d_model)
+        back = torch.einsum("hkd,td->thk", w_o.to(dtype), toward)  # (T, n_head, head_dim): W_O^h direction_t
+        part = (zs[layer].to(w_o.device, dtype) * back).sum(dim=-1)  # (T, n_head)
+        per_head.append(part.to("cpu", torch.float64) * float(joins[layer].value))
+    return torch.stack(per_head, dim=1)  # (T, n_layer, n_head)
+
+
+def direct_logits_need(source: AttentionSource, n_tokens: int) -> Need:
+    """:func:`direct_logit_attribution`'s price on ``source``'s device: one pass of ``n_tokens`` tokens (a layer's
+    activations, every head's z kept, the logits, the stream before and after the final norm, in float32) and, on the
+    host, every head's part and the direction in float64 (:func:`attnviz.labs.heads_matter.common.lab_need`)."""
+    T, d_model, heads = max(1, n_tokens), source.d_model, source.n_layer * source.n_head
+    vocab = getattr(getattr(source, "config", None), "vocab_size", 0) or 0
+    on_pass = 4 * T * (ACTIVATION_WIDTHS * d_model + heads * source.head_dim + vocab + 2 * d_model)
+    return lab_need(source, on_pass + 8 * T * (2 * heads + 2 * d_model), n_tokens, 1.0)
+
+
 def direct_logit_attribution(
     source: AttentionSource, text: str, max_tokens: int, token: str | None = None, position: int | None = None
 ) -> DirectLogits:
@@ -183,7 +215,7 @@ def direct_logit_attribution(
     zs: dict[int, Tensor] = {}
 
     def record(layer: int, z: Tensor) -> Tensor:
-        zs[layer] = z[0].detach().double().cpu()  # (T, n_head, head_dim)
+        zs[layer] = z[0].detach().clone()  # (T, n_head, head_dim): on the layer's device, in the model's dtype
         return z
 
     _, read = source.head_pass(encoding, 1, record, read=True)
@@ -196,7 +228,7 @@ def direct_logit_attribution(
     if not 0 <= at < T:
         raise ValueError(msg("direct_logits_lib.position", position=position, last=T - 1, first=-T))
     if token is None:
-        token_id = int(read.logits[at].argmax())
+        token_id = int(read.logits[at].argmax().cpu())  # the top token's id: one value crosses
     else:
         ids = source.token_ids(token)
         if len(ids) != 1:
@@ -204,26 +236,23 @@ def direct_logit_attribution(
             raise ValueError(msg("patching_lib.not_one_token", token=token, n=len(ids), pieces=pieces))
         token_id = ids[0]
     weight, bias, eps = read.norm_weight, read.norm_bias, read.norm_eps
-    reading = _norm_reading(read.residual, read.normed, weight, bias, eps, tolerance(read.dtype, NORM_TOLERANCE))
+    reading = norm_reading(read.residual, read.normed, weight, bias, eps, tolerance(read.dtype, NORM_TOLERANCE))
     if reading is None:
         raise ValueError(msg("direct_logits_lib.norm", name=source.name, norm=read.norm))
     centre, gain_name, gain, sigma = reading
     joins = determined_joins(read, len(zs))
     logit_scale = float(read.head_scale.value) * float(read.logit_scale.value)
-    u = read.unembedding[token_id].double() * logit_scale  # (d_model,)
+    row, row_bias = read.unembedding_rows([token_id])  # (1, d_model), (1,) or None: the one row it reads
+    u = row[0].to("cpu", torch.float64) * logit_scale  # (d_model,)
     direction = gain[None, :] * u[None, :] / sigma  # (T, d_model): a part c adds c · direction (after centring)
     if centre:
         direction = direction - direction.mean(dim=-1, keepdim=True)  # (c − mean c) · v = c · (v − mean v)
     constant = float((bias.double() @ u) if bias is not None else 0.0)
-    if read.unembedding_bias is not None:
-        constant += float(read.unembedding_bias[token_id]) * float(read.logit_scale.value)
-    per_head = []
-    for layer, (blocks, _) in enumerate(source.head_blocks()):
-        back = torch.einsum("hkd,td->thk", blocks.double(), direction)  # (T, n_head, head_dim): W_O^h direction_t
-        per_head.append((zs[layer] * back).sum(dim=-1) * float(joins[layer].value))  # (T, n_head)
-    per_head = torch.stack(per_head, dim=1)  # (T, n_layer, n_head)
+    if row_bias is not None:
+        constant += float(row_bias[0].float().cpu()) * float(read.logit_scale.value)
+    per_head = head_parts([zs[layer] for layer in range(len(zs))], source.head_blocks(), direction, joins)
     reconstructed = (read.residual.double() * direction).sum(dim=-1) + constant  # (T,)
-    logits = read.logits[:, token_id].double()
+    logits = read.logits[:, token_id].to("cpu", torch.float64)  # (T,): the token's logits, all that crosses
     return DirectLogits(
         model=source.name,
         tokens=[t.text for t in encoding.tokens],
