@@ -246,10 +246,8 @@ class Pass:
 
 def _at_projection(module, args):
     run = _current.get()
-    if (
-        run is None or not args or run.map is None or id(module) not in run.map._z_index
-    ):  # another map's projection (a seq2seq kind's)
-        return None
+    if run is None or not args or run.map is None or id(module) not in run.map._z_index:
+        return None  # no pass, or a projection of another map's (a seq2seq kind's)
     layer = run.map.z_layer(module, run.z_calls, run.first_call)
     run.z_calls += 1
     edit = run.hooks.get("attn.z")

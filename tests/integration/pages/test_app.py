@@ -154,11 +154,14 @@ SAME_FOR_EVERY_MODEL = {
     "masks": 8,
     "tokens": 4,  # the running text, every head, across layers, lines
     "head_roles": 2,
-    "kv_cache": 4,
+    "kv_cache": 3,  # its checks' first tab open (the page runs only the open tab: TABS below opens the others)
     "scaling": 8,
     "training": "-",
     "cost": 1,
 }
+# page -> (the tab picker's key, a tab, the charts it adds to the first tab's) for the tabs a page opens on request
+TABS = {"kv_cache": (("kv_tab", "kv_ui.tab_whatif", 1),)}
+TAB_FIRST = {"kv_tab": "kv_ui.tab_measured"}
 CHARTS = {
     model: {**SAME_FOR_EVERY_MODEL, **per_model}
     for model, per_model in {
@@ -184,6 +187,11 @@ def test_every_page_works_with_every_model(model):
             assert not charts and at.info, (model, page)
         else:
             assert len(charts) == expected, (model, page, len(charts))
+        for key, tab, more in TABS.get(page, ()):  # each other tab draws its own charts, and only it
+            at.radio(key=key).set_value(tab).run()
+            assert not at.exception and not at.error, (model, page, tab)
+            assert len(at.get("plotly_chart")) == expected + more, (model, page, tab, len(at.get("plotly_chart")))
+            at.radio(key=key).set_value(TAB_FIRST[key]).run()  # back as the next page expects it
 
 
 def test_decoder_heads_page_greys_the_masked_triangle():
