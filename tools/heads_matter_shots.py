@@ -68,7 +68,7 @@ def main() -> None:
         wait_for_charts(page, 2, TIMEOUT_MS)
         page.get_by_text(words("patching.metric", lang), exact=True).first.scroll_into_view_if_needed()
         save(page, "patching-smollm2", lang)
-        page.get_by_role("tab", name=words("patching.tab_logits", lang)).click()
+        page.get_by_text(words("patching.tab_logits", lang), exact=True).click()  # the tab picker: a radio
         wait_until_idle(page, TIMEOUT_MS)
         save(page, "direct-logits-smollm2", lang)
         context.close()
