@@ -43,7 +43,6 @@ from attnviz.errors import ModelUnavailableError
 from attnviz.i18n.message import msg
 from attnviz.models.source import Capability
 
-POINTS = ("attn", "attn.qkv", "attn.in", "attn.z", "resid.pre", "resid.post", "unembed.in", "logits", "read_out")
 HeadEdit = Callable[[int, Tensor], Tensor]  # (attention layer, z (B, T, n_head, head_dim)) -> the z W_O reads
 
 _current: ContextVar[Pass | None] = ContextVar("attnviz_pass", default=None)

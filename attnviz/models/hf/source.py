@@ -278,8 +278,13 @@ class HFSource:
     def _takes_position_ids(self) -> bool:
         """Whether the model's forward takes ``position_ids`` (an encoder-decoder's encoder may not: FSMT's, T5's
         find positions from the padding mask or relative buckets)."""
-        parameters = inspect.signature(self.model.forward).parameters
+        parameters = self._forward_parameters
         return "position_ids" in parameters or any(p.kind is p.VAR_KEYWORD for p in parameters.values())
+
+    @functools.cached_property
+    def _forward_parameters(self) -> dict:
+        """The model's forward's parameters, read once: what a pass may pass it."""
+        return dict(inspect.signature(self.model.forward).parameters)
 
     @functools.cached_property
     def hook_map(self) -> HookMap:
@@ -303,7 +308,7 @@ class HFSource:
     @functools.cached_property
     def _takes_use_cache(self) -> bool:
         """Whether the model's forward names ``use_cache`` (a pass then asks for no KV cache)."""
-        return "use_cache" in inspect.signature(self.model.forward).parameters
+        return "use_cache" in self._forward_parameters
 
     def run_hooked(
         self,
