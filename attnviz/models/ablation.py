@@ -1,8 +1,8 @@
 """Head ablation inside a model's layers: rewriting some heads' slice of the input to the output projection.
 
 One mechanism for every model: hook functions (:func:`ablation_hooks`) at the ``attn.z`` point of a pass
-(:mod:`attnviz.models.hf.points`; the embedded model calls them from its own blocks): the layer's output is computed
-as usual, then the ablated heads' slice of it, which is exactly what the output projection reads for that head
+(:mod:`attnviz.models.hf.points`; the embedded model serves the same points in its own pass,
+:mod:`attnviz.models.embedded.hooked`): the layer's output is computed as usual, then the ablated heads' slice of it, which is exactly what the output projection reads for that head
 (TransformerLens' ``hook_z``), is replaced:
 
 - ``zero``: 0 at every position;

@@ -9,7 +9,7 @@ frozen-scale reading (TransformerLens' ``apply_ln_to_stack`` with the cached sca
 (embeddings, MLPs, biases) is the rest. The sum is checked: the frozen-scale map of the whole stream must give the
 model's own logit; a model whose logits are changed after its LM head by more than a scale (a soft cap) fails the
 check, and the page says so with both numbers. Two scales applied without a module are found in the pass by data
-flow and applied (:mod:`attnviz.models.hf.head_edits`): a layer's attention output joining the stream times c
+flow and applied (:mod:`attnviz.models.hf.read_outs`): a layer's attention output joining the stream times c
 (Granite's ``residual_multiplier``: each of the layer's heads contributes c · z_h W_O^h), and logits that are the
 LM head's output times s (Granite's 1 / ``logits_scaling``). Each of them carries its verdict
 (:class:`~attnviz.models.readings.Reading`): a parallel block's join is not applicable (its attention output joins

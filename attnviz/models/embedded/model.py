@@ -14,14 +14,14 @@ import copy
 import hashlib
 import math
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, replace
 
 import torch
 from torch import Tensor, nn
 
 from attnviz import settings
-from attnviz.core.attention import KVCache, MultiHeadAttention, fused_attention
+from attnviz.core.attention import KVCache, MultiHeadAttention
 from attnviz.core.capture import CaptureSession
 from attnviz.core.masks import KeyRanges, pad_row, padding_mask, positions_from_mask
 from attnviz.core.progress import Progress, or_none
@@ -31,7 +31,10 @@ from attnviz.core.value_norms import projection_factors
 from attnviz.errors import GenerationUnsupportedError, ParityUnsupportedError
 from attnviz.i18n.message import Text, msg
 from attnviz.models.ablation import ABLATION_MODES, ablation_hooks, check_ran
+from attnviz.models.embedded import hooked
 from attnviz.models.embedded.config import EmbeddedConfig
+from attnviz.models.hf.attention import MaskOverride, ReferenceRun
+from attnviz.models.hf.points import PassResult
 from attnviz.models.record import AttentionRecord, BatchRecord, GenerationRecord, ModelOutputs
 from attnviz.models.resume import CachedLayers
 from attnviz.models.source import (
@@ -129,10 +132,16 @@ class EmbeddedModel(nn.Module):
         shape = (self.n_layer, self.n_head, self.n_kv_head, self.head_dim, self.causal)
         return one_stack(*shape, d_model=self.d_model, max_positions=self.max_positions, random_weights=True)
 
+    hook_points = hooked.HOOK_POINTS  # what it can do is which of these it has: capabilities
+
     @property
     def capabilities(self) -> frozenset[Capability]:
-        """Its own attention: q and k kept, value norms, any mask, every ablation; a KV cache when causal."""
-        found = {Capability.KEEP_QK, Capability.VALUE_NORMS, Capability.MASK, Capability.ABLATE, Capability.EDIT_HEADS}
+        """Read from its hook points as :meth:`attnviz.models.hf.points.HookMap.capabilities` reads a Hugging Face
+        model's (every W_O is its own, so always found): q and k seen (``attn.qkv``): kept, any mask, value norms;
+        ``attn.z``: ablation and heads edited; a KV cache when causal. No LM head, nothing our layers copy."""
+        points = self.hook_points
+        found = {Capability.KEEP_QK, Capability.MASK, Capability.VALUE_NORMS} if "attn.qkv" in points else set()
+        found |= {Capability.ABLATE, Capability.EDIT_HEADS} if "attn.z" in points else set()
         return frozenset(found | ({Capability.KV_CACHE} if self.config.causal else set()))
 
     implementation = "attnviz.attention.MultiHeadAttention + attnviz.capture (chunked, exact)"
@@ -237,15 +246,15 @@ class EmbeddedModel(nn.Module):
         session = CaptureSession(
             x.shape[0], x.shape[1], self.n_layer * n_head, keep_qk, on_layer=progress.step, out_factors=factors
         )
-        scale = 1.0 / math.sqrt(head_dim)
+        return session, self.run_hooked(x, {"attn": session}, keys=keys).output
 
-        for block in self.blocks:
-
-            def attend(q: Tensor, k: Tensor, v: Tensor, module=block.attn) -> Tensor:
-                return session.attend(q, k, v, keys, scale, module=module)
-
-            x, _ = block(x, attend=attend)
-        return session, x
+    def run_hooked(
+        self, inputs: Tensor | Sequence[Sequence[str]], hooks: Mapping[str, object] | None = None, **options
+    ) -> PassResult:
+        """The model's one pass with ``hooks`` at its :data:`~attnviz.models.embedded.hooked.HOOK_POINTS`
+        (:func:`attnviz.models.embedded.hooked.run_hooked`): ``resume``, ``start_at_layer``, ``stop_at_layer``,
+        ``grad`` and ``keys`` as there."""
+        return hooked.run_hooked(self, inputs, hooks, **options)
 
     def _keys(self, length: int, start: int = 0, end: int | None = None) -> KeyRanges:
         """The mask of a row of ``length`` whose real tokens are start..end-1: causal or not, pads never seen."""
@@ -279,13 +288,9 @@ class EmbeddedModel(nn.Module):
     def reference_weights(self, text: str, max_tokens: int) -> Tensor:
         """Every weight from the inspectable path (no capture): (n_layer, n_head, T, T). Short inputs only."""
         tokens = self.encode(text, min(max_tokens, settings.PARITY_TOKENS)).tokens
-        T = len(tokens)
-        x = self.embed([[source_text(t) for t in tokens]], torch.arange(T)[None])
-        mask = self._keys(T).dense().to(self.device)
-        layers = []
-        for block in self.blocks:
-            x, weights = block(x, mask)
-            layers.append(weights[0])  # (n_head, T, T)
+        layers: list[Tensor] = []  # each (n_head, T, T)
+        hooks = {"attn": ReferenceRun(), "attn.pattern": lambda layer, weights: layers.append(weights[0])}
+        self.run_hooked([[source_text(t) for t in tokens]], hooks)
         return torch.stack(layers).float().cpu()
 
     @torch.no_grad()
@@ -337,11 +342,7 @@ class EmbeddedModel(nn.Module):
         check_square_mask(mask, T)
         if perturb_from is not None:  # any other string embeds as another random vector
             tokens[perturb_from:] = [f"\x00perturbed {seed} {i}" for i in range(perturb_from, T)]
-        x = self.embed([tokens], torch.arange(T)[None])  # (1, T, d_model)
-        mask = mask.to(self.device)
-        for block in self.blocks:
-            x, _ = block(x, mask)
-        return x[0].float().cpu()  # (T, d_model)
+        return self.run_hooked([tokens], {"attn": MaskOverride(mask)}).output[0].float().cpu()  # (T, d_model)
 
     def attention_layer(self, text: str, max_tokens: int, layer: int) -> LayerInput:
         """Block ``layer``'s own attention and its input: the embeddings run through the blocks before it, then
@@ -357,13 +358,16 @@ class EmbeddedModel(nn.Module):
             check_layer(layer, self.n_layer)
         encoding = self.encode(text, min(max_tokens, settings.PARITY_TOKENS))
         T = len(encoding.tokens)
-        x = self.embed([[source_text(t) for t in encoding.tokens]], torch.arange(T)[None])  # (1, T, d_model)
         mask = self._keys(T).dense().to(self.device)  # (T, T): what every block applies
         inputs: dict[int, Tensor] = {}
-        for index, block in enumerate(self.blocks[: max(layers, default=-1) + 1]):
-            if index in layers:
-                inputs[index] = block.ln_attn(x)  # (1, T, d_model)
-            x, _ = block(x, mask)
+
+        def keep(layer: int, x: Tensor) -> None:
+            if layer in layers:
+                inputs[layer] = self.blocks[layer].ln_attn(x)  # (1, T, d_model)
+
+        if layers:  # the inspectable path, as parity's reference runs, up to the last layer asked
+            hooks = {"attn": ReferenceRun(), "resid.pre": keep}
+            self.run_hooked([[source_text(t) for t in encoding.tokens]], hooks, stop_at_layer=max(layers) + 1)
         return [
             LayerInput(
                 layer=layer,
@@ -386,46 +390,31 @@ class EmbeddedModel(nn.Module):
         head_sets: Sequence[Sequence[tuple[int, int]]],
         mode: str,
         resume: CachedLayers | None = None,
-        keep: list[Tensor] | None = None,
     ) -> AblatedOutputs:
-        """The last hidden states (R, T, d_model), row r with ``head_sets[r]`` ablated (no LM head: no logits).
-
-        Each block's attention runs on the fused path under the model's mask, then the ablated heads' output
-        (what w_o reads) is rewritten (:func:`attnviz.models.ablation.ablate_output`). ``resume``: the text's
-        :meth:`layer_cache`, the blocks before the earliest head's skipped; ``keep``: filled with each block's
-        output."""
-        encoding = self.encode(text, max_tokens)
+        """The last hidden states (R, T, d_model), row r with ``head_sets[r]`` ablated (no LM head: no logits):
+        :func:`attnviz.models.ablation.ablation_hooks` handed to :meth:`run_hooked` on the fused path.
+        ``resume``: the text's :meth:`layer_cache`, the blocks before the earliest head's skipped."""
         rows = [list(heads) for heads in head_sets] or [[]]
-        T = len(encoding.tokens)
         first = min((layer for heads in rows for layer, _ in heads), default=None)
         start = resume.start_for(first) if resume is not None and first is not None else 0
-        if start:
-            x = resume.outputs[start - 1].expand(len(rows), -1, -1).contiguous()  # (R, T, d_model)
-        else:
-            tokens = [[source_text(t) for t in encoding.tokens]] * len(rows)
-            x = self.embed(tokens, torch.arange(T)[None].repeat(len(rows), 1))  # (R, T, d_model)
-        mask = self._keys(T).dense().to(self.device)  # (T, T)
-        scale = 1.0 / math.sqrt(self.head_dim)
-        hooks = ablation_hooks(rows, mode, self.n_head)  # the same hook functions as a Hugging Face pass's
-        read, ablate = hooks.get("attn.qkv"), hooks["attn.z"]
-        for layer, block in enumerate(self.blocks[start:], start):
+        return self._ablated(text, max_tokens, rows, ablation_hooks(rows, mode, self.n_head), resume, start)
 
-            def attend(q: Tensor, k: Tensor, v: Tensor, layer=layer) -> Tensor:
-                if read is not None:
-                    read(layer, q, k, v)
-                out = fused_attention(q, k, v, mask, scale).transpose(1, 2)  # (R, T, n_head, head_dim)
-                return ablate(layer, out).transpose(1, 2)  # (R, n_head, T, head_dim)
-
-            x, _ = block(x, attend=attend)
-            if keep is not None:
-                keep.append(x)
-        check_ran(rows, self.n_layer, self.name)
-        return AblatedOutputs(encoding=encoding, values=x.float().cpu(), logits=False, layers_run=self.n_layer)
+    def _ablated(
+        self, text: str, max_tokens: int, rows: list, hooks: dict, resume: CachedLayers | None, start: int
+    ) -> AblatedOutputs:
+        """The text in ``len(rows)`` rows through :meth:`run_hooked` with ``hooks``, from block ``start`` on."""
+        encoding = self.encode(text, max_tokens)
+        tokens = [[source_text(t) for t in encoding.tokens]] * len(rows)
+        result = self.run_hooked(tokens, hooks, resume=resume, start_at_layer=start)
+        check_ran(rows, result.layers_run, self.name)
+        return AblatedOutputs(encoding, result.output.float().cpu(), logits=False, layers_run=result.layers_run)
 
     def layer_cache(self, text: str, max_tokens: int, mode: str = "zero") -> tuple[AblatedOutputs, CachedLayers]:
-        """The text with nothing ablated and each block's output: the sweep's passes start at their head's block."""
+        """The text with nothing ablated and each block's output (``resid.post``): the sweep's passes start at
+        their head's block."""
         kept: list[Tensor] = []
-        outputs = self.ablated_outputs(text, max_tokens, [[]], mode, keep=kept)
+        hooks = {**ablation_hooks([[]], mode, self.n_head), "resid.post": lambda layer, x: kept.append(x)}
+        outputs = self._ablated(text, max_tokens, [[]], hooks, None, 0)
         nbytes = sum(x.numel() * x.element_size() for x in kept)
         layers = list(range(self.n_layer))
         return outputs, CachedLayers(outputs=kept, calls_before=layers, n_calls=self.n_layer, nbytes=nbytes)
@@ -446,25 +435,10 @@ class EmbeddedModel(nn.Module):
         read: bool = False,
     ) -> tuple[Tensor, None]:
         """The last hidden states (rows, T, d_model) with each block's z (rows, T, n_head, head_dim) given to
-        ``edit(block, z)`` before w_o, on ``encoding``'s words."""
-        tokens = [source_text(t) for t in encoding.tokens]
-        T = len(tokens)
+        ``edit(block, z)`` before w_o (the ``attn.z`` point), on ``encoding``'s words."""
+        tokens = [[source_text(t) for t in encoding.tokens]] * rows
         start = resume.start_for(first_layer) if resume is not None else 0
-        with torch.enable_grad() if grad else torch.no_grad():
-            if start:
-                x = resume.outputs[start - 1].expand(rows, -1, -1).contiguous()  # (R, T, d_model)
-            else:
-                x = self.embed([tokens] * rows, torch.arange(T)[None].repeat(rows, 1))  # (R, T, d_model)
-            mask = self._keys(T).dense().to(self.device)  # (T, T)
-            scale = 1.0 / math.sqrt(self.head_dim)
-            for index, block in enumerate(self.blocks[start:], start=start):
-
-                def attend(q: Tensor, k: Tensor, v: Tensor, index=index) -> Tensor:
-                    out = fused_attention(q, k, v, mask, scale).transpose(1, 2)  # (R, T, n_head, head_dim)
-                    return edit(index, out).transpose(1, 2)  # (R, n_head, T, head_dim)
-
-                x, _ = block(x, attend=attend)
-        return x, None
+        return self.run_hooked(tokens, {"attn.z": edit}, resume=resume, start_at_layer=start, grad=grad).output, None
 
     def head_blocks(self) -> Iterator[tuple[Tensor, Tensor | None]]:
         """Each layer's W_O^h (n_head, head_dim, d_model) and its bias (d_model,) or None, float32 on the model's

@@ -18,9 +18,9 @@ from torch import Tensor
 from attnviz.errors import ModelUnavailableError, first_line
 from attnviz.i18n.message import msg
 from attnviz.models.ablation import ablation_hooks, check_ran
-from attnviz.models.hf.head_edits import ReadOut, read_out, reading_out
 from attnviz.models.hf.points import HeadEdit, PassResult, last_hidden
 from attnviz.models.hf.projections import probe_ids
+from attnviz.models.hf.read_outs import ReadOut
 from attnviz.models.resume import CachedLayers, cached_layers, layer_list, outputs_match
 from attnviz.models.source import AblatedOutputs, Capability, Encoding
 
@@ -182,10 +182,23 @@ def head_pass(
     if Capability.EDIT_HEADS not in source.capabilities:
         raise ModelUnavailableError(msg("patching_lib.unsupported", name=source.name))
     start = resume.start_for(first_layer) if resume is not None else 0
-    hooks = {"attn.z": edit, **({"read_out": reading_out(source.hook_map)} if read else {})}
+    outs = source.read_outs if read and source.can_generate else None
+    seen: dict[str, Tensor] = {}
+    hooks: dict = {"attn.z": edit}
+    if outs is not None and outs.hook_map is not None:
+        hooks["norm.final"] = lambda residual, normed: seen.update(residual=residual, normed=normed)
     result = source.run_hooked(
-        _ids(encoding.ids, rows, source.device), hooks, resume=resume, start_at_layer=start, grad=grad
+        _ids(encoding.ids, rows, source.device),
+        hooks,
+        resume=resume,
+        start_at_layer=start,
+        grad=grad,
+        hook_map=None if outs is None else outs.hook_map,
     )
     hidden = last_hidden(result, source.name)
     values = result.output.logits if source.can_generate else hidden
-    return values, (read_out(result.read, result.output.logits) if read and source.can_generate else None)
+    if outs is None:
+        return values, None
+    if outs.why is not None or "normed" not in seen:
+        return values, outs.why or "its final norm did not run"
+    return values, outs.of_pass(seen["residual"], seen["normed"], result.output.logits)

@@ -17,9 +17,11 @@ prefill into our layers, parity's inputs) is hook functions handed to that call.
 ``resid.pre``             ``fn(layer, hidden)``: the residual stream entering each layer of the model's layer list
 ``resid.post``            ``fn(layer, output)``: what each layer of the model's layer list returned
 ``unembed.in``            ``fn(x) -> x``: what the LM head reads (B, T, d)
+``norm.final``            ``fn(residual, normed)``: what enters and leaves the final norm (B, T, d) (direct logit
+                          attribution), on the map :attr:`HFSource.read_outs` returns, where the norm was found
 ``logits``                the model's output holds next-token logits (read from the pass's output)
-``read_out``              the modules that turn the last residual stream into logits, read (direct logit
-                          attribution, :func:`attnviz.models.hf.head_edits.reading_out`)
+``read_out``              the modules that turn the last residual stream into logits, read once per model by a
+                          probe pass (:func:`attnviz.models.hf.read_outs.reading_out`)
 ========================  ===========================================================================================
 
 The modules behind each point are found once per loaded model (:class:`HookMap`) and each carries one permanent
@@ -102,7 +104,9 @@ class HookMap:
     projections: (module, n_head, head_dim) of each attention layer's output projection, in call order (empty:
     not found; "attn.z" is then served at the attention function's output); layers: the model's layer list
     (``resid.post`` and resuming) or None; attention_in: the attention modules our layers copy (``attn.in``);
-    lm_head: the LM head (``unembed.in``) or None; base: the module whose output is the last hidden states.
+    lm_head: the LM head (``unembed.in``) or None; base: the module whose output is the last hidden states;
+    final_norm: the module whose output the LM head reads (``norm.final``), found by the read-outs' probe pass
+    (:mod:`attnviz.models.hf.read_outs`), or None.
     """
 
     model: nn.Module
@@ -113,9 +117,10 @@ class HookMap:
     lm_head: nn.Module | None = None
     base: nn.Module | None = None
     logits: bool = False  # the model's output holds next-token logits (an LM head ran): the ``logits`` point
-    _z_index: dict = field(default_factory=dict, repr=False)  # id(module) -> its layers, in call order
-    _layer_index: dict = field(default_factory=dict, repr=False)
-    _in_index: dict = field(default_factory=dict, repr=False)
+    final_norm: nn.Module | None = None
+    _z_index: dict = field(default_factory=dict, repr=False, init=False)  # id(module) -> its layers, in call order
+    _layer_index: dict = field(default_factory=dict, repr=False, init=False)
+    _in_index: dict = field(default_factory=dict, repr=False, init=False)
 
     def __post_init__(self) -> None:
         for index, (module, _, _) in enumerate(self.projections):
@@ -132,6 +137,8 @@ class HookMap:
             _install(module, "attn.in", _at_attention_input, pre=True, with_kwargs=True)
         if self.lm_head is not None:
             _install(self.lm_head, "unembed.in", _at_head_input, pre=True)
+        if self.final_norm is not None:
+            _install(self.final_norm, "norm.final", _at_final_norm, pre=False)
         base = self.base if self.base is not None else self.model
         _install(base, "hidden", _at_base, pre=False)
         for child in base.children():
@@ -147,6 +154,7 @@ class HookMap:
         found |= {"attn.in"} if self.attention_in else set()
         found |= {"unembed.in"} if self.lm_head is not None else set()
         found |= {"logits"} if self.logits else set()
+        found |= {"norm.final"} if self.final_norm is not None else set()
         return frozenset(found)
 
     def capabilities(self, causal: bool) -> frozenset[Capability]:
@@ -314,6 +322,13 @@ def _at_head_input(module, args):
         return None
     x = edit(args[0])
     return None if x is args[0] else (x, *args[1:])
+
+
+def _at_final_norm(module, args, output):
+    run = _current.get()
+    reader = None if run is None else run.hooks.get("norm.final")
+    if reader is not None and run.map is not None and run.map.final_norm is module and args:
+        reader(args[0], output)
 
 
 def _at_base(module, args, output):

@@ -10,6 +10,12 @@ weight is held (O(S² + T² + T·S) per head), so a run is bounded before it sta
 The source is the encoder, as an :class:`~attnviz.models.hf.source.HFSource` of its own: every view that reads one
 text (Tokens, Padding, Side by side, Rollout …) reads the encoder on the source text. :meth:`Seq2SeqSource.run_pair`
 reads both texts; the target is given (teacher-forced) or the model's own greedy output.
+
+Every pass on both texts is one call, :meth:`Seq2SeqSource.run_pair_hooked`, with hook functions at its points:
+``attn.z`` at the heads of the kind the caller names (``kind="encoder"``, ``"decoder"`` or ``"cross"``), each
+kind's weights (``attn.weights``: the capture, the padding check) and the ``logits``. Greedy generation, the
+KV prefill, the weights check (:mod:`attnviz.models.hf.seq2seq_checks`) and the Ablation page's view
+(:mod:`attnviz.models.hf.target_view`) are calls of it.
 """
 
 from __future__ import annotations
@@ -17,7 +23,6 @@ from __future__ import annotations
 import functools
 import math
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -32,8 +37,9 @@ from attnviz.core.token_display import display_tokens
 from attnviz.core.tokenizer import Token
 from attnviz.errors import ModelUnavailableError
 from attnviz.i18n.message import Text, msg
+from attnviz.models.hf import points, seq2seq_checks
 from attnviz.models.hf.eager import eager_keys
-from attnviz.models.hf.points import HookMap
+from attnviz.models.hf.points import HookMap, PassResult
 from attnviz.models.hf.projections import OutputProjection
 from attnviz.models.hf.source import HFSource, attention_modules
 from attnviz.models.hf.target_view import TargetView
@@ -45,11 +51,12 @@ from attnviz.models.source import (
     Stack,
     running,
 )
-from attnviz.models.weights_check import REFERENCE_TEXT, REFERENCE_TOKENS, WeightsCheck, from_logits, norms_at_init
 
 MAX_GENERATE = settings.MAX_TARGET_GENERATED
 CROSS_MODULE = re.compile(r"encoder_attn|encdecattention|cross|src_attn", re.IGNORECASE)  # a decoder's cross-attention
 OUT_NAMES = ("out_proj", "o", "o_proj", "out", "dense", "output")  # an attention module's output projection
+# where the model's output holds each kind's weights, as its own eager attention returns them
+ATTENTIONS = {"encoder": "encoder_attentions", "decoder": "decoder_attentions", "cross": "cross_attentions"}
 
 
 def stack_config(config, stack: str):
@@ -238,11 +245,11 @@ class Seq2SeqSource(HFSource):
         return list(self._greedy(tuple(source_ids), n_new))
 
     @functools.lru_cache(maxsize=64)  # noqa: B019 (the source lives as long as the process's model cache holds it)
-    @torch.no_grad()
     def _greedy(self, source_ids: tuple[int, ...], n_new: int) -> tuple[int, ...]:
         input_ids = torch.tensor([source_ids], device=self.device)
-        out = self.whole.generate(
-            input_ids=input_ids,
+        out = self.run_pair_hooked(
+            input_ids,
+            generate=True,
             attention_mask=torch.ones_like(input_ids),
             max_new_tokens=n_new,
             min_new_tokens=1,
@@ -250,7 +257,7 @@ class Seq2SeqSource(HFSource):
             num_beams=1,
             decoder_start_token_id=self.start_id,
             **self._generation_cache(),
-        )  # (1, 1 + n): the start token, then what it wrote
+        ).output  # (1, 1 + n): the start token, then what it wrote
         return tuple(out[0, 1:].tolist())
 
     def _generation_cache(self) -> dict:
@@ -293,13 +300,10 @@ class Seq2SeqSource(HFSource):
             return None
         return found
 
-    def kind_hook_map(self, kind: str) -> HookMap:
-        """The hook points of one kind's heads on the whole model (their output projections: ``attn.z``)."""
-        return self._kind_maps[kind]
-
     @functools.cached_property
     def _kind_maps(self) -> dict[str, HookMap]:
-        """Each kind's :class:`HookMap`, found once (none where the projections were not found)."""
+        """Each kind's :class:`HookMap` on the whole model (its heads' output projections: ``attn.z`` at
+        ``kind=``), found once (none where the projections were not found)."""
         return {
             kind: HookMap(
                 model=self.whole,
@@ -309,6 +313,72 @@ class Seq2SeqSource(HFSource):
             )
             for kind, layers in (self.output_projections_by_kind or {}).items()
         }
+
+    @functools.cached_property
+    def _pair_map(self) -> HookMap:
+        """The whole model's map for a pass that names no kind: no head is rewritten in it."""
+        return HookMap(model=self.whole, interface=False, base=self.whole)
+
+    @property
+    def pair_points(self) -> frozenset[str]:
+        """The hook points of the pair pass (:meth:`run_pair_hooked`): ``attn.z`` where every kind's output
+        projections were found, each kind's weights (``attn.weights``) and the decoder's ``logits``."""
+        return frozenset({"attn.weights", "logits", *({"attn.z"} if self._kind_maps else ())})
+
+    def run_pair_hooked(
+        self,
+        input_ids: torch.Tensor,
+        decoder_input_ids: torch.Tensor | None = None,
+        hooks: dict | None = None,
+        *,
+        kind: str | None = None,
+        grad: bool = False,
+        generate: bool = False,
+        **forward,
+    ) -> PassResult:
+        """The whole model's one pass on the source ``input_ids`` (B, S) and the decoder's input
+        ``decoder_input_ids`` (B, T), with ``hooks`` at its points (:func:`attnviz.models.hf.points.run`), under
+        ``running``, with a graph when ``grad``. No KV cache is built unless ``use_cache=True`` is asked for;
+        ``forward``: the model's other arguments.
+
+        - ``attn.z``: ``fn(layer, z) -> z`` at the input of the output projections of ``kind``'s heads ("encoder",
+          "decoder" or "cross", named by the caller), z (B, q_len, n_head, head_dim): cross-attention's q_len is T;
+        - ``attn.weights``: ``fn(kind, layer, weights)``, each kind's (B, n_head, q_len, k_len) as the model's own
+          eager attention returns them (the pass asks for them), encoder, decoder then cross, once the model ran;
+        - ``logits``: ``fn(logits)``, the decoder's (B, T, vocab).
+
+        ``generate``: the pass is the model's own ``generate`` on ``input_ids`` (``forward`` its arguments), its
+        output the ids it wrote; ``attn.z`` then acts at every step. ValueError for a point the pass does not
+        have, or ``attn.z`` with no kind.
+        """
+        hooks = dict(hooks or {})
+        offered = self.pair_points & {"attn.z"} if generate else self.pair_points
+        missing = set(hooks) - offered
+        if missing:
+            raise ValueError(f"{self.name}'s pass has no hook point {sorted(missing)[0]!r}; it has {sorted(offered)}")
+        if kind is not None and kind not in KINDS:
+            raise ValueError(f"kind must be one of {KINDS}, not {kind!r}")
+        if "attn.z" in hooks and kind is None:
+            raise ValueError(f"attn.z rewrites one kind's heads: name it, kind= one of {KINDS}")
+        read_weights, read_logits = hooks.pop("attn.weights", None), hooks.pop("logits", None)
+        if generate:
+            call = functools.partial(self.whole.generate, input_ids=input_ids, **forward)
+        else:
+            # no cache unless asked: a whole target at once (FSMT applies its causal mask only without a cache)
+            kwargs = {"return_dict": True, "use_cache": False, **forward}
+            if read_weights is not None:
+                kwargs["output_attentions"] = True
+            call = functools.partial(self.whole, input_ids=input_ids, decoder_input_ids=decoder_input_ids, **kwargs)
+        hook_map = self._kind_maps.get(kind, self._pair_map)
+        with torch.enable_grad() if grad else torch.no_grad(), running(self.name, self.device):
+            result = points.run(hook_map, call, hooks, batch=input_ids.shape[0])
+            if read_weights is not None:
+                for name in KINDS:
+                    for layer, weights in enumerate(getattr(result.output, ATTENTIONS[name])):
+                        read_weights(name, layer, weights)
+            if read_logits is not None:
+                read_logits(result.output.logits)
+        return result
 
     @property
     def decoder_kv_shape(self) -> tuple[int, int, int]:
@@ -332,13 +402,11 @@ class Seq2SeqSource(HFSource):
         source = self.encode(text, max_tokens)
         decoder_ids = [self.start_id, *self.target(text, target, max_tokens, n_generate).ids]
         try:
-            with running(self.name, self.device):
-                out = self.whole(
-                    input_ids=torch.tensor([source.ids] * batch, device=self.device),
-                    decoder_input_ids=torch.tensor([decoder_ids] * batch, device=self.device),
-                    use_cache=True,
-                    return_dict=True,
-                )
+            out = self.run_pair_hooked(
+                torch.tensor([source.ids] * batch, device=self.device),
+                torch.tensor([decoder_ids] * batch, device=self.device),
+                use_cache=True,
+            ).output
         except (ValueError, TypeError) as err:  # Switch Transformers' encoder refuses use_cache, naming itself whole
             raise ModelUnavailableError(msg("model_errors.no_cache", name=self.name)) from err
         cache = output_cache(out)
@@ -349,60 +417,8 @@ class Seq2SeqSource(HFSource):
             "cross": dynamic_cache_tensors(cache.cross_attention_cache),
         }
 
-    @torch.no_grad()
-    def pad_weights(
-        self, texts: Sequence[str], max_tokens: int, side: str = "right", n_generate: int = 8, masked: bool = True
-    ) -> dict[str, float]:
-        """Several sources padded to one length on ``side``, each with the model's own greedy target (of up to
-        ``n_generate`` tokens and its source's length, so the targets' lengths differ too) padded on the right: the largest weight any real
-        query puts on a pad key, for each kind ({"encoder", "decoder", "cross"}). The source's padding mask
-        reaches the encoder and cross-attention, the target's the decoder; ``masked=False`` passes neither (a
-        check that catches a leak must see one)."""
-        from attnviz.core.masks import pad_row
-
-        sources = [self.encode(text, max_tokens).ids for text in texts]
-        # each target no longer than its source, so that a batch's targets are padded too
-        targets = [[self.start_id, *self.greedy_target(ids, n_generate)[: len(ids)]] for ids in sources]
-        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
-        S, T = max(map(len, sources)), max(map(len, targets))
-        source_real = torch.tensor([pad_row([1] * len(ids), S, 0, side) for ids in sources], dtype=torch.bool)
-        target_real = torch.tensor([pad_row([1] * len(ids), T, 0, "right") for ids in targets], dtype=torch.bool)
-        masks = {"attention_mask": source_real.long(), "decoder_attention_mask": target_real.long()} if masked else {}
-        with running(self.name, self.device):
-            out = self.whole(
-                input_ids=torch.tensor([pad_row(ids, S, pad, side) for ids in sources], device=self.device),
-                decoder_input_ids=torch.tensor([pad_row(ids, T, pad, "right") for ids in targets], device=self.device),
-                **{name: mask.to(self.device) for name, mask in masks.items()},
-                output_attentions=True,
-                use_cache=False,
-                return_dict=True,
-            )
-        sides = {
-            "encoder": (out.encoder_attentions, source_real, source_real),
-            "decoder": (out.decoder_attentions, target_real, target_real),
-            "cross": (out.cross_attentions, target_real, source_real),
-        }
-        worst = {}
-        for kind, (layers, rows, keys) in sides.items():
-            on_pads = [w.float().cpu()[b][:, rows[b]][..., ~keys[b]] for w in layers for b in range(len(texts))]
-            worst[kind] = max((float(x.max()) for x in on_pads if x.numel()), default=0.0)
-        return worst
-
-    @functools.cached_property
-    def weights_check(self) -> WeightsCheck:
-        """Whether the weights look trained (attnviz.models.weights_check), measured once per load: the decoder's
-        loss on the reference text, teacher-forced over the same text as its source."""
-        source = self.encode(REFERENCE_TEXT, REFERENCE_TOKENS).ids
-        target = self.encode_target(REFERENCE_TEXT, REFERENCE_TOKENS).ids
-        with torch.no_grad(), running(self.name, self.device):
-            out = self.whole(
-                input_ids=torch.tensor([source], device=self.device),
-                attention_mask=torch.ones(1, len(source), dtype=torch.long, device=self.device),
-                decoder_input_ids=torch.tensor([[self.start_id, *target]], device=self.device),
-                use_cache=False,
-                return_dict=True,
-            )
-        return from_logits(out.logits[0, :-1], torch.tensor(target), "target", norms_at_init(self.whole))
+    pad_weights = seq2seq_checks.pad_weights  # padding's weight on real queries, by kind: one pass
+    weights_check = functools.cached_property(seq2seq_checks.weights_check)  # trained or not: one pass, once per load
 
     def ablation_view(self, kind: str, target: str | None, n_generate: int = 0) -> TargetView:
         """This model seen from one kind of its heads and one target, as the Ablation page reads a source: its
@@ -443,28 +459,19 @@ class Seq2SeqSource(HFSource):
             self.check_pair(len(source.ids), len(decoder_ids))
             step = or_none(progress)
             step.stage("progress.layer", sum(n for _, n, _ in self.shapes))
-            out = self.whole(
-                input_ids=torch.tensor([source.ids], device=self.device),
+            S, T = len(source.ids), len(decoder_ids)
+            capture, captured = self._capture_hook(S, T, step)
+            logits = []
+            self.run_pair_hooked(
+                torch.tensor([source.ids], device=self.device),
+                torch.tensor([decoder_ids], device=self.device),
+                {"attn.weights": capture, "logits": logits.append},
                 attention_mask=torch.ones(1, len(source.ids), dtype=torch.long, device=self.device),
-                decoder_input_ids=torch.tensor([decoder_ids], device=self.device),
-                output_attentions=True,
-                use_cache=False,  # a whole target at once: FSMT applies its causal mask only without a cache
-                return_dict=True,
             )
         labels = torch.tensor(target_ids)
-        losses = F.cross_entropy(out.logits[0, :-1].float().cpu(), labels, reduction="none")  # (T - 1,)
+        losses = F.cross_entropy(logits[0][0, :-1].float().cpu(), labels, reduction="none")  # (T - 1,)
         start = self.tokenizer.convert_ids_to_tokens([self.start_id])[0] or "<start>"
         target_tokens = [Token(start, 0, 0, special=True, raw=start), *target_enc.tokens]
-        S, T = len(source.ids), len(decoder_ids)
-        total = sum(n_layer * n_head for _, n_layer, n_head in self.shapes)
-        b = pool_bin(max(S, T), total)
-        parts = {
-            "encoder": self._part(out.encoder_attentions, lambda w: KeyRanges.full(S), b, step, "encoder", "self"),
-            "decoder": self._part(
-                out.decoder_attentions, lambda w: eager_keys(w, True, 0, T), b, step, "decoder", "self"
-            ),
-        }
-        parts["cross"] = self._part(out.cross_attentions, None, b, step, "decoder", "cross")
         records = {
             kind: AttentionRecord(
                 model_name=self.name,
@@ -475,10 +482,10 @@ class Seq2SeqSource(HFSource):
                 implementation=self.implementation,
                 n_input_tokens=source.n_input if kind == "encoder" else T,
                 kind="cross" if kind == "cross" else "self",
-                stack=stack,
+                stack="encoder" if kind == "encoder" else "decoder",
                 key_tokens=source.tokens if kind == "cross" else None,
             )
-            for kind, (layers, stack) in parts.items()
+            for kind, layers in captured.items()
         }
         return EncoderDecoderRecord(
             **records,
@@ -488,17 +495,29 @@ class Seq2SeqSource(HFSource):
             target_text=self.tokenizer.decode(target_ids, skip_special_tokens=True),
         )
 
-    def _part(self, attentions, keys, b: int, step, stack: str, kind: str):
+    def _capture_hook(self, n_source: int, n_decoder: int, step) -> tuple:
+        """The capture of a pair pass on a source of ``n_source`` and a decoder input of ``n_decoder`` tokens: an
+        ``attn.weights`` hook that turns each layer's weights (1, n_head, q_len, k_len) into its capture as it is
+        read, one ``step`` each, and what it keeps: {kind: [capture per layer]}."""
+        b = pool_bin(max(n_source, n_decoder), sum(n_layer * n_head for _, n_layer, n_head in self.shapes))
+        keys = {
+            "encoder": lambda w: KeyRanges.full(n_source),
+            "decoder": lambda w: eager_keys(w, True, 0, n_decoder),
+            "cross": None,
+        }
         head_dim_scale = 1.0 / math.sqrt(self.head_dim)
-        layers = []
-        for weights in attentions:  # (1, n_head, T, S) each
-            w = weights[0].float().cpu()
-            if keys is None:
-                layers.append(capture_cross(w, w.shape[-1], bin_size=b, scale=head_dim_scale))
+
+        captured: dict[str, list] = {kind: [] for kind in KINDS}
+
+        def capture(kind: str, layer: int, weights: torch.Tensor) -> None:
+            w = weights[0].float().cpu()  # (n_head, q_len, k_len)
+            if keys[kind] is None:
+                captured[kind].append(capture_cross(w, w.shape[-1], bin_size=b, scale=head_dim_scale))
             else:
-                layers.append(capture_weights(w, keys(w), bin_size=b, scale=head_dim_scale))
+                captured[kind].append(capture_weights(w, keys[kind](w), bin_size=b, scale=head_dim_scale))
             step.step()
-        return layers, stack
+
+        return capture, captured
 
 
 def seq2seq_shapes(model: torch.nn.Module, vocab_size: int, name: str, n_probe: int = 8) -> tuple:
@@ -517,7 +536,7 @@ def seq2seq_shapes(model: torch.nn.Module, vocab_size: int, name: str, n_probe: 
             return_dict=True,
         )
     sides = {"encoder": (n_probe, n_probe), "decoder": (n_probe // 2, n_probe // 2), "cross": (n_probe // 2, n_probe)}
-    names = {"encoder": "encoder_attentions", "decoder": "decoder_attentions", "cross": "cross_attentions"}
+    names = ATTENTIONS
     shapes = []
     for kind in KINDS:
         weights = [w for w in (getattr(out, names[kind], None) or ()) if w is not None]

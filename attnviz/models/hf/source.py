@@ -51,6 +51,7 @@ from attnviz.models.hf.parity import available_bugs, bug_title, layer_inputs, re
 from attnviz.models.hf.placement import checkpoint_dtype, placement_runs
 from attnviz.models.hf.points import HookMap, PassResult, last_hidden, run
 from attnviz.models.hf.projections import Projections, eager_output_projections, find_output_projections
+from attnviz.models.hf.read_outs import find_read_outs
 from attnviz.models.hf.rope import rope_frequencies
 from attnviz.models.hf.weights import check_weights
 from attnviz.models.record import AttentionRecord, BatchRecord, GenerationRecord, ModelOutputs, Parity
@@ -321,11 +322,13 @@ class HFSource:
         grad: bool = False,
         attention_mask: Tensor | None = None,
         position_ids: Tensor | None = None,
+        hook_map: HookMap | None = None,
         **forward,
     ) -> PassResult:
         """The model's one pass on ``input_ids`` (B, T) with ``hooks`` at its hook points
         (:func:`attnviz.models.hf.points.run`), under ``running`` (whose error it is), with a graph when ``grad``.
-        No KV cache is built unless ``use_cache=True`` is asked for; ``forward``: the model's other arguments."""
+        No KV cache is built unless ``use_cache=True`` is asked for; ``forward``: the model's other arguments;
+        ``hook_map``: a map of more points than :attr:`hook_map` (:attr:`read_outs`' ``norm.final``)."""
         kwargs = {"return_dict": True, **forward}
         if "use_cache" not in kwargs and self._takes_use_cache:
             kwargs["use_cache"] = False
@@ -336,7 +339,7 @@ class HFSource:
         batch = input_ids.shape[0]
         with torch.enable_grad() if grad else torch.no_grad(), running(self.name, self.device):
             return run(
-                self.hook_map,
+                hook_map or self.hook_map,
                 lambda: self.model(input_ids=input_ids, **kwargs),
                 hooks,
                 resume=resume,
@@ -547,6 +550,7 @@ class HFSource:
 
     _unembedding = functools.cached_property(head_unembedding)  # checked once per loaded model
     weights_check = functools.cached_property(check_weights)  # whether they look trained: one pass, once per load
+    read_outs = functools.cached_property(find_read_outs)  # what turns the stream into logits: read once per load
 
     @functools.cached_property
     def _layers(self) -> torch.nn.ModuleList | str:

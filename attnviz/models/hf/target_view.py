@@ -3,7 +3,8 @@
 :meth:`attnviz.models.hf.seq2seq.Seq2SeqSource.ablation_view` makes one. Its layers and heads are the kind's
 (encoder, decoder or cross), a text's tokens are the decoder's input on the target (so the lab's next-token loss is
 the target's teacher-forced loss), and its ablation rewrites the input of that kind's output projections (the
-``attn.z`` hook point of the kind's :class:`~attnviz.models.hf.points.HookMap`).
+``attn.z`` hook point of the model's one pass, :meth:`~attnviz.models.hf.seq2seq.Seq2SeqSource.run_pair_hooked`, at
+``kind=`` this view's kind).
 """
 
 from __future__ import annotations
@@ -18,8 +19,7 @@ from attnviz.core.tokenizer import Token
 from attnviz.errors import ModelUnavailableError
 from attnviz.i18n.message import Text, msg
 from attnviz.models.ablation import ablation_hooks
-from attnviz.models.hf import points
-from attnviz.models.source import AblatedOutputs, Capability, Encoding, check_layer, running
+from attnviz.models.source import AblatedOutputs, Capability, Encoding, check_layer
 
 
 @dataclass(eq=False)
@@ -103,18 +103,12 @@ class TargetView:
         decoder = self.encode(text, max_tokens)
         rows = max(1, len(head_sets))
         input_ids = torch.tensor([source.ids] * rows, device=self.device)
-        hooks = ablation_hooks([list(h) for h in head_sets] or [[]], mode, self.n_head)
-        with running(self.name, self.device):
-            out = points.run(
-                self.whole.kind_hook_map(self.kind),
-                lambda: self.whole.whole(
-                    input_ids=input_ids,
-                    attention_mask=torch.ones_like(input_ids),
-                    decoder_input_ids=torch.tensor([decoder.ids] * rows, device=self.device),
-                    use_cache=False,
-                    return_dict=True,
-                ),
-                hooks,
-                batch=rows,
-            ).output
-        return AblatedOutputs(encoding=decoder, values=out.logits.float().cpu(), logits=True, layers_run=self.n_layer)
+        logits = []
+        self.whole.run_pair_hooked(
+            input_ids,
+            torch.tensor([decoder.ids] * rows, device=self.device),
+            {**ablation_hooks([list(h) for h in head_sets] or [[]], mode, self.n_head), "logits": logits.append},
+            kind=self.kind,
+            attention_mask=torch.ones_like(input_ids),
+        )
+        return AblatedOutputs(encoding=decoder, values=logits[0].float().cpu(), logits=True, layers_run=self.n_layer)

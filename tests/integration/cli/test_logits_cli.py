@@ -95,10 +95,10 @@ def test_bad_input_is_one_line(capsys, argv, words):
 
 def test_a_scale_that_could_not_be_told_is_one_line(capsys, monkeypatch):
     """A logit scale the pass could not tell (a soft cap) refuses: never taken as 1.0."""
-    from attnviz.models.hf import head_edits
+    from attnviz.models.hf import read_outs
     from attnviz.models.readings import Reading
 
-    monkeypatch.setattr(head_edits, "_logit_scale", lambda *_: Reading.not_determined())
+    monkeypatch.setattr(read_outs, "_logit_scale", lambda *_: Reading.not_determined())
     code, out, err = run(capsys, CLEAN, "--model", "smollm2", "--quiet")
     assert code == 2 and not out and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
     assert "not its LM head's output times one scale" in err

@@ -13,7 +13,7 @@ import torch
 
 from attnviz.labs.heads_matter.direct_logits import direct_logit_attribution
 from attnviz.models.readings import Verdict
-from tests.integration.dla_reference import per_head_bound, reference_direct_logits
+from tests.integration.dla_reference import join_scale_of, per_head_bound, reference_direct_logits
 
 CLEAN = "When Mary and John went to the store, John gave a drink to"
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
@@ -125,4 +125,27 @@ def test_every_head_of_a_family_equals_the_reference(tmp_path, smollm2, family, 
     found = result["found"]
     assert found.checked, found.check_error
     assert [join.verdict for join in found.joins] == [verdict] * len(projections)
+    if dtype == "float32" and verdict is Verdict.FOUND:  # torch multiplies by the config's scale as a float32
+        single = float(torch.tensor(join_scale_of(source.model.config), dtype=torch.float32))
+        assert found.join_scales == (single,) * len(projections), (found.join_scales, single)
     print(f"{family} {dtype}: worst per-head difference {result['worst']:.3g} ({result['ratio']:.2g} of the bound)")
+
+
+def test_the_read_outs_are_read_once_per_loaded_model(smollm2, monkeypatch):
+    """What turns the stream into logits is the model's: read on one probe pass, then every attribution runs one pass
+    of its own text (reading the final norm through ``norm.final``), whatever the text, 1 token included."""
+    from attnviz.models.hf import read_outs
+
+    outs = smollm2.read_outs  # read (or already read) once
+    assert outs.why is None and "norm.final" in outs.hook_map.points and "norm.final" not in smollm2.hook_map.points
+    probes = []
+    monkeypatch.setattr(read_outs, "reading_out", lambda *a: probes.append(a))  # a probe pass now would fail
+    passes = []
+    run_hooked = type(smollm2).run_hooked
+    monkeypatch.setattr(
+        type(smollm2), "run_hooked", lambda self, *a, **k: passes.append(a) or run_hooked(self, *a, **k)
+    )
+    for text in (CLEAN, "Mary"):
+        found = direct_logit_attribution(smollm2, text, 32)
+        assert found.checked, found.check_error
+    assert smollm2.read_outs is outs and not probes and len(passes) == 2

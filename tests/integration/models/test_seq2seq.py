@@ -172,13 +172,13 @@ def test_a_too_long_pair_is_one_line(folders, monkeypatch):
 def test_ablating_heads_of_each_kind_equals_plain_hooks(folders, family, kind):
     """The Ablation page's measure (the target's teacher-forced loss) with one head of a kind zeroed, against this
     file's own pre-hook on that layer's output projection and transformers' loss from ``labels``."""
-    from attnviz.labs.heads_matter import ablation
+    from attnviz.labs.heads_matter.effect import ablation_effect
 
     source = open_source(SourceSpec(str(folders[family]), "cpu"))
     view = source.ablation_view(kind, TARGET)
     layer, head = 1, 2
-    result = ablation.ablation_effect(view, SOURCE, 64, [(layer, head)], "zero")
-    nothing = ablation.ablation_effect(view, SOURCE, 64, [], "zero")
+    result = ablation_effect(view, SOURCE, 64, [(layer, head)], "zero")
+    nothing = ablation_effect(view, SOURCE, 64, [], "zero")
     assert nothing.loss_before == nothing.loss_after and nothing.kl_mean == 0.0
 
     model = source.whole

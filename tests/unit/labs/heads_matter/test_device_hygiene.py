@@ -20,7 +20,7 @@ from attnviz.core.tokenizer import Token
 from attnviz.labs.heads_matter import attribution, direct_logits, patching, reductions
 from attnviz.labs.heads_matter.patching import Metric, RunPair
 from attnviz.labs.heads_matter.reductions import cosine_distance
-from attnviz.models.hf.head_edits import ReadOut
+from attnviz.models.hf.read_outs import ReadOut
 from attnviz.models.readings import Reading
 from attnviz.models.resume import outputs_match
 from attnviz.models.source import Capability, EditsHeads, Encoding
@@ -206,7 +206,7 @@ def test_direct_logit_parts_on_the_cpu_are_the_hosts_float64_arithmetic_bit_for_
 
 
 def _read_out(head: nn.Module) -> ReadOut:
-    """A read-out as :func:`~attnviz.models.hf.head_edits.read_out` gives it on a GPU: an RMSNorm's input and output
+    """A read-out as :meth:`~attnviz.models.hf.read_outs.ReadOuts.of_pass` gives it on a GPU: an RMSNorm's input and output
     on the host, the logits on the device, the LM head left where it is."""
     g = torch.Generator().manual_seed(1)
     residual = torch.randn(T, D_MODEL, generator=g)

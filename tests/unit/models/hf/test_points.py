@@ -113,3 +113,40 @@ def test_stop_at_layer_returns_what_that_layer_returned():
     x = torch.randn(1, 2, WIDTH)
     stopped = points.run(hook_map(model), lambda: model(x), stop_at_layer=2)
     assert stopped.stopped and torch.equal(stopped.output, model.layers[1](model.layers[0](x)))
+
+
+class Normed(Tiny):
+    """Tiny with a final norm, as the read-outs' probe finds it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(WIDTH)
+
+    def forward(self, x):
+        return self.norm(super().forward(x))
+
+
+def test_a_map_with_the_final_norm_serves_norm_final_and_numbers_layers_as_the_map_it_came_from():
+    import dataclasses
+
+    model = Normed()
+    found = hook_map(model)
+    with_norm = dataclasses.replace(found, final_norm=model.norm)  # what the read-outs' probe pass returns
+    assert "norm.final" in with_norm.points and "norm.final" not in found.points
+    assert with_norm._z_index == found._z_index  # built afresh, not appended to: each layer numbered once
+    x = torch.randn(1, 4, WIDTH)
+    seen: list[tuple[torch.Tensor, torch.Tensor]] = []
+    layers: list[int] = []
+
+    def keep(layer, z):
+        layers.append(layer)
+        return z
+
+    out = points.run(with_norm, lambda: model(x), {"norm.final": lambda r, y: seen.append((r, y)), "attn.z": keep})
+    residual = model.layers[2](model.layers[1](model.layers[0](x)))
+    assert len(seen) == 1 and torch.equal(seen[0][0], residual) and torch.equal(seen[0][1], out.output)
+    assert layers == [0, 1, 2]
+    with pytest.raises(ValueError, match=r"norm\.final"):  # the map without the norm has no such point
+        points.run(found, lambda: model(x), {"norm.final": lambda r, y: None})
+    model(x)  # outside a pass the norm's hook does nothing
+    assert len(seen) == 1

@@ -1,19 +1,22 @@
-"""What turns a pass's last residual stream into logits, read by data flow: the ``read_out`` hook point of
-:func:`attnviz.models.hf.points.run` (each head's output itself is the ``attn.z`` point there).
+"""What turns the last residual stream into logits, read once per loaded model by data flow (:class:`ReadOuts`),
+and what one pass read through it (:class:`ReadOut`).
 
-For direct logit attribution, :func:`reading_out` finds what turns the last residual stream into logits: the
-LM head (the model's output embeddings) and the module whose output it reads (the final norm), with what entered
-and left that module; and, by data flow, how each layer's attention output joins the residual stream (the first
-module after the projection reads x = r + c·o, r an earlier module's input: c is 1 in most models, Granite's
-``residual_multiplier`` or MiniCPM's depth scale in others, applied without a module) and how the model's logits
-relate to its LM head's output (Granite divides them by ``logits_scaling``). Each of these readings carries its
-verdict (:class:`~attnviz.models.readings.Reading`): found, not applicable (a parallel block's MLP reads the layer's
-input, not the stream after the attention; logits that are the LM head's own output) or not determined, never a
-silent 1.0.
+For direct logit attribution, one probe pass of the reference text (:func:`reading_out`, the ``read_out`` point of
+:func:`attnviz.models.hf.points.run`) finds what turns the last residual stream into logits: the LM head (the model's
+output embeddings) and the module whose output it reads (the final norm); and, by data flow, how each layer's
+attention output joins the residual stream (the first module after the projection reads x = r + c·o, r an earlier
+module's input: c is 1 in most models, Granite's ``residual_multiplier`` or MiniCPM's depth scale in others, applied
+without a module) and how the model's logits relate to its LM head's output (Granite divides them by
+``logits_scaling``). Each of these readings carries its verdict (:class:`~attnviz.models.readings.Reading`): found,
+not applicable (a parallel block's MLP reads the layer's input, not the stream after the attention; logits that are
+the LM head's own output) or not determined, never a silent 1.0. They are the model's, not a text's: read once, on
+a text long enough to tell them, and every later pass reads only the final norm's input and output (the
+``norm.final`` point of the hook map they return) and the logits.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -24,6 +27,7 @@ from torch import Tensor, nn
 
 from attnviz.models.hf.points import HookMap, owned
 from attnviz.models.readings import NOT_APPLICABLE, Reading
+from attnviz.models.weights_check import REFERENCE_TEXT, REFERENCE_TOKENS
 
 RECENT = 8  # leaf modules remembered before the LM head runs: the final norm is among the last
 CANDIDATES = 32  # leaf inputs remembered as a projection's residual r (a layer's input is a few modules back)
@@ -155,7 +159,8 @@ def _fitted(y: Tensor, x: Tensor, rounding: Tensor, eps: float) -> float | None:
     """The c of y = c·x (float64, flat), each element weighted by its own ``rounding`` (what the dtype may have
     rounded it by), when every element fits within twice that (and c's own uncertainty) and c is told to 1 %;
     snapped to 1 where it is 1 within its precision. None where x is not in y (c indistinguishable from 0), some
-    element does not fit, or x is too small beside the rounding to tell c."""
+    element does not fit, or x is too small beside the rounding to tell c; rounded to float32 where that is within
+    c's uncertainty (what torch multiplies by)."""
     w2 = (rounding + 1e-30).pow(-2)
     weight = float((w2 * x * x).sum())
     if weight == 0.0:
@@ -166,7 +171,12 @@ def _fitted(y: Tensor, x: Tensor, rounding: Tensor, eps: float) -> float | None:
         return None
     if sigma > 0.01 * max(1.0, abs(c)):
         return None
-    return 1.0 if abs(c - 1.0) <= 4 * sigma + 4 * eps else c
+    if abs(c - 1.0) <= 4 * sigma + 4 * eps:
+        return 1.0
+    # a scale in plain arithmetic is a Python float that torch applies as a float32 (the op's own type, or the
+    # float32 arithmetic of a lower-precision op): the float32 nearest the fit, where the fit cannot tell them apart
+    single = float(torch.tensor(c, dtype=torch.float32))
+    return single if abs(single - c) <= 4 * sigma else c
 
 
 def join_scale(x: Tensor, o: Tensor, inputs: Sequence[Tensor]) -> float | None:
@@ -229,25 +239,78 @@ def _logit_scale(head_last: Tensor | None, logits_last: Tensor) -> Reading:
     return Reading.not_determined() if s is None else Reading.found(s)
 
 
-def read_out(seen: dict, logits: Tensor) -> ReadOut | str:
-    """The :class:`ReadOut` of a :func:`reading_out` pass (``logits``: the model's, (B, T, vocab)), or why none."""
+@dataclass(frozen=True, eq=False)
+class ReadOuts:
+    """What turns a model's last residual stream into logits, read once per loaded model (:func:`read_outs_of`).
+
+    hook_map: the model's hook map with the final norm's point, ``norm.final`` (None where ``why``); why: why there
+    is none to read ("it has no LM head", ...), else None; norm: the final norm's class name; norm_weight, norm_bias:
+    (d_model,) or None, float32 on the CPU; norm_eps; lm_head: the LM head; transformed: a module between a layer's
+    output projection and the residual stream, or None; join_scales (per attention call), head_scale, logit_scale:
+    each with its verdict. Held by the source for as long as the model is loaded, never by a cached result.
+    """
+
+    hook_map: HookMap | None
+    why: str | None = None
+    norm: str = ""
+    norm_weight: Tensor | None = None
+    norm_bias: Tensor | None = None
+    norm_eps: float | None = None
+    lm_head: nn.Module | None = field(default=None, repr=False)
+    transformed: str | None = None
+    join_scales: tuple[Reading, ...] = ()
+    head_scale: Reading = NOT_APPLICABLE
+    logit_scale: Reading = NOT_APPLICABLE
+
+    def of_pass(self, residual: Tensor, normed: Tensor, logits: Tensor) -> ReadOut:
+        """One pass's :class:`ReadOut` (batch row 0): what entered and left the final norm, (B, T, d_model) each, as
+        the ``norm.final`` point gave them, and the model's logits (B, T, vocab)."""
+        return ReadOut(
+            residual=residual[0].detach().float().cpu(),
+            normed=normed[0].detach().float().cpu(),
+            norm=self.norm,
+            norm_weight=self.norm_weight,
+            norm_bias=self.norm_bias,
+            norm_eps=self.norm_eps,
+            lm_head=self.lm_head,
+            logits=logits[0].detach(),
+            dtype=normed.dtype,
+            transformed=self.transformed,
+            join_scales=self.join_scales,
+            head_scale=self.head_scale,
+            logit_scale=self.logit_scale,
+        )
+
+
+def find_read_outs(source) -> ReadOuts:
+    """A Hugging Face source's :class:`ReadOuts`, read once per loaded model on a probe pass of the reference text
+    (:data:`~attnviz.models.weights_check.REFERENCE_TEXT`, about 35 tokens: long enough that a scale told on it is
+    the model's, where a one-token text might leave it not determined). An encoder's: it has no LM head."""
+    if not source.can_generate:
+        return ReadOuts(None, "it has no LM head")
+    ids = source.encode(REFERENCE_TEXT, REFERENCE_TOKENS).ids
+    input_ids = torch.tensor([ids], dtype=torch.long, device=source.device)  # (1, T)
+    result = source.run_hooked(input_ids, {"read_out": reading_out(source.hook_map)})
+    return read_outs_of(source.hook_map, result.read, result.output.logits)
+
+
+def read_outs_of(hook_map: HookMap, seen: dict, logits: Tensor) -> ReadOuts:
+    """The :class:`ReadOuts` of a :func:`reading_out` probe pass through ``hook_map``'s model (``logits``: the
+    model's, (B, T, vocab)): the hook map gains the final norm's point."""
     if "head" not in seen:
-        return "it has no LM head"
+        return ReadOuts(None, "it has no LM head")
     if "norm" not in seen:
-        return "its LM head does not read a final norm's output directly"
+        return ReadOuts(None, "its LM head does not read a final norm's output directly")
     head, _ = seen["head"]
-    norm, residual, normed = seen["norm"]
+    norm, _, _ = seen["norm"]
     weight_, bias_, eps = norm_parameters(norm)
-    return ReadOut(
-        residual=residual[0].detach().float().cpu(),
-        normed=normed[0].detach().float().cpu(),
+    return ReadOuts(
+        hook_map=dataclasses.replace(hook_map, final_norm=norm),
         norm=type(norm).__name__,
         norm_weight=weight_,
         norm_bias=bias_,
         norm_eps=eps,
         lm_head=head,
-        logits=logits[0].detach(),
-        dtype=normed.dtype,
         transformed=seen.get("transformed"),
         join_scales=tuple(
             seen["joins"].get(i, Reading.not_determined()) for i in range(max(seen["joins"], default=-1) + 1)
