@@ -1,8 +1,9 @@
 """The interface every model source implements, and what it hands back besides records.
 
 Pages and the CLI talk to an :class:`AttentionSource`: a typed description of the model (its stacks of layers
-and their shapes, :class:`ModelDescription`), how it reads a text and its capture, and the set of things it can do
-besides (:class:`Capability`: capture keeping q and k, generate, reproduce its layers, ablate, fill a KV cache,
+and their shapes, :class:`ModelDescription`), how it reads a text, its one pass (``run_hooked``, with hook functions
+at its ``hook_points``; the capture, ``run``, is that pass with a capture session at ``attn``), and the set of things
+it can do besides (:class:`Capability`: capture keeping q and k, generate, reproduce its layers, ablate, fill a KV cache,
 take a mask, read a target, edit heads). A Hugging Face source reads them from the hook points of its one pass
 (:mod:`attnviz.models.hf.points`). They never look at concrete classes or model names. Adding a model family means
 adding one class that satisfies this protocol; no page changes. Each capability's methods are a narrow protocol
@@ -259,6 +260,20 @@ def one_stack(n_layer: int, n_head: int, n_kv_head: int, head_dim: int, causal: 
     return ModelDescription((Stack("", ("self",), n_layer, n_head, n_kv_head, head_dim, causal),), **rest)
 
 
+@dataclass(frozen=True, eq=False)
+class PassResult:
+    """What a source's one pass (:meth:`AttentionSource.run_hooked`, :func:`attnviz.models.hf.points.run`) gives back: the model's output (or, stopped, what the last layer run returned), the last
+    hidden states of the pass (None where none was seen), the attention layers the pass numbered, and what the
+    ``read_out`` point read (None where not asked)."""
+
+    output: object
+    hidden: Tensor | None
+    layers_run: int
+    stopped: bool
+    layer_starts: dict[int, int]  # each layer of the list that ran -> the attention layers before it
+    read: dict | None = None
+
+
 @runtime_checkable
 class AttentionSource(Protocol):
     """A model whose attention attnviz can capture: what it is, how it reads a text, and its capture.
@@ -309,6 +324,16 @@ class AttentionSource(Protocol):
 
     def token_texts(self, ids: Sequence[int]) -> list[str]:
         """The text of each vocabulary id, as one token decodes (what the top next tokens are shown as)."""
+        ...
+
+    hook_points: frozenset[str]  # the points run_hooked serves: what the source can do is which it has
+
+    def run_hooked(
+        self, inputs, hooks: dict | None = None, *, start_at_layer: int = 0, stop_at_layer: int | None = None, **rest
+    ) -> PassResult:
+        """The source's one pass on ``inputs`` with ``hooks`` ({point: hook function}) at its :attr:`hook_points`
+        (TransformerLens' ``run_with_hooks``; :mod:`attnviz.models.hf.points` lists the points and their hook
+        functions); every lab above is hook functions handed to it. ValueError for a point it does not have."""
         ...
 
 

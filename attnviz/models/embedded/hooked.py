@@ -31,8 +31,8 @@ from attnviz.core.attention import fused_attention, scaled_dot_product_attention
 from attnviz.core.capture import CaptureSession
 from attnviz.core.masks import KeyRanges
 from attnviz.models.hf.attention import MaskOverride, ReferenceRun
-from attnviz.models.hf.points import PassResult
 from attnviz.models.resume import CachedLayers
+from attnviz.models.source import PassResult
 
 HOOK_POINTS = frozenset({"attn", "attn.qkv", "attn.z", "attn.pattern", "resid.pre", "resid.post"})
 

@@ -34,7 +34,6 @@ from attnviz.models.ablation import ABLATION_MODES, ablation_hooks, check_ran
 from attnviz.models.embedded import hooked
 from attnviz.models.embedded.config import EmbeddedConfig
 from attnviz.models.hf.attention import MaskOverride, ReferenceRun
-from attnviz.models.hf.points import PassResult
 from attnviz.models.record import AttentionRecord, BatchRecord, GenerationRecord, ModelOutputs
 from attnviz.models.resume import CachedLayers
 from attnviz.models.source import (
@@ -44,6 +43,7 @@ from attnviz.models.source import (
     Encoding,
     LayerInput,
     ModelDescription,
+    PassResult,
     check_batch,
     check_layer,
     check_square_mask,

@@ -18,11 +18,11 @@ from torch import Tensor
 from attnviz.errors import ModelUnavailableError, first_line
 from attnviz.i18n.message import msg
 from attnviz.models.ablation import ablation_hooks, check_ran
-from attnviz.models.hf.points import HeadEdit, PassResult, last_hidden
+from attnviz.models.hf.points import HeadEdit, last_hidden
 from attnviz.models.hf.projections import probe_ids
 from attnviz.models.hf.read_outs import ReadOut
 from attnviz.models.resume import CachedLayers, cached_layers, layer_list, outputs_match
-from attnviz.models.source import AblatedOutputs, Capability, Encoding
+from attnviz.models.source import AblatedOutputs, Capability, Encoding, PassResult
 
 
 def _check_mode(source, mode: str) -> None:

@@ -19,7 +19,7 @@ prefill into our layers, parity's inputs) is hook functions handed to that call.
 ``unembed.in``            ``fn(x) -> x``: what the LM head reads (B, T, d)
 ``norm.final``            ``fn(residual, normed)``: what enters and leaves the final norm (B, T, d) (direct logit
                           attribution), on the map :attr:`HFSource.read_outs` returns, where the norm was found
-``logits``                the model's output holds next-token logits (read from the pass's output)
+``logits``                ``fn(logits)``: the model's next-token logits (B, T, vocab), read from the pass's output
 ``read_out``              the modules that turn the last residual stream into logits, read once per model by a
                           probe pass (:func:`attnviz.models.hf.read_outs.reading_out`)
 ========================  ===========================================================================================
@@ -43,7 +43,7 @@ from torch import Tensor, nn
 
 from attnviz.errors import ModelUnavailableError
 from attnviz.i18n.message import msg
-from attnviz.models.source import Capability
+from attnviz.models.source import Capability, PassResult
 
 HeadEdit = Callable[[int, Tensor], Tensor]  # (attention layer, z (B, T, n_head, head_dim)) -> the z W_O reads
 
@@ -345,20 +345,6 @@ def _at_base_child(module, args, output):
         run.inner.append(hidden)
 
 
-@dataclass(frozen=True, eq=False)
-class PassResult:
-    """What :func:`run` gives back: the model's output (or, stopped, what the last layer run returned), the last
-    hidden states of the pass (None where none was seen), the attention layers the pass numbered, and what the
-    ``read_out`` point read (None where not asked)."""
-
-    output: object
-    hidden: Tensor | None
-    layers_run: int
-    stopped: bool
-    layer_starts: dict[int, int]  # each layer of the list that ran -> the attention layers before it
-    read: dict | None = None
-
-
 def widened(value: object, batch: int) -> object:
     """A layer's output for a batch of ``batch`` rows: every tensor with a batch of 1 repeated (tuples kept)."""
     if isinstance(value, Tensor):
@@ -411,6 +397,9 @@ def run(
                 output, stopped = stop.output, True
     finally:
         _current.reset(token)
+    reader = state.hooks.get("logits")
+    if reader is not None and not stopped:
+        reader(output.logits)
     hidden = state.hidden[-1] if state.hidden else (state.inner[-1] if state.inner else None)
     read = state.hooks.get("read_out")
     return PassResult(output, hidden, state.layers_run, stopped, state.layer_starts, read)

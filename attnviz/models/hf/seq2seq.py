@@ -39,7 +39,7 @@ from attnviz.errors import ModelUnavailableError
 from attnviz.i18n.message import Text, msg
 from attnviz.models.hf import points, seq2seq_checks
 from attnviz.models.hf.eager import eager_keys
-from attnviz.models.hf.points import HookMap, PassResult
+from attnviz.models.hf.points import HookMap
 from attnviz.models.hf.projections import OutputProjection
 from attnviz.models.hf.source import HFSource, attention_modules
 from attnviz.models.hf.target_view import TargetView
@@ -48,6 +48,7 @@ from attnviz.models.source import (
     Capability,
     Encoding,
     ModelDescription,
+    PassResult,
     Stack,
     running,
 )

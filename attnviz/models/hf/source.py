@@ -49,7 +49,7 @@ from attnviz.models.hf.attention import IMPLEMENTATION, MaskOverride, ReferenceR
 from attnviz.models.hf.kv import HFDecoder, prefill_kv
 from attnviz.models.hf.parity import available_bugs, bug_title, layer_inputs, real_layers, reproduce, supports
 from attnviz.models.hf.placement import checkpoint_dtype, placement_runs
-from attnviz.models.hf.points import HookMap, PassResult, last_hidden, run
+from attnviz.models.hf.points import HookMap, last_hidden, run
 from attnviz.models.hf.projections import Projections, eager_output_projections, find_output_projections
 from attnviz.models.hf.read_outs import find_read_outs
 from attnviz.models.hf.rope import rope_frequencies
@@ -62,6 +62,7 @@ from attnviz.models.source import (
     Encoding,
     LayerInput,
     ModelDescription,
+    PassResult,
     RotaryFrequencies,
     check_layer,
     check_square_mask,
@@ -305,6 +306,11 @@ class HFSource:
             base=getattr(self.model, "base_model", self.model),
             logits=self.can_generate,
         )
+
+    @property
+    def hook_points(self) -> frozenset[str]:
+        """The points :meth:`run_hooked` serves (:attr:`HookMap.points`): what this source can do."""
+        return self.hook_map.points
 
     @functools.cached_property
     def _takes_use_cache(self) -> bool:

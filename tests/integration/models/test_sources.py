@@ -157,3 +157,28 @@ def test_the_capture_changes_nothing_the_model_computes(name, request):
     else:
         assert (record.outputs.hidden - hidden).abs().max().item() <= TOL
     assert record.outputs.hidden.shape == (len(ids[0]), source.d_model)
+
+
+@pytest.mark.parametrize("name", ["embedded", "minilm", "smollm2", "tiny_llama"])
+def test_every_source_has_one_pass_serving_its_points(name, request):
+    """A source is its description, ``encode`` and one pass: ``run_hooked`` serves exactly its ``hook_points``
+    (a point it lacks is refused), and its capture is that pass's ``attn`` point: the records agree."""
+    source = EmbeddedModel(EmbeddedConfig()) if name == "embedded" else request.getfixturevalue(name)
+    assert isinstance(source, AttentionSource)
+    encoding = source.encode(TEXT, 32)
+    inputs = [[t.text for t in encoding.tokens]] if name == "embedded" else torch.tensor([encoding.ids])
+    seen: list[tuple[int, tuple]] = []
+    result = source.run_hooked(inputs, {"attn.qkv": lambda layer, q, k, v: seen.append((layer, tuple(q.shape)))})
+    assert [layer for layer, _ in seen] == list(range(source.n_layer))
+    assert all(shape[0] == 1 and len(encoding.tokens) in shape for _, shape in seen)
+    with pytest.raises(ValueError, match="no hook point"):
+        source.run_hooked(inputs, {"no.such.point": lambda *a: None})
+    logits: list[torch.Tensor] = []
+    if "logits" in source.hook_points:  # an LM: the logits point reads the pass's own output
+        result = source.run_hooked(inputs, {"logits": logits.append})
+        assert len(logits) == 1 and logits[0] is result.output.logits
+        assert logits[0].shape == (1, len(encoding.ids), source.model.config.vocab_size)
+    else:
+        with pytest.raises(ValueError, match="no hook point 'logits'"):
+            source.run_hooked(inputs, {"logits": logits.append})
+    assert ("logits" in source.hook_points) == (name in ("smollm2", "tiny_llama"))

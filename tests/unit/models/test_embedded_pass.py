@@ -13,8 +13,7 @@ from attnviz.models.embedded.config import EmbeddedConfig
 from attnviz.models.embedded.hooked import HOOK_POINTS
 from attnviz.models.embedded.model import EmbeddedModel, source_text
 from attnviz.models.hf.attention import MaskOverride, ReferenceRun
-from attnviz.models.hf.points import PassResult
-from attnviz.models.source import Capability
+from attnviz.models.source import Capability, PassResult
 
 TEXT = "When Mary and John went to the store, John gave a drink to"
 
