@@ -111,8 +111,9 @@ class Seq2SeqSource(HFSource):
 
     @functools.cached_property
     def capabilities(self) -> frozenset[Capability]:
-        """A target; heads of each kind ablated on it where every output projection is found."""
-        ablate = {Capability.ABLATE} if self.output_projections_by_kind is not None else set()
+        """Read from the pair pass's points (:attr:`pair_points`): a target, read with every kind's weights; heads
+        of each kind ablated on it where ``attn.z`` is served (every output projection found)."""
+        ablate = {Capability.ABLATE} if "attn.z" in self.pair_points else set()
         return frozenset({Capability.TARGET, *ablate})
 
     @property
