@@ -7,7 +7,7 @@ and its faster reduction, against today's sweep (every pass whole, every row's l
 Times, in one process and on one text of ``--tokens`` tokens (model load excluded):
 
 - ``forward``: one plain forward of the model (every position's logits), the yardstick;
-- ``ablation``: :func:`attnviz.labs.heads_matter.ablation.ablation_effect`, some heads ablated together (two passes);
+- ``ablation``: :func:`attnviz.labs.heads_matter.effect.ablation_effect`, some heads ablated together (two passes);
 - ``sweep``: :func:`attnviz.labs.heads_matter.ablation.ablation_sweep`, every one of the 30 x 9 heads ablated alone, several
   per batched pass, each pass reduced to one KL a head as it goes.
 
@@ -63,6 +63,7 @@ def main() -> None:
 
     from attnviz.labs.cost.capture_bench import benchmark_text
     from attnviz.labs.heads_matter import ablation
+    from attnviz.labs.heads_matter.effect import ablation_effect
     from attnviz.models.hf.loading import load_hf_source
 
     torch.set_num_threads(args.threads)
@@ -75,7 +76,7 @@ def main() -> None:
         source.model(input_ids=ids, return_dict=True)
         forward = time.perf_counter() - start
     start = time.perf_counter()
-    ablation.ablation_effect(source, text, args.tokens, [(layer, 0) for layer in range(source.n_layer)], args.mode)
+    ablation_effect(source, text, args.tokens, [(layer, 0) for layer in range(source.n_layer)], args.mode)
     effect = time.perf_counter() - start
     today, today_seconds = todays_sweep(source, text, args.tokens, args.mode)
     start = time.perf_counter()

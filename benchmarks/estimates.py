@@ -32,9 +32,11 @@ from attnviz.labs import compare, head_roles, rollout, scaling
 from attnviz.labs.cost import paths as cost
 from attnviz.labs.cost.capture_bench import benchmark_text
 from attnviz.labs.heads_matter import ablation
+from attnviz.labs.heads_matter.common import token_limit
 from attnviz.labs.training.runs import TrainingConfig, train_scale
 from attnviz.models.embedded.config import EmbeddedConfig
 from attnviz.models.embedded.model import EmbeddedModel
+from attnviz.settings import SWEEP_TOKENS
 
 QUARTER = 0.25
 SENTENCE = "The cat sat on the mat because it was tired."  # the sentence: 11 tokens on SmolLM2
@@ -82,7 +84,7 @@ def sweep_job(name: str, source, text: str, max_tokens: int) -> Job:
     def job(progress: Progress) -> None:
         ablation.run_pieces(source, text, held["baseline"], {}, progress)
 
-    n = len(source.encode(text, ablation.token_limit(max_tokens, ablation.SWEEP_TOKENS)).tokens)
+    n = len(source.encode(text, token_limit(max_tokens, SWEEP_TOKENS)).tokens)
     return (f"sweep, {name}, {n:,} tokens", job, prepare)
 
 

@@ -173,6 +173,7 @@ def source_rows(source, dtype: str, args: argparse.Namespace) -> list[dict]:
     """The capture, the eager reference, the first chart, decoding and the sweep on attnviz's loaded source."""
     from attnviz.labs.cost.capture_bench import benchmark_text
     from attnviz.labs.heads_matter import ablation
+    from attnviz.labs.heads_matter.effect import ablation_effect
     from attnviz.labs.kv.measure import decode_timing
 
     device, rows, held = args.device, [], {}
@@ -223,7 +224,7 @@ def source_rows(source, dtype: str, args: argparse.Namespace) -> list[dict]:
         return {"tokens": baseline.n_tokens, "heads": len(values), "of_heads": len(baseline.heads),
                 "rows_per_pass": result.rows_per_pass, "largest_kl_mean": max(values)}  # fmt: skip
 
-    rows.append(step("sweep", dtype, device, sweep, lambda: ablation.ablation_effect(source, small, 32, [(0, 0)])))
+    rows.append(step("sweep", dtype, device, sweep, lambda: ablation_effect(source, small, 32, [(0, 0)])))
     return rows
 
 

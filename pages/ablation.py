@@ -9,8 +9,9 @@ from attnviz.app.widgets import show_error, show_info
 from attnviz.errors import ModelUnavailableError
 from attnviz.i18n.message import msg
 from attnviz.i18n.translate import t
-from attnviz.labs.heads_matter import ablation
-from attnviz.labs.heads_matter.effect import effect_need
+from attnviz.labs.heads_matter.common import token_limit
+from attnviz.labs.heads_matter.effect import ablation_effect, effect_need
+from attnviz.settings import ABLATION_TOKENS
 from pages.widgets.ablation import estimate_section, limit_text, show_result, sweep_section
 
 st.title(t("ablation.title"))
@@ -24,8 +25,8 @@ if (kind := kind_picker(source, "ablation_kind", "ablation.kind")) is not None: 
         st.stop()
     st.caption(t("ablation.on_target"))
     source, view_key = source.ablation_view(kind, target, n_generate), (kind, target, n_generate)
-n_tokens = ablation.token_limit(settings.max_tokens)
-limit = limit_text("ablation.limit", n_tokens, settings.max_tokens, ablation.ABLATION_TOKENS)
+n_tokens = token_limit(settings.max_tokens)
+limit = limit_text("ablation.limit", n_tokens, settings.max_tokens, ABLATION_TOKENS)
 st.caption(t("ablation.intro", limit=limit))
 if not source.ablation_modes:
     show_info(msg("ablation.unsupported", name=source.name, note=source.route_note))
@@ -69,7 +70,7 @@ else:
         result = cached_job(
             "ablation",
             (settings.spec, settings.text, n_tokens, mode, tuple(heads), *view_key),
-            lambda progress: ablation.ablation_effect(source, settings.text, n_tokens, heads, mode),
+            lambda progress: ablation_effect(source, settings.text, n_tokens, heads, mode),
             t("ablation.ablating", n=len(heads)),
             effect_need(source, n_tokens),
         )

@@ -7,7 +7,6 @@ from attnviz.app.navigation import frame_settings
 from attnviz.app.state import valid_choice
 from attnviz.app.weights_note import random_weights_note
 from attnviz.app.widgets import plotly, show_info, table
-from attnviz.core.admission import Need
 from attnviz.core.token_display import markdown_text
 from attnviz.figures.compare import (
     jsd_scale,
@@ -87,7 +86,7 @@ if len(aligned):
         (*key, layer, head),
         lambda: compare.head_pair(comparison, layer, head),
         t("compare.reading_head"),
-        need=Need(16 * compare.CHUNK_ELEMENTS, 0.0),
+        need=compare.head_pair_need(comparison),
     )
     plotly(make_compare_head_figure(comparison, pair, gamma=0.5 if emphasise else 1.0), key="compare_head_maps")
     pooled = any(end - start > 1 for spans in (pair.a_spans, pair.b_spans, pair.diff_spans) for start, end in spans)

@@ -8,7 +8,6 @@ from attnviz.app.navigation import frame_settings
 from attnviz.app.progress import probed, quote
 from attnviz.app.state import valid_choice
 from attnviz.app.widgets import plotly, show_info
-from attnviz.core.admission import Need
 from attnviz.figures.rollout import COLOURS, colour_note, colour_scale, make_rollout_figure
 from attnviz.i18n.translate import t, tr
 from attnviz.labs import rollout
@@ -26,10 +25,7 @@ try:
         (*settings.key(), rollout.ROLLOUT_TOKENS),
         lambda: rollout.rollout_maps(record, device=source.device),
         t("rollout.computing", n=n, n_layer=record.n_layer),
-        need=Need(
-            rollout.rollout_nbytes(record.n_layer, record.n_head, n),
-            rollout.rollout_seconds(record.n_layer, record.n_head, source.head_dim, n),
-        ),
+        need=rollout.rollout_need(record, source),
     )
 except ValueError as err:  # a capture with neither q and k nor weights
     show_info(err)
@@ -64,13 +60,14 @@ if kind == "flow":
         bound += " " + t("rollout.bound_encoder", n=n_flow)
     st.caption(bound)
     flow_key = (*settings.key(), rollout.ROLLOUT_TOKENS, layer)
-    need = Need(rollout.flow_nbytes(layer + 1, n_flow, maps.causal), rollout.FLOW_PROBE_SECONDS)
+    need = rollout.flow_need(layer + 1, n_flow, maps.causal)
     ask = st.empty()  # the estimate and the button, gone once the flow is drawn (the progress bar times the run)
     if ("rollout_flow", flow_key) not in result_cache():
         timing = t("rollout.flow_timing")
         # timed once on this graph (0.5 s, admitted like any request), then scaled by the machine as it is now
         name = ("rollout_flow_seconds", flow_key)
-        timed = cached(name[0], flow_key, probed(name, lambda: rollout.measured_flow_seconds(weights)), timing, need)
+        probe = rollout.flow_probe_need(layer + 1, n_flow, maps.causal)
+        timed = cached(name[0], flow_key, probed(name, lambda: rollout.measured_flow_seconds(weights)), timing, probe)
         seconds = quote(name, timed).seconds
         with ask.container():
             st.caption(t("rollout.flow_estimate", seconds=seconds, work=rollout.flow_work_of(weights) / 1e6))
@@ -78,7 +75,7 @@ if kind == "flow":
                 t("rollout.flow_run", seconds=seconds), key="rollout_flow_run"
             ):
                 st.stop()
-        need = Need(need.nbytes, seconds)
+        need = rollout.flow_need(layer + 1, n_flow, maps.causal, seconds)
     values = cached_job(
         "rollout_flow",
         flow_key,

@@ -18,7 +18,8 @@ from attnviz.errors import ModelUnavailableError
 from attnviz.settings import ABLATION_MODES, ABLATION_TOKENS, SWEEP_TOKENS
 
 if TYPE_CHECKING:
-    from attnviz.labs.heads_matter.ablation import AblationResult, SweepBaseline
+    from attnviz.labs.heads_matter.ablation import SweepBaseline
+    from attnviz.labs.heads_matter.effect import AblationResult
     from attnviz.models.source import AttentionSource
 
 
@@ -73,7 +74,9 @@ def ablate_command(args: argparse.Namespace) -> int:
     check_text_arguments(args)
     from attnviz.cli.loading import load_cli_source
     from attnviz.core.token_display import read_texts
-    from attnviz.labs.heads_matter.ablation import ablation_effect, parse_heads, read_heads, run_pieces, sweep_result
+    from attnviz.labs.heads_matter.ablation import run_pieces, sweep_result
+    from attnviz.labs.heads_matter.effect import ablation_effect
+    from attnviz.labs.heads_matter.head_specs import parse_heads, read_heads
 
     sweep_all = args.heads.strip().lower() == "all"
     try:

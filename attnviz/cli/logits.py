@@ -90,7 +90,7 @@ def logits_command(args: argparse.Namespace) -> int:
         if not args.token:
             raise CommandError("--token is empty; give the text of one token (e.g. ' Mary') or leave it out")
     from attnviz.cli.loading import load_cli_source
-    from attnviz.labs.heads_matter.ablation import token_limit
+    from attnviz.labs.heads_matter.common import token_limit
     from attnviz.labs.heads_matter.direct_logits import direct_logit_attribution
 
     try:

@@ -108,7 +108,8 @@ def patch_command(args: argparse.Namespace) -> int:
     metric = check_metric(args.metric)
     from attnviz.cli.loading import load_cli_source
     from attnviz.labs.heads_matter import attribution, patching
-    from attnviz.labs.heads_matter.ablation import parse_heads, read_heads, token_limit
+    from attnviz.labs.heads_matter.common import token_limit
+    from attnviz.labs.heads_matter.head_specs import parse_heads, read_heads
 
     sweep_all = args.heads.strip().lower() == "all"
     try:

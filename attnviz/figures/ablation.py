@@ -11,7 +11,8 @@ import plotly.graph_objects as go
 
 from attnviz.figures.base import hover_text
 from attnviz.i18n.translate import t
-from attnviz.labs.heads_matter.ablation import AblationResult, AblationSweep
+from attnviz.labs.heads_matter.ablation import AblationSweep
+from attnviz.labs.heads_matter.effect import AblationResult
 from attnviz.models.record import token_labels
 
 

@@ -33,8 +33,10 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from attnviz.core.admission import Need
 from attnviz.core.attention import reduction_dtype
 from attnviz.core.capture import weights_window
+from attnviz.core.device_speed import device_of, speedup
 from attnviz.core.progress import Progress, or_none
 from attnviz.i18n.message import msg
 from attnviz.models.record import AttentionRecord
@@ -315,6 +317,23 @@ def flow_nbytes(n_layer: int, n_tokens: int, causal: bool) -> int:
     return 48 * n_layer * n_tokens**2 + 400 * flow_edges(n_layer, n_tokens, causal) + 64 * 2**10
 
 
+def flow_need(n_layer: int, n_tokens: int, causal: bool, seconds: float | None = None) -> Need:
+    """What :func:`attention_flow` on ``n_tokens`` tokens through ``n_layer`` layers costs, on the host (the
+    max-flow is host work): :func:`flow_nbytes`, and ``seconds`` when this machine's rate was measured
+    (:func:`measured_flow_seconds`, quoted), else :func:`flow_seconds` at the default rate."""
+    if seconds is None:
+        seconds = flow_seconds(n_layer, n_tokens, causal)
+    return Need(flow_nbytes(n_layer, n_tokens, causal), seconds)
+
+
+def flow_probe_need(n_layer: int, n_tokens: int, causal: bool, budget_s: float = FLOW_PROBE_SECONDS) -> Need:
+    """What :func:`measured_flow_seconds` costs: the flow's graph (:func:`flow_nbytes`), and the row it times at the
+    default rate: the row of median work (at most twice the mean row's, ``2 x flow_seconds / n_tokens``, under a
+    causal mask), whole, or where it is longer its first max-flow (about ``2 x row / n_tokens``) and ``budget_s``."""
+    row = 2 * flow_seconds(n_layer, n_tokens, causal) / max(1, n_tokens)
+    return Need(flow_nbytes(n_layer, n_tokens, causal), min(row, budget_s + 2 * row / max(1, n_tokens)))
+
+
 def flow_rate(attention: Tensor, budget_s: float = FLOW_PROBE_SECONDS, clock=time.perf_counter) -> float:
     """This machine's seconds per unit of :func:`flow_row_work`, timed on the graph ``attention`` (n_layer, T, T)
     itself: the output token at the work's median (half of all the work lies in graphs no larger than its), its graph
@@ -364,6 +383,21 @@ def rollout_seconds(n_layer: int, n_head: int, head_dim: int, n_tokens: int) -> 
 def rollout_nbytes(n_layer: int, n_head: int, n_tokens: int) -> int:
     """Predicted peak bytes: one layer's heads at a time (float32), and the (n_layer, T, T) maps kept, twice."""
     return 4 * n_tokens**2 * (2 * n_head + 3 * n_layer)
+
+
+def rollout_need(record: AttentionRecord, source, n_tokens: int = ROLLOUT_TOKENS) -> Need:
+    """What :func:`rollout_maps` of ``record`` costs on ``source``'s device (:class:`~attnviz.core.admission.Need`):
+    :func:`rollout_nbytes` on the host (where the maps come back; an upper bound there when the work runs on an
+    accelerator) and, on an accelerator, in its memory too with each layer's window of q and k (float32 at most);
+    :func:`rollout_seconds` on that device (the CPU's rate divided by its measured speed-up,
+    :func:`attnviz.core.device_speed.speedup`)."""
+    n = min(record.q_len, record.k_len, n_tokens)
+    device = device_of(source)
+    nbytes = rollout_nbytes(record.n_layer, record.n_head, n)
+    seconds = rollout_seconds(record.n_layer, record.n_head, source.head_dim, n) / speedup(device)
+    on_device = device is not None and device.split(":")[0] != "cpu"
+    window = 2 * record.n_head * n * source.head_dim * 4  # one layer's q and k rows, moved to the device
+    return Need(nbytes, seconds, nbytes + window if on_device else 0, device)
 
 
 def layer_attention(

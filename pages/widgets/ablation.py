@@ -28,11 +28,13 @@ from attnviz.figures.ablation import make_ablation_change_figure, make_ablation_
 from attnviz.figures.heads_matter import make_head_effect_figure
 from attnviz.i18n.translate import t
 from attnviz.labs.heads_matter import ablation, attribution, patching
-from attnviz.labs.heads_matter.ablation import AblationResult, AblationSweep
+from attnviz.labs.heads_matter.ablation import AblationSweep
 from attnviz.labs.heads_matter.agreement import agreement as rank_agreement
 from attnviz.labs.heads_matter.agreement import by_size, flag_report, head_check
+from attnviz.labs.heads_matter.common import token_limit
+from attnviz.labs.heads_matter.effect import AblationResult
 from attnviz.models.source import AttentionSource, Capability
-from attnviz.settings import ESTIMATE_TOKENS
+from attnviz.settings import ESTIMATE_TOKENS, SWEEP_TOKENS
 
 
 def show_result(result: AblationResult, name: str) -> None:
@@ -106,12 +108,12 @@ def sweep_section(source: AttentionSource, settings: Settings, mode: str, view_k
     map, and Continue. ``view_key``: what else chose the heads and the text measured (an encoder-decoder's kind and
     target)."""
     st.subheader(t("ablation.sweep"))
-    sweep_tokens = ablation.token_limit(settings.max_tokens, ablation.SWEEP_TOKENS)
+    sweep_tokens = token_limit(settings.max_tokens, SWEEP_TOKENS)
     key = (settings.spec, settings.text, sweep_tokens, mode, *view_key)
     job = PieceJob("ablation_sweep", key, extra=("losses",))
     found, sweep = result_cache().lookup(("ablation_sweep", key))
     if found:
-        limit = limit_text("ablation.sweep_limit", sweep.n_tokens, settings.max_tokens, ablation.SWEEP_TOKENS)
+        limit = limit_text("ablation.sweep_limit", sweep.n_tokens, settings.max_tokens, SWEEP_TOKENS)
         st.caption(t("ablation.sweep_done", n=sweep.n_heads, tokens=sweep.n_tokens, limit=limit))
         job.time_taken()
         show_sweep(sweep)
@@ -128,7 +130,7 @@ def sweep_section(source: AttentionSource, settings: Settings, mode: str, view_k
         need,
     )
     values = {**baseline.first, **job.values}
-    limit = limit_text("ablation.sweep_limit", baseline.n_tokens, settings.max_tokens, ablation.SWEEP_TOKENS)
+    limit = limit_text("ablation.sweep_limit", baseline.n_tokens, settings.max_tokens, SWEEP_TOKENS)
     if len(values) == len(baseline.heads):  # timing the first pass ran every head: nothing left to ask for
         result_cache().get_or_compute(("ablation_sweep", key), lambda: ablation.sweep_result(baseline, values, {}))
         st.rerun()  # drawn as done, with the estimate above beside it
@@ -181,7 +183,7 @@ def estimate_section(source: AttentionSource, settings: Settings, mode: str, vie
     if mode not in attribution.ESTIMATE_MODES:
         st.caption(t("heads_matter.estimate_mode", mode=t(f"ablation.mode_{mode}")))
         return
-    n_tokens = ablation.token_limit(settings.max_tokens, ESTIMATE_TOKENS)
+    n_tokens = token_limit(settings.max_tokens, ESTIMATE_TOKENS)
     lm = Capability.GENERATE in source.capabilities
     graddrop = lm and st.checkbox(
         t("estimate_check.graddrop_option"), key="ablation_graddrop", help=t("estimate_check.graddrop_help")
@@ -213,7 +215,7 @@ def estimate_section(source: AttentionSource, settings: Settings, mode: str, vie
         key="ablation_estimate_map",
     )
     estimate_flags(estimate)
-    sweep_tokens = ablation.token_limit(settings.max_tokens, ablation.SWEEP_TOKENS)
+    sweep_tokens = token_limit(settings.max_tokens, SWEEP_TOKENS)
     found, sweep = result_cache().lookup(
         ("ablation_sweep", (settings.spec, settings.text, sweep_tokens, mode, *view_key))
     )

@@ -28,8 +28,8 @@ from attnviz.figures.heads_matter import make_head_effect_figure, make_positions
 from attnviz.figures.position_patching import make_position_patch_figure
 from attnviz.i18n.translate import t
 from attnviz.labs.heads_matter import attribution, corruption, patching
-from attnviz.labs.heads_matter.ablation import token_limit
 from attnviz.labs.heads_matter.agreement import flag_report, head_check
+from attnviz.labs.heads_matter.common import token_limit
 from attnviz.labs.heads_matter.direct_logits import direct_logit_attribution, direct_logits_need
 from attnviz.models.readings import Verdict
 from attnviz.models.source import AttentionSource, Capability
@@ -89,6 +89,7 @@ def patch_section(source: AttentionSource, settings: Settings) -> None:
         (settings.spec, settings.text, n_tokens),
         lambda: corruption.propose(source, settings.text, n_tokens),
         t("patch_proposal.proposing"),
+        corruption.propose_need(settings.text),
     )
     if st.session_state.get("patch_corrupt", proposal.corrupt) == st.session_state.get(
         "patch_corrupt_from", proposal.corrupt

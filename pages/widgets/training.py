@@ -13,8 +13,6 @@ from attnviz.app.cache import BoundedCache
 from attnviz.app.progress import progress_text
 from attnviz.app.queue_view import admitted, request_id
 from attnviz.app.widgets import plotly
-from attnviz.core.admission import Need
-from attnviz.core.budget import training_seconds
 from attnviz.core.progress import Progress, ProgressState
 from attnviz.errors import TrainingCapError
 from attnviz.figures.training import make_training_figure
@@ -70,14 +68,10 @@ def train_live(config: TrainingConfig) -> list[RunResult]:
     return results
 
 
-TRAINING_BYTES = 64 * 2**20  # the three runs' weights, optimiser state and batches at once: a few MB, rounded up
-
-
 def admitted_training(config: TrainingConfig) -> list[RunResult]:
     """:func:`train_live` once the server's memory budget admits it, like every other heavy job (the Training page
     keeps its own cache, so it does not go through ``loading.cached_job``)."""
-    need = Need(TRAINING_BYTES, training_seconds(training.training_macs(config)))
-    with admitted(need, request_id("training", (config,))):
+    with admitted(training.training_need(config), request_id("training", (config,))):
         return train_live(config)
 
 
@@ -90,7 +84,7 @@ def capped_training(config: TrainingConfig) -> list[RunResult]:
     if not hosted.is_hosted():
         return admitted_training(config)
     ledger = st.session_state.setdefault(TRAINING_LEDGER, hosted.TrainingLedger())
-    needed = training_seconds(training.training_macs(config))
+    needed = training.training_need(config).seconds
     try:
         ledger.check(needed, time.time())
     except TrainingCapError as err:

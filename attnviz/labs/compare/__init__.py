@@ -43,6 +43,7 @@ from attnviz.labs.compare.comparison import (
     align_records,
     align_tokens,
     aligned_rows,
+    cell_flops,
     compare_records,
     comparison_need,
     comparison_seconds,
@@ -56,7 +57,17 @@ from attnviz.labs.compare.comparison import (
     spread,
     stat_diff,
 )
-from attnviz.labs.compare.head_pair import HeadPair, Span, head_pair, pool_signed
+from attnviz.labs.compare.head_pair import (
+    PAIR_BYTES_PER_CELL,
+    HeadPair,
+    Span,
+    diff_plan,
+    diff_rows,
+    head_pair,
+    head_pair_need,
+    head_pair_seconds,
+    pool_signed,
+)
 from attnviz.labs.compare.sides import MODES, mask_name, mask_variant, same_tokens, tokens_differ
 
 __all__ = [
@@ -71,6 +82,7 @@ __all__ = [
     "LARGEST",
     "MIN_JSD_QUERIES",
     "MODES",
+    "PAIR_BYTES_PER_CELL",
     "QUERY_RUNS",
     "Alignment",
     "Comparison",
@@ -79,11 +91,16 @@ __all__ = [
     "align_records",
     "align_tokens",
     "aligned_rows",
+    "cell_flops",
     "compare_records",
     "comparison_need",
     "comparison_seconds",
+    "diff_plan",
+    "diff_rows",
     "head_jsd",
     "head_pair",
+    "head_pair_need",
+    "head_pair_seconds",
     "jensen_shannon",
     "jsd_queries",
     "jsd_rows",

@@ -105,11 +105,17 @@ def comparison_seconds(record_a: AttentionRecord, record_b: AttentionRecord) -> 
     queries = jsd_queries(record_a.n_layer, record_a.n_head, max(record_a.k_len, record_b.k_len))
     total = 0.0
     for record in (record_a, record_b):
-        capture = record.layers[0]
-        head_dim = capture.q.shape[-1] if capture.q is not None else 64
         cells = record.n_layer * record.n_head * min(queries, record.q_len) * record.k_len
-        total += cells * (2 * head_dim + CELL_FLOPS)
+        total += cells * cell_flops(record)
     return total / FLOPS_PER_SECOND
+
+
+def cell_flops(record: AttentionRecord) -> int:
+    """The work of reading back one weight of ``record`` at full resolution: its q·k over head_dim (64 where the
+    record keeps no q), then :data:`CELL_FLOPS` (the exp, the renormalisation, what the reader does with it)."""
+    capture = record.layers[0]
+    head_dim = capture.q.shape[-1] if capture.q is not None else 64
+    return 2 * head_dim + CELL_FLOPS
 
 
 def comparison_need(record_a: AttentionRecord, record_b: AttentionRecord) -> Need:

@@ -13,14 +13,25 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from attnviz.core.capture import FULL_VIEW_TOKENS
+from attnviz.core.admission import Need
+from attnviz.core.capture import FULL_VIEW_TOKENS, WINDOW_CELLS
 from attnviz.i18n.message import msg
-from attnviz.labs.compare.comparison import CHUNK_ELEMENTS, Comparison, aligned_rows
+from attnviz.labs.compare.comparison import (
+    CHUNK_ELEMENTS,
+    FLOPS_PER_SECOND,
+    Comparison,
+    aligned_rows,
+    cell_flops,
+)
 from attnviz.models.record import AttentionRecord
 
 MAP_SIDE = 256  # one head's B − A map past FULL_VIEW_TOKENS aligned tokens: pooled to at most this many bins a side
 DIFF_CELLS = 2**23  # ... and read at most about this many weights of each record (every k-th query of a bin past it)
 
+# the process's peak a weight of a chunk: both records' rows and masks, B − A and its masked copy, the pooling's padded
+# copy, its bins and their NaN-filled copies (23 and 29 B measured: 3,219 aligned tokens, 5.2 M weights a chunk)
+PAIR_BYTES_PER_CELL = 32
+RUN_SECONDS = 1.5e-4  # a run of rows read back, besides its flops (0.14 to 0.16 ms measured for one row of 3,220 keys)
 Span = tuple[int, int]  # the token positions start..end-1 one row or column of a map stands for
 
 
@@ -81,6 +92,44 @@ def pool_signed(values: Tensor, size: int, row_size: int | None = None) -> Tenso
     return pooled.masked_fill(bins.isnan().all(dim=-1), math.nan)
 
 
+def diff_plan(n: int, max_side: int = MAP_SIDE, max_cells: int = DIFF_CELLS) -> tuple[int, int]:
+    """How B − A is read over ``n`` aligned tokens: (bin size, stride): whole up to :data:`FULL_VIEW_TOKENS`, else
+    bins of ``size`` tokens (at most ``max_side`` a side), every ``stride``-th query of a bin where every row would
+    be more than ``max_cells`` weights."""
+    size = 1 if n <= FULL_VIEW_TOKENS else math.ceil(n / max_side)
+    return size, min(size, max(1, math.ceil(n * n / max_cells)))
+
+
+def diff_rows(n: int, max_side: int = MAP_SIDE, max_cells: int = DIFF_CELLS) -> int:
+    """How many aligned query rows :func:`head_pair` reads of each record for B − A (:func:`diff_plan`)."""
+    size, stride = diff_plan(n, max_side, max_cells)
+    return (n // size) * math.ceil(size / stride) + math.ceil((n % size) / stride)
+
+
+def head_pair_seconds(comparison: Comparison, max_side: int = MAP_SIDE, max_cells: int = DIFF_CELLS) -> float:
+    """The predicted time of :func:`head_pair` on one CPU core, at the comparison's own rate
+    (:data:`~attnviz.labs.compare.FLOPS_PER_SECOND`): in each record, the head's whole map where it is drawn at full
+    resolution (a pooled map is kept, nothing to compute) and the rows B − A reads (:func:`diff_rows`), each weight
+    recomputed at :func:`~attnviz.labs.compare.comparison.cell_flops`, and :data:`RUN_SECONDS` for each run of rows
+    read at once (every row its own where a bin's rows are strided; else as many as a window holds); the pooling is
+    a few passes over them."""
+    n = len(comparison.alignment)
+    rows, (_, stride) = diff_rows(n, max_side, max_cells), diff_plan(n, max_side, max_cells)
+    seconds = 0.0
+    for record in (comparison.a, comparison.b):
+        cells = rows * record.k_len + (record.q_len * record.k_len if record.full_view else 0)
+        runs = rows if stride > 1 else math.ceil(rows / max(1, WINDOW_CELLS // record.k_len))
+        seconds += cells * cell_flops(record) / FLOPS_PER_SECOND + (runs + 1) * RUN_SECONDS
+    return seconds
+
+
+def head_pair_need(comparison: Comparison, max_side: int = MAP_SIDE, max_cells: int = DIFF_CELLS) -> Need:
+    """What :func:`head_pair` costs (:class:`~attnviz.core.admission.Need`), on the host (records keep q and k
+    there): a chunk of both records' rows at its peak (:data:`PAIR_BYTES_PER_CELL` a weight of
+    :data:`~attnviz.labs.compare.CHUNK_ELEMENTS`), and :func:`head_pair_seconds`."""
+    return Need(PAIR_BYTES_PER_CELL * CHUNK_ELEMENTS, head_pair_seconds(comparison, max_side, max_cells))
+
+
 def head_pair(
     comparison: Comparison,
     layer: int,
@@ -102,8 +151,7 @@ def head_pair(
     map_a, spans_a = _head_map(record_a, layer, head)
     map_b, spans_b = _head_map(record_b, layer, head)
     n = len(alignment)
-    size = 1 if n <= FULL_VIEW_TOKENS else math.ceil(n / max_side)
-    stride = min(size, max(1, math.ceil(n * n / max_cells)))
+    size, stride = diff_plan(n, max_side, max_cells)
     per_bin = math.ceil(size / stride)  # rows read of every whole bin
     k_a, k_b = torch.tensor(alignment.a, dtype=torch.long), torch.tensor(alignment.b, dtype=torch.long)
     bins = max(1, chunk_elements // max(1, n * per_bin))  # bins a chunk

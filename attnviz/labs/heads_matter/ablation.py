@@ -13,13 +13,13 @@ the positions, or ``first``, the head attending only to the first token) and the
 Log-softmax, losses, KL and cosine distances are reduced in float64 whatever the model ran in: over a
 49,152-token vocabulary float32 is 1e-6 to 1e-4 off, as large as the effect of a weak head.
 
-Some heads ablated together on one text are :mod:`attnviz.labs.heads_matter.effect` (:func:`ablation_effect`, also
-importable from here). The single-head sweep ablates every head alone, several heads per batched pass (row r
-ablates its own head), reducing each pass's outputs to one number a head as it goes; a pass holds at most
-:data:`PASS_BYTES` of outputs and takes about :data:`PASS_SECONDS` here. It runs in pieces, one pass each
-(:func:`sweep_baseline`, then :func:`sweep_piece` per piece, :func:`sweep_result` at any point), so a caller can
-stop between two and keep what is done; its time is predicted from a pass timed on this machine at the text's own
-length, never from a constant.
+Some heads ablated together on one text are :mod:`attnviz.labs.heads_matter.effect`'s (:func:`ablation_effect`
+there). The single-head sweep ablates every head alone, several heads per batched pass (row r ablates its own head),
+reducing each pass's outputs to one number a head as it goes; a pass holds at most :data:`PASS_BYTES` of outputs and
+takes about :data:`~attnviz.labs.heads_matter.schedule.PASS_SECONDS` here. It runs in pieces
+(:mod:`attnviz.labs.heads_matter.schedule`), one pass each (:func:`sweep_baseline`, then :func:`sweep_piece` per
+piece, :func:`sweep_result` at any point), so a caller can stop between two and keep what is done; its time is
+predicted from a pass timed on this machine at the text's own length, never from a constant.
 """
 
 from __future__ import annotations
@@ -27,14 +27,14 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 
 from torch import Tensor
 
 from attnviz.core.admission import Need
-from attnviz.core.progress import Progress, or_none
+from attnviz.core.progress import Progress
 from attnviz.core.time_agreement import TimeLog, cpu_share
+from attnviz.labs.heads_matter import schedule
 from attnviz.labs.heads_matter.common import (
     PASS_BYTES,
     PASS_ROWS,
@@ -45,29 +45,23 @@ from attnviz.labs.heads_matter.common import (
     rows_per_pass,
     token_limit,
 )
-from attnviz.labs.heads_matter.effect import AblationResult, ablation_effect, unablated_outputs
-from attnviz.labs.heads_matter.head_specs import SHOWN_SPEC_CHARS, check_heads, parse_heads, read_heads, shown_spec
+from attnviz.labs.heads_matter.effect import unablated_outputs
 from attnviz.labs.heads_matter.reductions import (
     REDUCE_POSITIONS,
-    TOP_K,
     HeadReduction,
     Reduction,
     cosine_distance,
     head_reduction,
-    kl_divergence,
     kl_rows,
     kl_through_head,
     next_token_losses,
     reduction_of,
-    top_tokens,
 )
-from attnviz.models.ablation import ABLATION_MODES, check_mode
+from attnviz.models.ablation import check_mode
 from attnviz.models.resume import CachedLayers
 from attnviz.models.source import AttentionSource, ReadsHead, Resumes
-from attnviz.settings import ABLATION_TOKENS, SWEEP_TOKENS
+from attnviz.settings import SWEEP_TOKENS
 
-PASS_SECONDS = 2.0  # a sweep's pass ablates fewer rows when one row takes long: a Stop waits for one pass at most
-BATCHED_TOKENS = 256  # ... but never fewer than this many tokens a pass: a short row's time is mostly fixed cost
 RANKED_K = 10  # the heads listed by effect under the sweep's map
 
 
@@ -201,19 +195,14 @@ class SweepBaseline:
         as many as fit PASS_SECONDS (a Stop waits for one pass) and ``max_rows`` (its outputs' bytes)."""
         if self.resume is None or self.last_seconds is None:
             return self.rows
-        by_time = int(PASS_SECONDS / max(1e-9, self.row_seconds(layer)))
+        by_time = int(schedule.PASS_SECONDS / max(1e-9, self.row_seconds(layer)))
         return max(self.rows, min(self.max_rows or self.rows, by_time))
 
     def pieces(self, done: Mapping[Head, object] | None = None) -> list[list[Head]]:
         """The heads not in ``done``, in order, a piece (one batched pass) each :meth:`rows_at` its first head's
         layer."""
         left = [head for head in self.heads if head not in (done or {})]
-        found, start = [], 0
-        while start < len(left):
-            size = self.rows_at(left[start][0])
-            found.append(left[start : start + size])
-            start += size
-        return found
+        return schedule.cut_pieces(left, lambda head: self.rows_at(head[0]))
 
     def piece_seconds(self, piece: Sequence[Head]) -> float:
         """A piece's predicted time: a row's from its first head's layer, times its rows (more rows a pass cost a
@@ -270,12 +259,13 @@ def sweep_baseline(
         start = clock()
         before = unablated_outputs(source, text, n_tokens, mode)
         timings.append(max(1e-9, clock() - start))
-        if timings[0] > PASS_SECONDS:
+        if timings[0] > schedule.PASS_SECONDS:
             break
     one_row = min(timings)
     base = before.values[0]  # (T, width)
     T, width = base.shape
-    by_time = max(int(PASS_SECONDS / one_row), BATCHED_TOKENS // T)  # short rows batch almost free: keep them
+    # short rows batch almost free: keep them
+    by_time = max(int(schedule.PASS_SECONDS / one_row), schedule.BATCHED_TOKENS // T)
     rows = max(1, min(rows_per_pass(T, width, limit), by_time))
     heads = [(layer, head) for layer in range(before.layers_run) for head in range(source.n_head)]
     baseline = SweepBaseline(
@@ -315,7 +305,7 @@ def sweep_baseline(
     # the last layer's heads, up to a layer's and what a pass holds: later passes hold more rows than the first, and
     # a row costs less in a bigger batch, so the time from the last layer is measured near that size (a row from
     # there costs at most a whole one: the pass stays within twice PASS_SECONDS)
-    k = max(rows, min(source.n_head, baseline.max_rows, int(2 * PASS_SECONDS / one_row)))
+    k = max(rows, min(source.n_head, baseline.max_rows, int(2 * schedule.PASS_SECONDS / one_row)))
     final = [head for head in heads[-k:] if head not in scores]
     if cache is not None and final and final[0][0] > first[-1][0]:  # resumed: a pass from the last layer, timed
         start = clock()
@@ -396,16 +386,15 @@ def run_pieces(
     step per head priced at its pass's price; ``losses``: filled as :func:`sweep_piece` fills it; ``log``: a lap
     per pass, its predicted time beside what it took."""
     values.update({head: v for head, v in baseline.first.items() if head not in values})
-    pieces = baseline.pieces(values)
-    progress = or_none(progress)
-    left = sum(map(len, pieces))
-    prices = [baseline.piece_seconds(piece) / len(piece) for piece in pieces for _ in piece]
-    progress.stage("ablation_lib.progress_heads", len(baseline.heads), done=len(baseline.heads) - left, prices=prices)
-    for piece in pieces:
-        first = min(layer for layer, _ in piece)
-        with nullcontext() if log is None else log.part(first, baseline.piece_seconds(piece)):
-            values.update(sweep_piece(source, text, baseline, piece, losses))
-        progress.step(len(piece))
+    schedule.run_passes(
+        baseline.pieces(values),
+        lambda piece: values.update(sweep_piece(source, text, baseline, piece, losses)),
+        progress,
+        "ablation_lib.progress_heads",
+        len(baseline.heads),
+        baseline.piece_seconds,
+        log,
+    )
     return values
 
 
@@ -435,37 +424,3 @@ def ablation_sweep(
     baseline = sweep_baseline(source, text, max_tokens, mode, limit)
     losses: dict[Head, float | None] = {}
     return sweep_result(baseline, run_pieces(source, text, baseline, {}, progress, losses), losses)
-
-
-__all__ = [
-    "ABLATION_MODES",
-    "ABLATION_TOKENS",
-    "PASS_BYTES",
-    "PASS_ROWS",
-    "REDUCE_POSITIONS",
-    "SHOWN_SPEC_CHARS",
-    "SWEEP_TOKENS",
-    "TOP_K",
-    "AblationResult",
-    "AblationSweep",
-    "SweepBaseline",
-    "ablation_effect",
-    "ablation_sweep",
-    "check_heads",
-    "cosine_distance",
-    "kl_divergence",
-    "kl_rows",
-    "next_token_losses",
-    "parse_heads",
-    "read_heads",
-    "reduction_of",
-    "rows_per_pass",
-    "run_pieces",
-    "shown_spec",
-    "sweep_baseline",
-    "sweep_piece",
-    "sweep_result",
-    "token_limit",
-    "top_tokens",
-    "unablated_outputs",
-]

@@ -11,9 +11,11 @@ read tokens differ. A text that offers none opens on the built-in example pair, 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 
+from attnviz.core.admission import Need
 from attnviz.i18n.message import Message, msg
 from attnviz.models.source import AttentionSource
 
@@ -34,6 +36,13 @@ SUBJECTS = {**dict(SUBJECT_PAIRS), **{b: a for a, b in SUBJECT_PAIRS}}
 _WORD = re.compile(r"\b[A-Za-z]+\b")
 _NUMBER = re.compile(r"(?<![\d.])\d+(?![\d.])")
 KINDS = ("repeated_name", "swapped_names", "other_name", "number", "subject", "example")
+# a proposal's price: the tokenizer reads the whole text at each try (measured on 2 loaded cores, SmolLM2's, MiniLM's
+# and the embedded model's tokenizers, 60 to 172,000 characters, English and Chinese)
+ENCODE_SECONDS_PER_BYTE = 1.5e-6  # a UTF-8 byte of text read (0.7 to 1.2 µs measured)
+ENCODE_CALL_SECONDS = 2e-4  # a call, whatever its length (0.05 to 0.17 ms measured on 60 characters)
+ENCODE_BYTES_PER_BYTE = 160  # a proposal's peak above the process a UTF-8 byte (57 measured: English, 143: Chinese)
+# a swap: its kind, the old and new words, and the corrupted text, built only when it is tried
+Swap = tuple[str, str, str, Callable[[], str]]
 
 
 @dataclass(frozen=True)
@@ -70,9 +79,9 @@ def _cased(word: str, like: str) -> str:
     return word
 
 
-def _name_swaps(text: str) -> Iterator[tuple[str, str, str, str]]:
-    """(corrupted text, kind, old, new): a repeated name's last use become the other name; the first two names
-    exchanged; a single name become another."""
+def _name_swaps(text: str) -> Iterator[Swap]:
+    """A repeated name's last use become the other name; the first two names exchanged; a single name become
+    another."""
     found = [m for m in _WORD.finditer(text) if m.group() in NAMES]
     names = list(dict.fromkeys(m.group() for m in found))
     if len(names) >= 2:
@@ -80,18 +89,17 @@ def _name_swaps(text: str) -> Iterator[tuple[str, str, str, str]]:
             uses = [m for m in found if m.group() == name]
             if len(uses) >= 2:
                 other = next(n for n in names if n != name)
-                yield _replace_at(text, uses[-1].start(), uses[-1].end(), other), "repeated_name", name, other
+                yield "repeated_name", name, other, partial(_replace_at, text, uses[-1].start(), uses[-1].end(), other)
         a, b = names[:2]
-        exchanged = _WORD.sub(lambda m: {a: b, b: a}.get(m.group(), m.group()), text)
-        yield exchanged, "swapped_names", a, b
+        yield "swapped_names", a, b, partial(_WORD.sub, lambda m: {a: b, b: a}.get(m.group(), m.group()), text)
     elif len(names) == 1:
         (name,) = names
         for other in NAMES:
             if other != name:
-                yield re.sub(rf"\b{name}\b", other, text), "other_name", name, other
+                yield "other_name", name, other, partial(re.sub, rf"\b{name}\b", other, text)
 
 
-def _number_swaps(text: str) -> Iterator[tuple[str, str, str, str]]:
+def _number_swaps(text: str) -> Iterator[Swap]:
     """A number with its last two digits 01 (the greater-than prompt's corruption), or its last digit changed."""
     for m in _NUMBER.finditer(text):
         number = m.group()
@@ -99,10 +107,10 @@ def _number_swaps(text: str) -> Iterator[tuple[str, str, str, str]]:
         tried += [number[:-1] + str((int(number[-1]) + step) % 10) for step in (5, 1)]
         for new in dict.fromkeys(tried):
             if new != number:
-                yield _replace_at(text, m.start(), m.end(), new), "number", number, new
+                yield "number", number, new, partial(_replace_at, text, m.start(), m.end(), new)
 
 
-def _subject_swaps(text: str) -> Iterator[tuple[str, str, str, str]]:
+def _subject_swaps(text: str) -> Iterator[Swap]:
     """Each known subject (a word, or a CJK one found anywhere) in the order it appears, swapped everywhere."""
     seen = []
     for m in _WORD.finditer(text):
@@ -113,10 +121,13 @@ def _subject_swaps(text: str) -> Iterator[tuple[str, str, str, str]]:
     for word in seen:
         new = SUBJECTS[word]
         if word.isascii():
-            changed = re.sub(rf"\b{word}\b", lambda m, n=new: _cased(n, m.group()), text, flags=re.IGNORECASE)
+            cased = partial(re.sub, rf"\b{word}\b", lambda m, n=new: _cased(n, m.group()), text, flags=re.IGNORECASE)
+            yield "subject", word, new, cased
         else:
-            changed = text.replace(word, new)
-        yield changed, "subject", word, new
+            yield "subject", word, new, partial(text.replace, word, new)
+
+
+SWAPS = (_name_swaps, _number_swaps, _subject_swaps)  # in the order they are tried
 
 
 def _fits(source: AttentionSource, clean_tokens: list[str], clean_ids, corrupt: str, max_tokens: int) -> bool:
@@ -136,8 +147,9 @@ def propose_swap(source: AttentionSource, text: str, max_tokens: int) -> Proposa
     if not clean.tokens:
         return None
     clean_tokens = [t.text for t in clean.tokens]
-    for swaps in (_name_swaps, _number_swaps, _subject_swaps):
-        for corrupt, kind, old, new in swaps(text):
+    for swaps in SWAPS:
+        for kind, old, new, build in swaps(text):
+            corrupt = build()
             if corrupt != text and _fits(source, clean_tokens, clean.ids, corrupt, max_tokens):
                 return Proposal(text, corrupt, kind, old, new)
     return None
@@ -149,6 +161,22 @@ def example_pair(source: AttentionSource, max_tokens: int) -> Proposal:
     found = propose_swap(source, EXAMPLE_CLEAN, max_tokens)
     corrupt, old, new = (found.corrupt, found.old, found.new) if found else (EXAMPLE_CORRUPT, "John", "Mary")
     return Proposal(EXAMPLE_CLEAN, corrupt, "example", old, new)
+
+
+def swap_count(text: str) -> int:
+    """How many swaps of ``text`` :func:`propose_swap` may try (none of them built)."""
+    return sum(1 for swaps in SWAPS for _ in swaps(text))
+
+
+def propose_need(text: str) -> Need:
+    """What :func:`propose` of ``text`` costs at most, on the host (a tokenizer's work): the text's reading and a
+    corrupted copy's at once (:data:`ENCODE_BYTES_PER_BYTE` a UTF-8 byte), and every read it may make: the text,
+    each of its swaps (:func:`swap_count`; a swap that fits ends it sooner) and the example pair's, each at
+    :data:`ENCODE_SECONDS_PER_BYTE` a byte and :data:`ENCODE_CALL_SECONDS` a call."""
+    size, example = len(text.encode("utf-8")), len(EXAMPLE_CLEAN.encode("utf-8"))
+    reads = [size] * (1 + swap_count(text)) + [example] * (1 + swap_count(EXAMPLE_CLEAN))
+    seconds = sum(ENCODE_CALL_SECONDS + n * ENCODE_SECONDS_PER_BYTE for n in reads)
+    return Need(max(size, example) * ENCODE_BYTES_PER_BYTE, seconds)
 
 
 def propose(source: AttentionSource, text: str, max_tokens: int) -> Proposal:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
-from contextlib import nullcontext
 from dataclasses import dataclass
 
 import torch
@@ -29,6 +28,7 @@ from attnviz.core.attention import reduction_dtype
 from attnviz.core.progress import Progress, or_none
 from attnviz.core.time_agreement import TimeLog, cpu_share
 from attnviz.i18n.message import Message, msg
+from attnviz.labs.heads_matter import schedule
 from attnviz.labs.heads_matter.agreement import TOP_K, Agreement, agreement, by_size
 from attnviz.labs.heads_matter.common import (
     PASS_BYTES,
@@ -262,7 +262,8 @@ def _row_metrics(pair: RunPair, out: Tensor) -> list[float]:
 
 
 def patch_pieces(heads: Sequence[Head], rows: int) -> list[list[Head]]:
-    return [list(heads[start : start + rows]) for start in range(0, len(heads), rows)]
+    """``heads`` in order, ``rows`` a pass (the last pass holds what is left)."""
+    return schedule.cut_pieces(heads, lambda head: rows)
 
 
 @dataclass(frozen=True, eq=False)
@@ -333,16 +334,16 @@ def patch_heads(
     it): {head: M of the patched run}. ``log`` and ``price`` (a pass's predicted seconds,
     :meth:`PatchPlan.piece_seconds`): a lap per pass, its predicted time beside what it took."""
     done = {} if done is None else done
-    left = [head for head in heads if head not in done]
-    progress = or_none(progress)
-    pieces = patch_pieces(left, patch_rows(pair))
-    prices = None if price is None else [price(piece) / len(piece) for piece in pieces for _ in piece]
-    progress.stage("patching_lib.progress", len(heads), done=len(heads) - len(left), prices=prices)  # as the button
-    for piece in pieces:
-        timed = log is not None and price is not None
-        with log.part(min(layer for layer, _ in piece), price(piece)) if timed else nullcontext():
-            done.update(patch_piece(source, pair, piece))
-        progress.step(len(piece))
+    pieces = patch_pieces([head for head in heads if head not in done], patch_rows(pair))
+    schedule.run_passes(
+        pieces,
+        lambda piece: done.update(patch_piece(source, pair, piece)),
+        progress,
+        "patching_lib.progress",  # as the button
+        len(heads),
+        price,
+        log,
+    )
     return done
 
 

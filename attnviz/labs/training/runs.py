@@ -55,7 +55,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnviz import settings
+from attnviz.core.admission import Need
 from attnviz.core.attention import MultiHeadAttention, attention_scores
+from attnviz.core.budget import training_seconds
 from attnviz.core.progress import Progress, or_none
 from attnviz.i18n.message import msg
 from attnviz.labs.scaling import SCALE_KINDS, scale_factors
@@ -63,6 +65,10 @@ from attnviz.labs.scaling import SCALE_KINDS, scale_factors
 SATURATED = 0.9  # a softmax row is saturated when its largest weight reaches this
 TARGET, TARGET_WINDOW = 0.9, 10  # "learned": the batch accuracy's mean over 10 steps reaches 90 %
 EVAL_CHUNK = 256  # held-out sequences evaluated at a time, which bounds the evaluation's memory
+# (sequences x pairs x d_model) float32 tensors a step's or an evaluation's chunk holds at the process's peak, as its
+# resident memory says (allocator included): the most of six configs measured (d_model 128 to 1024, batch 32 and 256)
+ACTIVATION_WIDTHS = 24
+TRAINING_BASE_BYTES = 32 * 2**20  # what the smallest training holds besides (22 MB measured: d_model 8)
 
 _BUILD_LOCK = threading.Lock()  # the seeded initialisation reads torch's global generator
 
@@ -162,6 +168,33 @@ def training_macs(config: TrainingConfig, steps: int | None = None) -> int:
     steps = config.steps if steps is None else steps
     per_run = 3 * _forward_macs(config, config.batch) * steps + 2 * _forward_macs(config, settings.TRAIN_EVAL_SEQUENCES)
     return len(SCALE_KINDS) * per_run
+
+
+def parameter_count(config: TrainingConfig) -> int:
+    """One run's weights: the key and value embeddings, W_q, W_k, W_v and W_o with their biases, the readout."""
+    d = config.d_model
+    return (config.keys + config.values) * d + 4 * (d * d + d) + d * config.values + config.values
+
+
+def training_nbytes(config: TrainingConfig) -> int:
+    """The three runs' predicted peak: :data:`TRAINING_BASE_BYTES`, each run's weights, gradients and (Adam) two
+    moments in float32, held at once, and the largest chunk of sequences in flight (a step's batch or an
+    evaluation's :data:`EVAL_CHUNK`) at :data:`ACTIVATION_WIDTHS` (sequences x pairs x d_model) float32 tensors."""
+    states = 4 if config.optimiser == "adam" else 2
+    weights = len(SCALE_KINDS) * parameter_count(config) * 4 * states
+    sequences = max(config.batch, min(EVAL_CHUNK, settings.TRAIN_EVAL_SEQUENCES))
+    return TRAINING_BASE_BYTES + weights + ACTIVATION_WIDTHS * sequences * config.pairs * config.d_model * 4
+
+
+def training_need(config: TrainingConfig) -> Need:
+    """What :func:`train_scale` of ``config`` costs (:class:`~attnviz.core.admission.Need`): :func:`training_nbytes`
+    on the host and, where it trains on an accelerator, in its memory too (the weights are drawn on the host: an
+    upper bound there then); its seconds from its multiply-adds at the CPU's measured rate
+    (:func:`attnviz.core.budget.training_seconds`), on every device: a step's small matmuls and its read-back are
+    bound by kernel launches on an accelerator, not by arithmetic, so the capture's speed-up does not carry over."""
+    nbytes = training_nbytes(config)
+    on_device = config.device.split(":")[0] != "cpu"
+    return Need(nbytes, training_seconds(training_macs(config)), nbytes if on_device else 0, config.device)
 
 
 def max_steps(config: TrainingConfig) -> int:

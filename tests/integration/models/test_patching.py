@@ -12,6 +12,8 @@ import torch
 from attnviz.core.ranking import spearman
 from attnviz.labs.heads_matter import ablation, attribution, patching
 from attnviz.labs.heads_matter.direct_logits import direct_logit_attribution
+from attnviz.labs.heads_matter.effect import ablation_effect
+from attnviz.labs.heads_matter.reductions import cosine_distance
 from attnviz.models.source import Capability, Resumes
 from tests.integration.patching_reference import first_order
 from tests.tolerances import derived_bound, forward_depth
@@ -95,7 +97,7 @@ def test_a_shared_layer_model_runs_every_pass_whole_and_says_why(tmp_path, smoll
     assert baseline.resume is None and "in order" in baseline.resume_note
     sweep = ablation.ablation_sweep(source, TEXT, 32)
     assert sweep.resumed == baseline.resume_note
-    alone = ablation.ablation_effect(source, TEXT, 32, [(1, 2)])
+    alone = ablation_effect(source, TEXT, 32, [(1, 2)])
     assert sweep.values[1][2] == pytest.approx(alone.hidden_change, abs=1e-6)
     # patching through the one shared projection: each of its calls is its own layer (this file's hook counts them)
     pair = patching.run_pair(source, "the cat sat on the mat", "the dog sat on the mat", 32, patching.Metric("hidden"))
@@ -129,7 +131,7 @@ def test_a_shared_layer_model_runs_every_pass_whole_and_says_why(tmp_path, smoll
             hidden = source.model(input_ids=ids["corrupt"]).last_hidden_state[0]
     finally:
         hook.remove()
-    expected = ablation.cosine_distance(pair.clean_out, hidden).mean()
+    expected = cosine_distance(pair.clean_out, hidden).mean()
     assert got == pytest.approx(float(expected), abs=1e-6)
 
 

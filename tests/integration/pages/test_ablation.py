@@ -16,15 +16,9 @@ from streamlit.proto.Metric_pb2 import Metric as MetricProto
 from streamlit.testing.v1 import AppTest
 
 from attnviz import cli
-from attnviz.labs.heads_matter.ablation import (
-    ablation_effect,
-    ablation_sweep,
-    cosine_distance,
-    kl_divergence,
-    next_token_losses,
-    sweep_baseline,
-    sweep_piece,
-)
+from attnviz.labs.heads_matter.ablation import ablation_sweep, sweep_baseline, sweep_piece
+from attnviz.labs.heads_matter.effect import ablation_effect
+from attnviz.labs.heads_matter.reductions import cosine_distance, kl_divergence, next_token_losses
 from attnviz.models.hf.bundled import minilm_dir, prepared_folder
 from attnviz.models.hf.loading import load_hf_source
 from tests.cli import attnviz
@@ -166,9 +160,9 @@ def test_the_cli_on_a_decoder_gives_losses_and_top_tokens(tiny_llama, capsys):
 
 
 def test_the_page_on_the_embedded_model(monkeypatch):
-    from attnviz.labs.heads_matter import ablation
+    from attnviz.labs.heads_matter import schedule
 
-    monkeypatch.setattr(ablation, "PASS_SECONDS", 1e9)  # rows a pass by bytes alone, however busy this machine is
+    monkeypatch.setattr(schedule, "PASS_SECONDS", 1e9)  # rows a pass by bytes alone, however busy this machine is
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120).run()
     at.text_area(key="text").input("The cat sat on the mat because it was tired.").run()
     at.switch_page("pages/ablation.py").run()
@@ -193,10 +187,10 @@ def test_the_page_on_the_embedded_model(monkeypatch):
 def test_the_page_sweep_stops_and_continues(monkeypatch):
     """A Stop click, as Streamlit delivers it: its callback marks the sweep stopped and the script is stopped at its
     next drawing, here as the second pass ends. What finished stays on the page; Continue completes it."""
-    from attnviz.labs.heads_matter import ablation
+    from attnviz.labs.heads_matter import ablation, schedule
 
     text = "The cat sat on the mat because it was tired, " * 3
-    monkeypatch.setattr(ablation, "PASS_SECONDS", 1e9)  # 16 rows a pass (bytes alone), however busy this machine is
+    monkeypatch.setattr(schedule, "PASS_SECONDS", 1e9)  # 16 rows a pass (bytes alone), however busy this machine is
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180).run()
     at.text_area(key="text").input(text).run()
     at.number_input(key="n_layer").set_value(8).run()

@@ -82,9 +82,9 @@ def test_ablation_by_kind_measures_the_targets_loss(t5):
         assert not at.exception and not at.error
         before, after = (float(m.value) for m in at.metric[:2])
         source = open_source(SourceSpec(t5, "cpu"))
-        from attnviz.labs.heads_matter import ablation
+        from attnviz.labs.heads_matter.effect import ablation_effect
 
-        expected = ablation.ablation_effect(source.ablation_view(kind, TARGET), SOURCE, 256, [(1, h) for h in range(4)])
+        expected = ablation_effect(source.ablation_view(kind, TARGET), SOURCE, 256, [(1, h) for h in range(4)])
         assert before == pytest.approx(expected.loss_before, abs=1e-4)
         assert after == pytest.approx(expected.loss_after, abs=1e-4)
 

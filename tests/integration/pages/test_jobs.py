@@ -10,9 +10,9 @@ TEXT = "The cat sat on the mat because it was tired, " * 3  # 33 tokens
 
 
 def test_a_sweep_interrupted_by_a_click_elsewhere_stands_stopped_and_continues(monkeypatch):
-    from attnviz.labs.heads_matter import ablation
+    from attnviz.labs.heads_matter import ablation, schedule
 
-    monkeypatch.setattr(ablation, "PASS_SECONDS", 1e9)  # 16 rows a pass (bytes alone), however busy this machine is
+    monkeypatch.setattr(schedule, "PASS_SECONDS", 1e9)  # 16 rows a pass (bytes alone), however busy this machine is
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180).run()
     at.text_area(key="text").input(TEXT).run()
     at.number_input(key="n_layer").set_value(8).run()

@@ -12,9 +12,9 @@ TEXT = "The cat sat on the mat because it was tired, " * 3  # 33 tokens
 
 def test_the_sweeps_button_and_bar_count_the_same_heads_and_continue_prices_what_is_left(monkeypatch):
     from attnviz.app import progress as app_progress
-    from attnviz.labs.heads_matter import ablation
+    from attnviz.labs.heads_matter import ablation, schedule
 
-    monkeypatch.setattr(ablation, "PASS_SECONDS", 1e9)  # 16 rows a pass (bytes alone), however busy this machine is
+    monkeypatch.setattr(schedule, "PASS_SECONDS", 1e9)  # 16 rows a pass (bytes alone), however busy this machine is
     drawn, text_of = [], app_progress.progress_text
 
     def recording(title, state):

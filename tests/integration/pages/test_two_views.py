@@ -34,9 +34,9 @@ def notes(at: AppTest) -> list[str]:
 
 
 def test_the_sweep_that_took_its_predicted_time_says_so(monkeypatch):
-    from attnviz.labs.heads_matter import ablation
+    from attnviz.labs.heads_matter import schedule
 
-    monkeypatch.setattr(ablation, "PASS_SECONDS", 1e9)  # 16 rows a pass (bytes alone), however busy this machine is
+    monkeypatch.setattr(schedule, "PASS_SECONDS", 1e9)  # 16 rows a pass (bytes alone), however busy this machine is
     at = open_page("pages/ablation.py", "The dog ran in the park because it was happy, " * 3)
     at.button(key="ablation_sweep_start").click().run()  # 64 heads: two of the four passes were run by the timing
     assert not at.exception, at.exception
@@ -48,9 +48,9 @@ def test_the_sweep_that_took_its_predicted_time_says_so(monkeypatch):
 
 
 def test_the_sweep_that_took_longer_says_by_how_much_and_why(monkeypatch):
-    from attnviz.labs.heads_matter import ablation
+    from attnviz.labs.heads_matter import ablation, schedule
 
-    monkeypatch.setattr(ablation, "PASS_SECONDS", 1e9)
+    monkeypatch.setattr(schedule, "PASS_SECONDS", 1e9)
     at = open_page("pages/ablation.py", "The bird sang in the tree because it was spring, " * 3)
     piece = ablation.sweep_piece
 

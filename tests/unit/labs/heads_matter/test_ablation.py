@@ -8,11 +8,12 @@ import pytest
 import torch
 
 from attnviz.figures.ablation import make_ablation_change_figure, make_ablation_sweep_figure
-from attnviz.labs.heads_matter import ablation
+from attnviz.labs.heads_matter import ablation, common, effect, head_specs, reductions, schedule
 from attnviz.models.ablation import ablate_output, ablation_hooks, heads_of
 from attnviz.models.embedded.config import EmbeddedConfig
 from attnviz.models.embedded.model import EmbeddedModel
 from attnviz.models.hf import points
+from attnviz.settings import ABLATION_MODES, ABLATION_TOKENS, SWEEP_TOKENS
 from tests.tolerances import assert_exact_on_cpu
 
 TEXT = "the cat sat on the mat and looked at the dog"
@@ -20,26 +21,26 @@ TEXT = "the cat sat on the mat and looked at the dog"
 
 def test_kl_by_hand():
     # p = softmax([0, 0]) = (1/2, 1/2); q = softmax([log 3, 0]) = (3/4, 1/4)
-    kl = ablation.kl_divergence(torch.tensor([[0.0, 0.0]]), torch.tensor([[math.log(3.0), 0.0]]))
+    kl = reductions.kl_divergence(torch.tensor([[0.0, 0.0]]), torch.tensor([[math.log(3.0), 0.0]]))
     expected = 0.5 * math.log(0.5 / 0.75) + 0.5 * math.log(0.5 / 0.25)
     assert kl.item() == pytest.approx(expected, abs=1e-7)
     same = torch.randn(4, 7)
-    assert ablation.kl_divergence(same, same.clone()).tolist() == [0.0] * 4
+    assert reductions.kl_divergence(same, same.clone()).tolist() == [0.0] * 4
 
 
 def test_next_token_loss_by_hand():
     # position 0 predicts id 1 with p = e^2 / (e^2 + 2); position 1 predicts id 0 with p = 1/3; the last predicts none
     logits = torch.tensor([[0.0, 2.0, 0.0], [0.0, 0.0, 0.0], [5.0, 0.0, 0.0]])
-    losses = ablation.next_token_losses(logits, [2, 1, 0])
+    losses = reductions.next_token_losses(logits, [2, 1, 0])
     assert losses.tolist() == pytest.approx([-math.log(math.e**2 / (math.e**2 + 2)), math.log(3.0)], abs=1e-6)
 
 
 def test_cosine_distance_by_hand():
     a = torch.tensor([[1.0, 0.0], [1.0, 1.0], [0.0, 0.0], [2.0, 0.0]])
     b = torch.tensor([[0.0, 1.0], [1.0, 1.0], [0.0, 0.0], [-1.0, 0.0]])
-    assert ablation.cosine_distance(a, b).tolist() == pytest.approx([1.0, 0.0, 0.0, 2.0])
+    assert reductions.cosine_distance(a, b).tolist() == pytest.approx([1.0, 0.0, 0.0, 2.0])
     x = torch.randn(5, 9)
-    assert ablation.cosine_distance(x, x.clone()).tolist() == [0.0] * 5  # exactly, not 1 - 0.9999999
+    assert reductions.cosine_distance(x, x.clone()).tolist() == [0.0] * 5  # exactly, not 1 - 0.9999999
 
 
 def test_the_rewrite_of_a_toy_output():
@@ -58,7 +59,7 @@ def test_the_rewrite_of_a_toy_output():
     assert torch.equal(first[0, :, 1], value[0, 0, 0].expand(3, 2))
     assert torch.equal(first[1, :, 3], value[1, 1, 0].expand(3, 2))
     nothing = torch.zeros(2, 4, dtype=torch.bool)
-    for mode in ablation.ABLATION_MODES:
+    for mode in ABLATION_MODES:
         assert torch.equal(ablate_output(output, value, nothing, mode), output)
 
 
@@ -75,8 +76,8 @@ def test_layers_are_counted_by_calls():
 
 
 def test_parse_heads():
-    assert ablation.parse_heads("0.1, 2.3,0.1", 3, 4) == [(0, 1), (2, 3)]
-    assert ablation.parse_heads("1.*", 3, 2) == [(1, 0), (1, 1)]
+    assert head_specs.parse_heads("0.1, 2.3,0.1", 3, 4) == [(0, 1), (2, 3)]
+    assert head_specs.parse_heads("1.*", 3, 2) == [(1, 0), (1, 1)]
     for spec, words in (
         ("3.0", "does not exist"),
         ("0.4", "does not exist"),
@@ -91,20 +92,20 @@ def test_parse_heads():
         ("1.007", "leading zero"),
     ):
         with pytest.raises(ValueError, match=words):
-            ablation.parse_heads(spec, 3, 4)
-    assert ablation.parse_heads("0.0,1.0,2.3", 3, 4) == [(0, 0), (1, 0), (2, 3)]  # a lone 0 is a number
-    assert ablation.read_heads("10.2,999999.*") == [(10, 2), (999999, None)]
+            head_specs.parse_heads(spec, 3, 4)
+    assert head_specs.parse_heads("0.0,1.0,2.3", 3, 4) == [(0, 0), (1, 0), (2, 3)]  # a lone 0 is a number
+    assert head_specs.read_heads("10.2,999999.*") == [(10, 2), (999999, None)]
 
 
 def test_a_huge_head_number_is_refused_in_a_short_line():
     for spec in ("1" * 5000 + ".0", "0." + "7" * 5000, "9" * 4000 + ".1", "1" * 7 + ".0"):
         with pytest.raises(ValueError) as caught:
-            ablation.read_heads(spec)
+            head_specs.read_heads(spec)
         text = str(caught.value)
         assert "at most 6 digits" in text and "Exceeds" not in text and len(text) < 150, text
-        assert "\n" not in text and ("characters" in text or len(spec) <= ablation.SHOWN_SPEC_CHARS)
+        assert "\n" not in text and ("characters" in text or len(spec) <= head_specs.SHOWN_SPEC_CHARS)
     with pytest.raises(ValueError) as caught:
-        ablation.read_heads("x" * 5000)  # a malformed spec is quoted shortened too
+        head_specs.read_heads("x" * 5000)  # a malformed spec is quoted shortened too
     assert len(str(caught.value)) < 150 and "5,000 characters" in str(caught.value)
 
 
@@ -114,14 +115,14 @@ def embedded():
 
 
 def test_ablating_nothing_changes_nothing_exactly(embedded):
-    for mode in ablation.ABLATION_MODES:
-        result = ablation.ablation_effect(embedded, TEXT, 64, [], mode)
+    for mode in ABLATION_MODES:
+        result = effect.ablation_effect(embedded, TEXT, 64, [], mode)
         assert_exact_on_cpu(result.hidden_change, 0.0, embedded.device, quantity="unchanged")
         assert_exact_on_cpu(result.change, 0.0, embedded.device, quantity="unchanged")
 
 
 def test_an_ablation_on_the_embedded_model(embedded):
-    result = ablation.ablation_effect(embedded, TEXT, 64, [(0, 1), (1, 2)], "first")
+    result = effect.ablation_effect(embedded, TEXT, 64, [(0, 1), (1, 2)], "first")
     assert not result.logits and result.loss_before is None and result.kl_mean is None
     assert result.hidden_change > 1e-3 and len(result.change) == len(result.tokens)
     top = result.changed_most(3)
@@ -130,16 +131,16 @@ def test_an_ablation_on_the_embedded_model(embedded):
     assert value["heads"] == [[0, 1], [1, 2]] and value["kl_per_position"] is None and value["top_before"] is None
     assert len(value["hidden_change_per_position"]) == len(result.tokens)
     with pytest.raises(ValueError, match="does not exist"):
-        ablation.ablation_effect(embedded, TEXT, 64, [(2, 0)])
+        effect.ablation_effect(embedded, TEXT, 64, [(2, 0)])
     with pytest.raises(ValueError, match="no tokens"):
-        ablation.ablation_effect(embedded, "", 64, [(0, 0)])
+        effect.ablation_effect(embedded, "", 64, [(0, 0)])
 
 
 def test_the_batched_sweep_equals_each_head_alone(embedded):
     sweep = ablation.ablation_sweep(embedded, TEXT, 64, "mean", limit=1)  # one ablation a pass
     batched = ablation.ablation_sweep(embedded, TEXT, 64, "mean")  # all eight in one pass
     assert batched.rows_per_pass > 1 and sweep.rows_per_pass == 1
-    alone = ablation.ablation_effect(embedded, TEXT, 64, [(1, 3)], "mean").hidden_change
+    alone = effect.ablation_effect(embedded, TEXT, 64, [(1, 3)], "mean").hidden_change
     assert sweep.values[1][3] == pytest.approx(alone, abs=1e-6)
     for row, other in zip(sweep.values, batched.values, strict=True):
         assert row == pytest.approx(other, abs=1e-6)
@@ -147,14 +148,14 @@ def test_the_batched_sweep_equals_each_head_alone(embedded):
 
 def test_the_token_limits(embedded):
     long = "word " * 3000
-    result = ablation.ablation_effect(embedded, long, 8192, [(0, 0)])
-    assert len(result.tokens) == ablation.ABLATION_TOKENS and result.truncated
-    assert ablation.ablation_sweep(embedded, long, 8192).n_tokens == ablation.SWEEP_TOKENS
-    assert ablation.rows_per_pass(256, 49152) == 5 and ablation.rows_per_pass(256, 384) == ablation.PASS_ROWS
+    result = effect.ablation_effect(embedded, long, 8192, [(0, 0)])
+    assert len(result.tokens) == ABLATION_TOKENS and result.truncated
+    assert ablation.ablation_sweep(embedded, long, 8192).n_tokens == SWEEP_TOKENS
+    assert common.rows_per_pass(256, 49152) == 5 and common.rows_per_pass(256, 384) == common.PASS_ROWS
 
 
 def test_the_figures(embedded):
-    result = ablation.ablation_effect(embedded, "<b>x</b> %{y} cat", 64, [(0, 0)])
+    result = effect.ablation_effect(embedded, "<b>x</b> %{y} cat", 64, [(0, 0)])
     fig = make_ablation_change_figure(result)
     assert len(fig.data[0].y) == len(result.tokens)
     assert all("<b>" not in label for label in fig.data[0].customdata)  # markup escaped
@@ -166,7 +167,7 @@ class FakeLM:
     """A source with an LM head whose logits are a fixed table shifted by each ablated head: what the lab reduces."""
 
     name, n_layer, n_head, d_model = "fake", 2, 3, 8
-    ablation_modes = ablation.ABLATION_MODES
+    ablation_modes = ABLATION_MODES
 
     def __init__(self, n_tokens: int, vocab: int = 11) -> None:
         generator = torch.Generator().manual_seed(0)
@@ -196,14 +197,14 @@ class FakeLM:
 
 
 def test_the_lm_reductions_over_several_chunks():
-    n = max(2 * ablation.REDUCE_POSITIONS, ablation.SWEEP_TOKENS) + 44  # several chunks of positions; over the sweep's
+    n = max(2 * reductions.REDUCE_POSITIONS, SWEEP_TOKENS) + 44  # several chunks of positions; over the sweep's
     source = FakeLM(n)
     heads = [(0, 2), (1, 1)]
-    result = ablation.ablation_effect(source, "x", 10_000, heads)
+    result = effect.ablation_effect(source, "x", 10_000, heads)
     before, after = source.logits([], n), source.logits(heads, n)
-    assert result.loss_before == pytest.approx(float(ablation.next_token_losses(before, source.ids).mean()), abs=1e-6)
-    assert result.loss_after == pytest.approx(float(ablation.next_token_losses(after, source.ids).mean()), abs=1e-6)
-    kl = ablation.kl_divergence(before, after)
+    assert result.loss_before == pytest.approx(float(reductions.next_token_losses(before, source.ids).mean()), abs=1e-6)
+    assert result.loss_after == pytest.approx(float(reductions.next_token_losses(after, source.ids).mean()), abs=1e-6)
+    kl = reductions.kl_divergence(before, after)
     assert result.kl_mean == pytest.approx(float(kl[:-1].mean()), abs=1e-6)
     assert result.change == pytest.approx(kl.tolist(), abs=1e-6)
     probs, ids = torch.softmax(after[-1], dim=-1).topk(5)
@@ -211,13 +212,13 @@ def test_the_lm_reductions_over_several_chunks():
     value = result.to_json()
     assert len(value["top_before"]) == 5 and len(value["kl_per_position"]) == n - 1 and value["hidden_change"] is None
     assert sum(value["kl_per_position"]) / (n - 1) == pytest.approx(value["kl_mean"], abs=1e-6)  # the same positions
-    nothing = ablation.ablation_effect(source, "x", 10_000, [])
+    nothing = effect.ablation_effect(source, "x", 10_000, [])
     assert nothing.kl_mean == 0.0 and nothing.loss_after == nothing.loss_before
-    one = ablation.ablation_effect(FakeLM(1), "x", 10, heads)  # one token: nothing to predict
+    one = effect.ablation_effect(FakeLM(1), "x", 10, heads)  # one token: nothing to predict
     assert one.loss_before is None and one.kl_mean is None and len(one.top_after) == 1
     sweep = ablation.ablation_sweep(source, "x", 10_000)
-    assert sweep.n_tokens == ablation.SWEEP_TOKENS and sweep.measure == "kl_mean"
-    alone = ablation.ablation_effect(source, "x", ablation.SWEEP_TOKENS, [(1, 2)]).kl_mean
+    assert sweep.n_tokens == SWEEP_TOKENS and sweep.measure == "kl_mean"
+    alone = effect.ablation_effect(source, "x", SWEEP_TOKENS, [(1, 2)]).kl_mean
     assert sweep.values[1][2] == pytest.approx(alone, abs=1e-6)
 
 
@@ -284,15 +285,15 @@ def test_losses_and_kl_are_reduced_in_float64_over_a_real_vocabulary():
     ids = torch.randint(0, vocab, (n,), generator=generator).tolist()
     log_p = reference_log_softmax(before)
     losses = -log_p[np.arange(n - 1), ids[1:]]
-    assert np.abs(ablation.next_token_losses(before, ids).numpy() - losses).max() < FLOAT64_TOLERANCE
+    assert np.abs(reductions.next_token_losses(before, ids).numpy() - losses).max() < FLOAT64_TOLERANCE
     kl = reference_kl(before, after)
-    assert np.abs(ablation.kl_divergence(before, after).numpy() - kl).max() < FLOAT64_TOLERANCE
-    rows = ablation.kl_rows(before, torch.stack([after, before]), positions=16)  # chunks of positions, two rows
+    assert np.abs(reductions.kl_divergence(before, after).numpy() - kl).max() < FLOAT64_TOLERANCE
+    rows = reductions.kl_rows(before, torch.stack([after, before]), positions=16)  # chunks of positions, two rows
     assert np.abs(rows[0].numpy() - kl).max() < SWEEP_TOLERANCE and rows[1].abs().max() == 0.0
     far = before + torch.randn(n, vocab, generator=generator) * 30  # logits moved past BIG_CHANGE: reduced directly
-    direct = ablation.kl_rows(before, far[None], positions=16)[0].numpy()
+    direct = reductions.kl_rows(before, far[None], positions=16)[0].numpy()
     assert np.abs(direct - reference_kl(before, far)).max() < 1e-9 * reference_kl(before, far).max()
-    _, losses = ablation.kl_rows(before, torch.stack([after, far]), positions=16, ids=ids)
+    _, losses = reductions.kl_rows(before, torch.stack([after, far]), positions=16, ids=ids)
     for row, logits in ((0, after), (1, far)):
         expected = -reference_log_softmax(logits)[np.arange(n - 1), ids[1:]]
         assert np.abs(losses[row].numpy() - expected).max() < SWEEP_TOLERANCE * max(1.0, np.abs(expected).max())
@@ -314,8 +315,10 @@ def test_logits_formed_block_by_block_reduce_as_the_whole_logits_do():
     )
     before = torch.nn.functional.linear(x, weight, bias)
     ids = torch.randint(0, vocab, (n,), generator=generator).tolist()
-    reduction = ablation.reduction_of(before)
-    kl, losses = ablation.kl_rows(before, torch.nn.functional.linear(rows, weight, bias), ids=ids, reduction=reduction)
+    reduction = reductions.reduction_of(before)
+    kl, losses = reductions.kl_rows(
+        before, torch.nn.functional.linear(rows, weight, bias), ids=ids, reduction=reduction
+    )
     got, got_losses = kl_through_head(rows, head_reduction(reduction, weight, bias), ids=ids, block=1000)
     assert float(kl[1].median()) > 10.0  # the large change: most positions reduced the direct way
     assert ((got - kl).abs() <= SWEEP_TOLERANCE * kl.abs().clamp_min(1.0)).all()
@@ -328,7 +331,7 @@ class ShiftedLM:
     reductions end to end, against the float64 reference."""
 
     name, n_layer, n_head, d_model = "shifted", 2, 2, 8
-    ablation_modes = ablation.ABLATION_MODES
+    ablation_modes = ABLATION_MODES
 
     def __init__(self, n_tokens: int = 24, vocab: int = 49_152) -> None:
         generator = torch.Generator().manual_seed(5)
@@ -349,7 +352,7 @@ class ShiftedLM:
 def test_an_ablation_and_the_sweep_agree_with_a_float64_reference():
     source = ShiftedLM()
     n = len(source.ids)
-    result = ablation.ablation_effect(source, "x", 64, [(1, 0)])
+    result = effect.ablation_effect(source, "x", 64, [(1, 0)])
     before, after = source.logits([], n), source.logits([(1, 0)], n)
     for got, logits in ((result.loss_before, before), (result.loss_after, after)):
         expected = -reference_log_softmax(logits)[np.arange(n - 1), source.ids[1:]].mean()
@@ -387,7 +390,7 @@ class TimedLM(FakeLM):
 def test_the_sweep_is_priced_from_a_pass_timed_at_the_texts_own_length():
     short = TimedLM(11)
     baseline = ablation.sweep_baseline(short, "x", 256, clock=short.clock)
-    assert baseline.n_tokens == 11 and baseline.rows == ablation.PASS_ROWS  # 16 rows of 11 tokens: a quick pass
+    assert baseline.n_tokens == 11 and baseline.rows == common.PASS_ROWS  # 16 rows of 11 tokens: a quick pass
     assert baseline.timed_rows == 16 and len(baseline.first) == 16  # the first piece ran, and was timed as a pass
     assert baseline.pass_seconds == pytest.approx(0.05 + 0.001 * 16 * 11)
     left = baseline.pieces(baseline.first)
@@ -396,7 +399,7 @@ def test_the_sweep_is_priced_from_a_pass_timed_at_the_texts_own_length():
     long = TimedLM(300)  # read as the sweep's 256
     baseline = ablation.sweep_baseline(long, "x", 10_000, clock=long.clock)
     one_row = 0.05 + 0.001 * 256
-    assert baseline.n_tokens == ablation.SWEEP_TOKENS and baseline.rows == int(ablation.PASS_SECONDS / one_row)
+    assert baseline.n_tokens == SWEEP_TOKENS and baseline.rows == int(schedule.PASS_SECONDS / one_row)
     assert baseline.pass_seconds == pytest.approx(0.05 + 0.001 * baseline.rows * 256)  # a pass within 2 s, timed
     n_passes = -(-24 // baseline.rows)
     assert len(baseline.pieces()) == n_passes and len(baseline.first) == baseline.rows

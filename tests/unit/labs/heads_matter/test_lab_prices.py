@@ -8,7 +8,7 @@ import pytest
 
 from attnviz.core.budget import request_cost
 from attnviz.labs.heads_matter import ablation, attribution, direct_logits, effect, patching
-from attnviz.labs.heads_matter.common import BACKWARD_PASSES, lab_need
+from attnviz.labs.heads_matter.common import BACKWARD_PASSES, PASS_ROWS, lab_need
 from attnviz.models.source import Capability
 
 
@@ -31,7 +31,7 @@ def test_on_the_cpu_the_labs_ask_for_the_bytes_the_pages_asked_for_and_no_device
     forward = request_cost(2, 2, 2, 1, 24, device="cpu").seconds
     assert forward > 0
     needs = {
-        "sweep": (ablation.sweep_need(source, 24), ablation.sweep_bytes(source, 24), 1 + 2 * ablation.PASS_ROWS),
+        "sweep": (ablation.sweep_need(source, 24), ablation.sweep_bytes(source, 24), 1 + 2 * PASS_ROWS),
         "estimate": (attribution.estimate_need(source, 24), attribution.estimate_bytes(source, 24), 1 + 2 + 1),
         "pair": (attribution.pair_estimate_need(source, 24), 2 * attribution.estimate_bytes(source, 24), 2 + 3 + 2),
         "patch": (patching.patch_need(source, 24), attribution.estimate_bytes(source, 24), 2),
