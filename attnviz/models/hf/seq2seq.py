@@ -312,6 +312,7 @@ class Seq2SeqSource(HFSource):
                 interface=False,
                 projections=tuple((p.module, p.n_head, p.head_dim) for p in layers),
                 base=self.whole,
+                logits=True,
             )
             for kind, layers in (self.output_projections_by_kind or {}).items()
         }
@@ -319,7 +320,7 @@ class Seq2SeqSource(HFSource):
     @functools.cached_property
     def _pair_map(self) -> HookMap:
         """The whole model's map for a pass that names no kind: no head is rewritten in it."""
-        return HookMap(model=self.whole, interface=False, base=self.whole)
+        return HookMap(model=self.whole, interface=False, base=self.whole, logits=True)
 
     @property
     def pair_points(self) -> frozenset[str]:
@@ -362,7 +363,7 @@ class Seq2SeqSource(HFSource):
             raise ValueError(f"kind must be one of {KINDS}, not {kind!r}")
         if "attn.z" in hooks and kind is None:
             raise ValueError(f"attn.z rewrites one kind's heads: name it, kind= one of {KINDS}")
-        read_weights, read_logits = hooks.pop("attn.weights", None), hooks.pop("logits", None)
+        read_weights = hooks.pop("attn.weights", None)  # the points' run reads the logits (``logits``)
         if generate:
             call = functools.partial(self.whole.generate, input_ids=input_ids, **forward)
         else:
@@ -378,8 +379,6 @@ class Seq2SeqSource(HFSource):
                 for name in KINDS:
                     for layer, weights in enumerate(getattr(result.output, ATTENTIONS[name])):
                         read_weights(name, layer, weights)
-            if read_logits is not None:
-                read_logits(result.output.logits)
         return result
 
     @property
