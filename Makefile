@@ -42,16 +42,24 @@ lint: setup
 # every test on every core (pytest-xdist): an integration module's tests share a worker, and so its server, browser
 # and captures (--dist loadgroup, groups and their order in tests/schedule.py: longest first, by the last full run's
 # times in tests/durations.json, which `python -m tests.schedule .pytest_cache/junit.xml` refreshes); each test has
-# a time limit (pyproject.toml's timeout, which names the test that hung); the 25 slowest are listed at the end
+# a time limit (pyproject.toml's timeout, which names the test that hung); the 25 slowest are listed at the end.
+# The zoo and SmolLM2's conversion are kept across runs in $ATTNVIZ_TEST_CACHE (default ~/.cache/attnviz-tests),
+# keyed by what they are built from: a cold machine builds them on its first run (tests/persistent_cache.py).
+# Compiled files are kept even where PYTHONDONTWRITEBYTECODE is set: every server and command a test starts would
+# otherwise compile attnviz again
 TEST_WORKERS ?= auto
 test: setup browser lint
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=25 --junitxml=.pytest_cache/junit.xml
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=25 --junitxml=.pytest_cache/junit.xml
 
 # the inner loop: unit tests only (no model loads, no server, no browser), on every core, but those marked slow
 # (a second or more each: a real training, a subprocess that imports torch, a long text; `make test` runs them),
-# and without hypothesis's plugin (only tests/property generates inputs)
+# and without hypothesis's plugin (only tests/property generates inputs). Each worker collects every test: what a
+# test module imports at its top is paid once per worker (tests/unit/test_lazy_imports.py keeps conftest light),
+# and the garbage collector skips it once collected (tests/unit/conftest.py). Compiled files are kept between runs
+# even where PYTHONDONTWRITEBYTECODE is set: without them every worker compiles attnviz and rewrites every test
+# module's asserts again, 5 s of its start
 test-fast: setup
-	$(BIN)/python -m pytest tests/unit -q -n $(TEST_WORKERS) -m "not slow" -p no:hypothesispytest
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest tests/unit -q -n $(TEST_WORKERS) -m "not slow" -p no:hypothesispytest
 
 # every test in a random order (pytest-random-order; a group's tests stay on one worker, shuffled among themselves):
 # a test that needs another to run first fails here; the seed is printed, `--random-order-seed=N` replays it

@@ -1,12 +1,14 @@
 """attnviz served warm: ``streamlit run serve.py`` (what ``make run`` and the container image do).
 
 The same app as ``streamlit run app.py``; the server first imports what the
-first page needs and loads the default model (:mod:`attnviz.app.warm`), before
-it accepts a connection, so its first visitor does not wait for that. Meanwhile
-it gzips Streamlit's own scripts and styles, once; it sends them gzipped, and its
-page asks for the first screen's chunks (Plotly's among them) while it loads and
-evaluates Plotly while the server runs the page, not after the first chart
-arrives (:mod:`attnviz.app.static_serving`, :mod:`attnviz.app.static_assets`).
+first page needs, loads the default model and captures the default text
+(:mod:`attnviz.app.warm`), before it accepts a connection, so its first visitor
+does not wait for that. Meanwhile it gzips Streamlit's own scripts and styles,
+once; it sends them gzipped, and its page asks for the first screen's chunks
+while it loads, and for Plotly's when it costs the visitor least: on the Heads
+page after its grid (the page's own canvas) is drawn, on the other pages with
+charts while the server runs the page (:mod:`attnviz.app.static_serving`,
+:mod:`attnviz.app.static_assets`).
 """
 
 import asyncio

@@ -78,11 +78,12 @@ WORDS = tuple(
     ]
 )
 IDLE = "document.querySelector('[data-testid=\"stApp\"]')?.getAttribute('data-test-script-state')"
-# drawn: the script is idle, every chart has its SVG layer, and some axis label reads the awaited word
+# drawn: the script is idle, every chart has its SVG layer (the Heads page's two: the large view and the statistics;
+# its grid is the page's own canvas), and some axis label reads the awaited word
 DRAWN = """word => {
     if (IDLE !== 'notRunning') return false;
     const plots = [...document.querySelectorAll('.js-plotly-plot')];
-    if (plots.length < 3 || !plots.every(p => p.querySelector('.main-svg'))) return false;
+    if (plots.length < 2 || !plots.every(p => p.querySelector('.main-svg'))) return false;
     return [...document.querySelectorAll('.js-plotly-plot .xtick text')].some(e => e.textContent.endsWith(' ' + word));
 }""".replace("IDLE", IDLE)
 
@@ -153,7 +154,7 @@ class Session:
 
     async def large_view_ticks(self) -> list[str]:
         """The large view's key-axis labels, as drawn ("0 The", "1 cat", …)."""
-        return await self.page.locator(".js-plotly-plot").nth(1).locator(".xtick text").all_text_contents()
+        return await self.page.locator(".js-plotly-plot").first.locator(".xtick text").all_text_contents()
 
 
 def percentile(values: list[float], q: float) -> float:

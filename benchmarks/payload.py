@@ -15,7 +15,8 @@ import plotly.graph_objects as go
 import torch
 
 from attnviz.figures.base import make_head_heatmap_figure
-from attnviz.figures.heads import make_head_grid_figure
+from attnviz.figures.grid_picture import grid_picture
+from attnviz.figures.heads import head_grid, make_head_grid_figure
 
 
 def heads_figure(attention: torch.Tensor, to_z) -> str:
@@ -44,9 +45,16 @@ def main() -> None:
     measure("every head, float32 binary", lambda: heads_figure(attention, lambda w: w.numpy()))
     measure("every head, uint8 binary", lambda: heads_figure(attention, lambda w: (w * 255).round().byte().numpy()))
     measure(
-        "attnviz: uint8 grid + one float32 head with hover",
+        "uint8 grid as Plotly + one float32 head (before #39)",
         lambda: (
             make_head_grid_figure(attention).to_json()
+            + make_head_heatmap_figure(attention[0, 0], labels, labels).to_json()
+        ),
+    )
+    measure(
+        "attnviz: grid as a palette PNG + one float32 head",
+        lambda: (
+            json.dumps(grid_picture(head_grid(attention), label="grid", hint="click"))
             + make_head_heatmap_figure(attention[0, 0], labels, labels).to_json()
         ),
     )

@@ -7,6 +7,7 @@ the open head is kept in the link (``?layer=3&head=5``) so a shared link opens i
 import streamlit as st
 
 from attnviz.app import exports
+from attnviz.app.grid_canvas import charts_after_map, grid_canvas
 from attnviz.app.head_view import head_view, show_token, value_switch
 from attnviz.app.links import keep_layer_head_in_link, link_layer_head
 from attnviz.app.loading import current_source, kind_picker, kind_record
@@ -19,7 +20,7 @@ from attnviz.figures.base import HEATMAP_SIDE_PX, PAGE_WIDTH_PX, column_width, h
 from attnviz.figures.heads import flag_names, grid_show_labels, grid_show_options, grid_view, selected_tile
 from attnviz.figures.lines import MAX_POINTS, fits, most_tokens
 from attnviz.i18n.translate import language, t, tr
-from pages.widgets.heads import alignment_section, grid_figure, lines, lines_figure, stats_section
+from pages.widgets.heads import alignment_section, grid_of, lines, lines_figure, stats_section
 
 SQRT_BY_ITSELF_TOKENS = 128  # longer inputs are coloured by √weight unless the user turns it off
 TALL_GRID_LAYERS = 12  # above this many layers the grid is compact and the large view sits beside it
@@ -33,7 +34,8 @@ def open_head(layer: int, head: int | str) -> None:
 
 def heat_map_grid(record, key: tuple, gamma: float, tall: bool):
     """The layer x head grid of heat maps, with what to show; the areas for the grid and the large view (side by
-    side for a tall model: the compact grid beside the large view)."""
+    side for a tall model: the compact grid beside the large view), and whether the page's charts wait for the
+    session's first map (:func:`attnviz.app.grid_canvas.charts_after_map`)."""
     b = record.bin_size
     st.caption(t("heads.grid_caption") + (t("heads.grid_pooled", b=b) if b > 1 else ""))
     cols = st.columns(2)
@@ -47,19 +49,17 @@ def heat_map_grid(record, key: tuple, gamma: float, tall: bool):
     # the compact grid is narrow (a few hundred pixels for 10 heads); the large view beside it gets the wider share
     grid_area, view_area = st.columns([2, 3], gap="medium") if tall else (st.container(), st.container())
     with grid_area:
-        plotly(
-            grid_figure(key, gamma, record, show, compact),
-            key="heads_grid",
-            on_select="rerun",
-            selection_mode=("points",),
-        )
+        events = grid_canvas(grid_of(key, gamma, record, show, compact), key="heads_grid")
+        tile = events.tile
+        if tile is not None and tile[0] < record.n_layer and (tile[1] == "mean" or tile[1] < record.n_head):
+            open_head(*tile)  # before the large view below reads the layer and head pickers
         if (shown := grid_view(record.statistics, record.n_layer, record.n_head, show)["shown"]) is not None:
             names = ", ".join(f"L{layer} {head_label(int(head))}" for layer, head in zip(*shown.nonzero(), strict=True))
             flag = flag_names(show.removeprefix("only heads flagged "))
             st.caption(
                 t("heads.flagged", n=int(shown.sum()), total=shown.size, flag=flag, names=names or t("heads.none"))
             )
-    return grid_area, view_area
+    return grid_area, view_area, events.charts_wait
 
 
 st.title(t("heads.title"))
@@ -92,7 +92,7 @@ if record.has_sinks:
     st.caption(t("heads.sinks"))
 
 link_layer_head("heads", range(record.n_layer), [*range(record.n_head), "mean"])  # a link opens its head once
-for chart in ("heads_grid", "heads_lines"):  # a tile of the grid, or a query of the lines view
+for chart in ("heads_lines",):  # a query of the lines view (a tile of the grid opens below, where it is drawn)
     tile = selected_tile(st.session_state.get(chart))
     if tile is not None and tile != st.session_state.get(f"{chart}_opened"):  # a new click opens its head once
         st.session_state[f"{chart}_opened"] = tile
@@ -151,11 +151,11 @@ elif style == "lines":
         else t("heads.lines_too_many_heads", points=MAX_POINTS, **dims)
     )
 if not as_lines:
-    grid_area, view_area = heat_map_grid(record, key, gamma, tall)
+    grid_area, view_area, charts_wait = heat_map_grid(record, key, gamma, tall)
 else:
-    grid_area, view_area = st.container(), st.container()
+    grid_area, view_area, charts_wait = st.container(), st.container(), False
 
-with view_area:
+with charts_after_map(charts_wait), view_area:
     st.subheader(t("heads.large"))
     layer, head = layer_head_picker(record.n_layer, record.n_head, key="heads")
     keep_layer_head_in_link(layer, head)
@@ -174,15 +174,16 @@ with view_area:
         label=t("exports.menu_head"),
     )
 
-if record.cross:
-    random_weights_note(source)  # a random model's "most monotonic" head is noise (attnviz.app.weights_note)
-    alignment_section(record, key)
+with charts_after_map(charts_wait):
+    if record.cross:
+        random_weights_note(source)  # a random model's "most monotonic" head is noise (attnviz.app.weights_note)
+        alignment_section(record, key)
 
-st.subheader(t("heads.stats"))
-stats_section(record, key, key="heads")
-export_menu(
-    "heads_stats_export",
-    table=record.statistics,
-    tensors=exports.statistics_export(record),
-    label=t("exports.menu_stats"),
-)
+    st.subheader(t("heads.stats"))
+    stats_section(record, key, key="heads")
+    export_menu(
+        "heads_stats_export",
+        table=record.statistics,
+        tensors=exports.statistics_export(record),
+        label=t("exports.menu_stats"),
+    )

@@ -1,22 +1,31 @@
 """Shared test set-up.
 
 Tests run offline (HF_HUB_OFFLINE=1: nothing may come from a hub) with a fresh
-XDG cache, so every run converts SmolLM2's GGUF exactly as a new user's first
-start does. The bundled models are installed by `make test`; a test that needs
+XDG cache. The bundled models are installed by `make test`; a test that needs
 one fails, never skips, when it is missing.
 
+What is slow to build and the same every run is kept across runs in the test
+cache (tests/persistent_cache.py: $ATTNVIZ_TEST_CACHE, else
+~/.cache/attnviz-tests), keyed by what it is built from: the zoo, and SmolLM2's
+converted GGUF, which the run's XDG cache links to when the cache has it (a
+cold machine converts it on the run's first use, into the test cache). The
+conversion itself still runs in every run, as a new user's first start runs it:
+into a fresh folder (tests/integration/models/test_hf_models.py) and into an
+empty test cache (tests/integration/test_persistent_cache.py).
+
 `make test` runs the suite on pytest-xdist workers (``--dist loadgroup``). The
-cache is one per run, shared by every worker: the first process to load this
-file makes it and the workers, started from that process, inherit its path
+run's cache is shared by every worker: the first process to load this file
+makes it and the workers, started from that process, inherit its path
 (SmolLM2's conversion takes a file lock and renames into place, so two workers
 never write it twice). Tests of one integration module share module-scoped
 fixtures (a server, a browser, a capture), so each module is one xdist group
-and runs on one worker (the browser and zoo folders are one group each); the
-longest groups are handed out first (tests/schedule.py).
+and runs on one worker (the zoo folder is one group); the longest groups are
+handed out first (tests/schedule.py).
 """
 
 import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
@@ -32,6 +41,10 @@ _MADE_HERE = _RUN_CACHE not in os.environ
 if _MADE_HERE:
     os.environ[_RUN_CACHE] = tempfile.mkdtemp(prefix="attnviz-test-cache-")
 TEST_CACHE = os.environ[_RUN_CACHE]
+# the cache kept across runs (tests/persistent_cache.py), in the user's own cache folder: read before it is replaced
+os.environ.setdefault(
+    "ATTNVIZ_TEST_CACHE", str(Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "attnviz-tests")
+)
 os.environ["XDG_CACHE_HOME"] = TEST_CACHE
 if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
     # Workers share the cores: torch's pool of one thread per core in each would oversubscribe them, and its idle
@@ -39,7 +52,6 @@ if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import pytest  # noqa: E402
-from streamlit.runtime.pages_manager import PagesManager  # noqa: E402
 
 from tests import schedule  # noqa: E402
 
@@ -64,6 +76,10 @@ def pytest_collection_modifyitems(session, config, items):
     """The longest groups first (their time in the last full run), each group's tests in their own order."""
     positions = schedule.order([item.nodeid for item in items], schedule.load_durations())
     items[:] = [items[i] for i in positions]
+    if any(not item.nodeid.startswith("tests/unit/") for item in items):  # a run that may load SmolLM2
+        from tests.persistent_cache import place_smollm2
+
+        place_smollm2(build=False)  # converted in an earlier run: linked now, before any command converts it
 
 
 def pytest_sessionfinish(session, exitstatus):
@@ -92,8 +108,11 @@ def default_training() -> dict:
 
 @pytest.fixture(scope="session")
 def smollm2():
+    """SmolLM2, its conversion taken from the test cache (made there on a miss: tests/persistent_cache.py)."""
     from attnviz.models.hf.loading import load_hf_source
+    from tests.persistent_cache import place_smollm2
 
+    place_smollm2(build=True)
     return load_hf_source("smollm2")
 
 
@@ -114,7 +133,15 @@ def _navigation_v2(monkeypatch):
     and skips app.py's sidebar. The server sets the flag once and
     ``st.navigation`` clears it on the first run, so every later run executes
     app.py. Clearing it here reproduces that.
+
+    Only a test module that drives the app loads Streamlit, by importing AppTest at its top
+    (tests/unit/test_lazy_imports.py checks that every one does): the others, and a run of them alone, import
+    none of it (half a second a process).
     """
+    if "streamlit.testing.v1" not in sys.modules:
+        return
+    from streamlit.runtime.pages_manager import PagesManager
+
     original = PagesManager.__init__
 
     def init(self, *args, **kwargs):

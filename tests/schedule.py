@@ -1,8 +1,9 @@
 """How `make test` shares the suite between pytest-xdist workers: which tests run together, and in what order.
 
 A group is the unit of work a worker takes whole: an integration module (its module-scoped fixtures, a server, a
-browser, a capture, are built once), a folder of ``ONE_GROUP`` (its modules share a server and a browser, or the
-zoo), or a single test anywhere else. Groups are handed out longest first, by the time each took in the last full run
+browser, a capture, are built once), a folder of ``ONE_GROUP`` (its modules share the zoo), or a single test
+anywhere else. The browser modules are groups of their own: each worker that runs one starts its own app server
+(a session fixture, so its later browser modules reuse it), and no one group of them is the run's critical path. Groups are handed out longest first, by the time each took in the last full run
 (``durations.json`` beside this file): with two workers, one long module started last would keep one worker busy
 while the other has nothing left to do. A group the file does not know (a new module) counts one second per test.
 
@@ -22,8 +23,7 @@ from pathlib import Path
 TESTS = Path(__file__).resolve().parent
 DURATIONS = TESTS / "durations.json"
 ONE_GROUP = {  # folders whose modules share what is costly to make
-    "integration/browser",  # one app server and one Chromium (session-scoped fixtures)
-    "integration/zoo",  # the zoo: built by whichever module comes first, while the other would wait on its lock
+    "integration/zoo",  # the zoo: built by whichever module comes first (on a cold cache), the other waits on its lock
 }
 UNKNOWN_S_PER_TEST = 1.0
 KEPT_ABOVE_S = 5.0  # groups shorter than this are left out of the file: their order hardly matters

@@ -6,6 +6,7 @@ Never `playwright install`: the browser is Debian's package, found on PATH.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import random
 import shutil
@@ -177,6 +178,27 @@ def wait_for_charts(page, count: int, timeout_ms: int = 90_000) -> None:
         arg=count,
         timeout=timeout_ms,
     )
+
+
+GRID_CANVAS = (
+    ".attnviz-grid canvas"  # the Heads page's grid (attnviz.app.grid_canvas; Playwright's CSS pierces its shadow root)
+)
+
+
+def wait_for_grid(page, timeout_ms: int = 90_000):
+    """Wait until the Heads page's grid canvas has drawn; return its locator."""
+    page.locator(f"{GRID_CANVAS}[data-draws]").first.wait_for(state="attached", timeout=timeout_ms)
+    return page.locator(GRID_CANVAS).first
+
+
+def grid_tile_point(page, layer: int, column: int) -> tuple[float, float]:
+    """Where on the screen the grid's tile (``layer``, ``column``) is, its centre (the canvas says where its tiles are:
+    ``data-tiles``); the canvas scrolled into view first."""
+    canvas = wait_for_grid(page)
+    canvas.scroll_into_view_if_needed()
+    tiles = json.loads(canvas.get_attribute("data-tiles"))
+    box = canvas.bounding_box()
+    return box["x"] + tiles["left"] + (column + 0.5) * tiles["w"], box["y"] + tiles["top"] + (layer + 0.5) * tiles["h"]
 
 
 def choose_page(page, title: str) -> None:

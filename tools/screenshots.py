@@ -34,15 +34,17 @@ SHORT_TEXT = "When Mary and John went to the store, John gave a drink to Mary be
 #          a button, toggle or radio option to press first, ("search", query) to find a token first,
 #          [("pick", multiselect label, option), ...] to choose options first, or None,
 #          where to scroll for the shot or None)
+# (the Heads page's grid of heat maps is its own canvas, not a chart: its charts are the large view and the
+# statistics, and on a long text the pooled map, its window, one row and the statistics)
 SHOTS = {
     "overview": ("", [], 0, None, None),
-    "heads": ("heads", [], 3, None, None),
-    "heads-minilm": ("heads", MINILM, 3, None, None),
-    "heads-smollm2": ("heads", SMOLLM2, 3, None, None),
+    "heads": ("heads", [], 2, None, None),
+    "heads-minilm": ("heads", MINILM, 2, None, None),
+    "heads-smollm2": ("heads", SMOLLM2, 2, None, None),
     "heads-smollm2-8192": (
         "heads",
         [*SMOLLM2, ("Max tokens", "8192"), ("Text to analyse", LONG_TEXT)],
-        5,
+        4,
         None,  # √weight is on by itself at this length
         "One head, large",
     ),
@@ -57,7 +59,7 @@ SHOTS = {
     "heads-search-smollm2-8192": (
         "heads",
         [*SMOLLM2, ("Max tokens", "8192"), ("Text to analyse", LONG_TEXT)],
-        5,
+        4,
         ("search", "tired"),
         "Find a token",
     ),
@@ -81,7 +83,7 @@ SHOTS = {
     ),
     "rollout-smollm2": ("rollout", SMOLLM2, 1, None, None),
     "compare": ("compare", [], 3, None, None),
-    "heads-values-smollm2": ("heads", SMOLLM2, 3, "value-weighted", "One head, large"),
+    "heads-values-smollm2": ("heads", SMOLLM2, 2, "value-weighted", "One head, large"),
     "heads-lines-smollm2": ("heads", [*SMOLLM2, ("Text to analyse", SHORT_TEXT)], 1, "lines between the tokens", None),
     # the long text on the new pages: each reads its own bound of it (1,024 / 512 tokens), Side by side all of it
     "ablation-smollm2-8192": (

@@ -207,13 +207,17 @@ def _cached_admitted(kind: str, key: tuple, need: Need | None, around, run) -> A
     server's memory budget, inside ``around()`` (a spinner or a progress bar, yielding ``handle``). A cached result
     asks nothing; the admission happens inside the cache's single flight."""
     cache = result_cache()
+    # one element here whether the result is cached or not: a spinner or a progress bar (a miss) would otherwise
+    # move everything after it one place down, and the browser would build each of those elements anew on the
+    # next run (a hit): a chart or the grid's canvas drawn a second time for nothing
+    slot = st.empty()
     found, value = cache.lookup((kind, key))
     if found:
         return value
     need = job_need(kind, key) if need is None else need
     rid = request_id(kind, key)
     stop_if_cancelled(rid)
-    with around() as handle:
+    with slot.container(), around() as handle:
 
         def admitted_run():
             with admitted(need, rid):
@@ -333,12 +337,18 @@ def fits_the_cache(source: AttentionSource, settings_: Settings) -> bool:
     return False
 
 
+def record_job(source: AttentionSource, settings_: Settings) -> Callable[[Progress | None], AttentionRecord]:
+    """The capture of the sidebar's text, as a job of its progress reporter (:func:`record_for`'s, and the
+    server's warm-up of the default text: :func:`attnviz.app.warm.default_record`)."""
+    return lambda progress: source.run(settings_.text, settings_.max_tokens, progress=progress)
+
+
 def record_for(source: AttentionSource, settings_: Settings) -> AttentionRecord:
     """The capture of the sidebar's text, from the shared cache."""
     return cached_job(
         "record",
         settings_.key(),
-        lambda progress: source.run(settings_.text, settings_.max_tokens, progress=progress),
+        record_job(source, settings_),
         t("sources.capturing"),
         need=capture_need(source, settings_.text, settings_.max_tokens),
     )

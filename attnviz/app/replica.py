@@ -21,10 +21,12 @@ from collections.abc import Mapping
 import streamlit as st
 
 from attnviz import settings
+from attnviz.app.grid_canvas import map_report_due
 from attnviz.app.widgets import show_info
 from attnviz.i18n.message import msg
 
 CHECKED = "replica_checked"  # session_state: the session's first run has looked
+MOVED = "replica_moved"  # session_state: ... and found the session moved here
 RERUN_TIMER_S = 86_400  # a day: the fragment below is registered for its timer, not to run
 
 
@@ -67,7 +69,13 @@ def note_moved_session() -> None:
     with st.sidebar:
         _reconnect_rerun()
     if CHECKED in st.session_state:
+        # the run the grid's first drawing starts (attnviz.app.grid_canvas) is the app's, not the visitor's: the
+        # note stays until the visitor's own next run
+        if st.session_state.get(MOVED) and map_report_due():
+            show_info(msg("replicas.moved"))
         return
     st.session_state[CHECKED] = True
-    if moved_from(st.context.cookies, st.context.headers, own) is not None:
+    moved = moved_from(st.context.cookies, st.context.headers, own) is not None
+    st.session_state[MOVED] = moved
+    if moved:
         show_info(msg("replicas.moved"))

@@ -32,10 +32,15 @@ MIN_BYTES = 512  # smaller files gain less than a packet from gzip (the threshol
 COMPRESSIBLE = frozenset({".js", ".mjs", ".css", ".html", ".json", ".svg", ".map", ".txt"})
 INDEX = "index.html"
 PLOTLY = "PlotlyChart"
-# the elements a new visitor's first screen draws (the sidebar, then the Heads page above its first chart), by the
-# name of their chunk in Streamlit's build; Plotly's last: the largest by far, asked after the app's own modules
-FIRST_SCREEN = ("Selectbox", "TextArea", "NumberInput", "Checkbox", "TextInput", "Radio", PLOTLY)
+# the elements a new visitor's first screen draws (the sidebar, then the Heads page above its first chart, the grid
+# a Components v2 component: BidiComponent), by the name of their chunk in Streamlit's build; Plotly's last: the
+# largest by far, asked for by the page's own script (see _EARLY_PLOTLY), not in the page's list
+FIRST_SCREEN = ("Selectbox", "TextArea", "NumberInput", "Checkbox", "TextInput", "Radio", "BidiComponent", PLOTLY)
 CHARTLESS = ("", "overview")  # the root and the Overview (attnviz.app.navigation.HOME) draw no chart
+# pages whose first map is attnviz's own canvas (attnviz.app.grid_canvas): Plotly after it, not before
+MAP_FIRST = ("heads",)
+# a classic script put first in the page's <head>: each Plotly chart drawn once on its first render, not twice
+PLOTLY_ONCE = Path(__file__).with_name("plotly_once.js")
 IMMUTABLE_MAX_AGE_S = 365 * 24 * 60 * 60  # Streamlit's own for its hashed files (STATIC_ASSET_CACHE_MAX_AGE_SECONDS)
 _NO_CACHE = re.compile(r"(?:\.html$|^manifest\.json$)")  # Streamlit's: the page and the manifest are revalidated
 
@@ -44,19 +49,38 @@ _IMPORT = re.compile(r"""\s*import\s*(?:[\w$*{}\s,]+?\s*from\s*)?["'](\./[^"']+\
 _MODULE_PRELOAD = re.compile(r"""<link\s+rel="modulepreload"[^>]*\shref="\./static/js/([^"]+)\"""")
 _EARLY_PLOTLY = """
 <script type="module">
-  // attnviz (attnviz.app.static_assets): Plotly evaluated while the server runs a page, not after its first chart
-  const chartless = {chartless}.includes(location.pathname.split("/").filter(Boolean).pop() ?? "");
-  let ran = false;
-  new MutationObserver((_, observer) => {{
-    const state = document.querySelector("[data-test-script-state]")?.getAttribute("data-test-script-state");
-    ran ||= state === "running";
-    if (!ran || (chartless && state !== "notRunning")) return;
-    observer.disconnect();
-    const plotly = () => import("./static/js/{chunk}");
-    if (!chartless) setTimeout(plotly, 0);
-    else if ("requestIdleCallback" in window) requestIdleCallback(plotly);
-    else setTimeout(plotly, 500);
-  }}).observe(document, {{ subtree: true, childList: true, attributeFilter: ["data-test-script-state"] }});
+  // attnviz (attnviz.app.static_assets): Plotly fetched and evaluated when it keeps a visitor waiting least
+  const page = location.pathname.split("/").filter(Boolean).pop() ?? "";
+  const chartless = CHARTLESS.includes(page);
+  const mapFirst = MAP_FIRST.includes(page);
+  const fetchPlotly = () => CLOSURE.forEach((name) => {
+    const link = Object.assign(document.createElement("link"), { rel: "modulepreload", href: `./static/js/${name}` });
+    link.crossOrigin = "";
+    document.head.append(link);
+  });
+  const plotly = () => import("./static/js/CHUNK");
+  const idle = (run) => ("requestIdleCallback" in window ? requestIdleCallback(run) : setTimeout(run, 500));
+  const whenScript = (ready, run) => { // run() once the server has run the page and ready(its state)
+    let ran = false;
+    new MutationObserver((_, observer) => {
+      const state = document.querySelector("[data-test-script-state]")?.getAttribute("data-test-script-state");
+      ran ||= state === "running";
+      if (!ran || !ready(state)) return;
+      observer.disconnect();
+      run();
+    }).observe(document, { subtree: true, childList: true, attributeFilter: ["data-test-script-state"] });
+  };
+  if (mapFirst) {
+    // the first map is attnviz's own canvas (attnviz.app.grid_canvas): nothing of Plotly's before it is drawn,
+    // then Plotly fetched and evaluated for the charts below it (or once the page ran, if it drew no map)
+    let started = false;
+    const start = () => { if (!started) { started = true; fetchPlotly(); idle(plotly); } };
+    addEventListener("attnviz:first-map", start, { once: true });
+    whenScript((state) => state === "notRunning", () => idle(start));
+  } else {
+    fetchPlotly(); // with the page's own modules
+    whenScript((state) => !chartless || state === "notRunning", () => (chartless ? idle(plotly) : setTimeout(plotly, 0)));
+  }
 </script>"""
 _ENTRY = re.compile(r"""<script\s+type="module"[^>]*\ssrc="\./static/js/([^"]+)\"""")
 
@@ -133,9 +157,13 @@ def chunk_file(js_dir: Path, element: str) -> str | None:
 
 
 def with_early_modules(
-    index_html: str, js_dir: Path, elements: Iterable[str] = FIRST_SCREEN, chartless: Iterable[str] = CHARTLESS
+    index_html: str,
+    js_dir: Path,
+    elements: Iterable[str] = FIRST_SCREEN,
+    chartless: Iterable[str] = CHARTLESS,
+    map_first: Iterable[str] = MAP_FIRST,
 ) -> str:
-    """Streamlit's page, told to fetch the chunks of ``elements`` with itself, and to evaluate Plotly's early.
+    """Streamlit's page, told to fetch the chunks of ``elements`` with itself, and when to fetch and evaluate Plotly's.
 
     Streamlit's page preloads its own modules; an element's chunk (a widget, a chart) it asks for only when the
     element first arrives, then the modules that chunk imports, then theirs: a round trip each, after the app
@@ -143,27 +171,45 @@ def with_early_modules(
     any depth (not what the page lists already), in ``elements``' order, after Streamlit's own: the browser asks
     in document order, the app's modules first, and compiles them off the main thread as they arrive.
 
-    Evaluating the Plotly chunk takes the browser's main thread for a second or more; Streamlit does it when the
-    first chart arrives, before drawing it. The module script added here does it as soon as the server runs the
-    page (``data-test-script-state="running"``, the app's own marker), while the browser waits for its messages;
-    on a page that draws no chart (``chartless``: the last segment of its URL path, ``""`` for the root) only
-    once that page is drawn and the browser idle, so that the page is not kept waiting for it, and its reader's
-    next page has Plotly ready. Its ``import()`` is the one Streamlit makes for a chart, the same URL: the browser
-    evaluates the chunk once, and Streamlit finds it ready.
+    Plotly's chunk (4.7 MB; 1.4 MB gzipped) is the exception: the module script added here asks for it. Evaluating
+    it takes the browser's main thread for a second or more; Streamlit does it when the first chart arrives, before
+    drawing it. On a page whose first map is attnviz's own canvas (``map_first``: the last segment of its URL path)
+    nothing of Plotly's is fetched or evaluated before that map is drawn (the canvas says so with the window event
+    ``attnviz:first-map``), or before the page has run when it drew none: on a hosted visitor's line the chunk would
+    share the bandwidth with the page's own modules, and its evaluation would hold the map back. On any other page
+    the chunk is fetched with the page, and evaluated as soon as the server runs the page
+    (``data-test-script-state="running"``, the app's own marker), while the browser waits for its messages; on a
+    page that draws no chart (``chartless``, ``""`` for the root) only once that page is drawn and the browser
+    idle, so that the page is not kept waiting for it, and its reader's next page has Plotly ready. Its
+    ``import()`` is the one Streamlit makes for a chart, the same URL: the browser evaluates the chunk once, and
+    Streamlit finds it ready.
+
+    Streamlit draws every Plotly chart twice when it first renders it (its element hands Plotly a themed copy
+    of the figure it has just drawn, equal but new objects); the classic script put first (``plotly_once.js``)
+    makes Plotly see the copy as the figure it drew, so the second call draws nothing.
 
     Returns the page unchanged when its entry module is not where Streamlit 1.67 puts it."""
     entry = _ENTRY.search(index_html)
     if entry is None or "</head>" not in index_html:
         return index_html
     listed = {entry.group(1), *_MODULE_PRELOAD.findall(index_html)}
+    plotly = chunk_file(js_dir, PLOTLY) if PLOTLY in elements else None
     preloads: list[str] = []
     for element in elements:
-        if (chunk := chunk_file(js_dir, element)) is not None:
+        if element != PLOTLY and (chunk := chunk_file(js_dir, element)) is not None:
             preloads += [name for name in import_closure(js_dir, chunk) if name not in listed and name not in preloads]
     lines = [f'<link rel="modulepreload" crossorigin href="./static/js/{name}">' for name in preloads]
-    if (plotly := chunk_file(js_dir, PLOTLY)) is not None and plotly in preloads:
-        chartless_json = json.dumps(sorted(set(chartless)))
-        lines += _EARLY_PLOTLY.format(chunk=plotly, chartless=chartless_json).strip().splitlines()
+    if plotly is not None:
+        # a classic script runs as it is parsed, before any module: its setter hears Plotly's bundle set window.Plotly
+        lines.insert(0, f"<script>\n{PLOTLY_ONCE.read_text(encoding='utf-8')}</script>")
+        closure = [name for name in import_closure(js_dir, plotly) if name not in listed and name not in preloads]
+        script = (
+            _EARLY_PLOTLY.replace("CHARTLESS", json.dumps(sorted(set(chartless))))
+            .replace("MAP_FIRST", json.dumps(sorted(set(map_first))))
+            .replace("CLOSURE", json.dumps(closure))
+            .replace("CHUNK", plotly)
+        )
+        lines += script.strip().splitlines()
     return index_html.replace("</head>", "  " + "\n    ".join(lines) + "\n  </head>", 1)
 
 

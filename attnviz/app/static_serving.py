@@ -7,8 +7,8 @@
   ``Vary: Accept-Encoding``, the variant's own ETag (``If-None-Match`` -> 304) and Streamlit's cache headers;
   any other request for it (no gzip, a range) goes to Streamlit, whose answer gets ``Vary: Accept-Encoding``;
 - Streamlit's page (``/``, or any page's URL, which Streamlit answers with ``index.html``): recognised in
-  Streamlit's own answer, replaced by the page that asks for the first screen's chunks early and evaluates
-  Plotly early (:func:`attnviz.app.static_assets.with_early_modules`), gzipped when the client accepts it.
+  Streamlit's own answer, replaced by the page that asks for the first screen's chunks early and for Plotly's
+  when it costs least (:func:`attnviz.app.static_assets.with_early_modules`), gzipped when the client accepts it.
 
 Everything else passes through untouched: the websocket, the health check, media, uploads.
 """

@@ -1,8 +1,10 @@
 """What a server does once at start so that its first visitor does not wait for it: :func:`warm_up`.
 
 The first session of a fresh server would otherwise pay for importing torch,
-plotly, pandas and every module the first page uses, and for building the
-default model: longer than drawing the page itself. ``serve.py`` runs
+plotly, pandas and every module the first page uses, for building the
+default model and for capturing the default text: longer than drawing the page
+itself. Every new visitor lands on the default text, so its capture is made here
+once, and a landing run reads it from the cache (no forward pass). ``serve.py`` runs
 :func:`warm_up` in the server's start-up, before it accepts a connection, so
 the process's module table and model cache are full when the first visitor
 arrives. ``streamlit run app.py`` still works, and pays this on its first visit.
@@ -39,8 +41,19 @@ def default_spec():
     return embedded_spec(DEFAULTS, resolve_device(DEFAULTS["device"]))
 
 
+def default_record(source, spec):
+    """The default text's capture by the default model, put in the process's result cache under the key a new
+    visitor's sidebar asks for (:func:`attnviz.app.loading.record_for`), as that page would compute it."""
+    from attnviz.app.loading import record_job, result_cache
+    from attnviz.app.state import DEFAULTS, Settings
+
+    settings_ = Settings(DEFAULTS["text"], DEFAULTS["max_tokens"], spec)
+    return result_cache().get_or_compute(("record", settings_.key()), lambda: record_job(source, settings_)(None))
+
+
 def warm_up() -> dict[str, float]:
-    """Import the first page's modules and load the default model into the shared cache: seconds per step."""
+    """Import the first page's modules, load the default model and capture the default text into the shared
+    caches: seconds per step."""
     timings: dict[str, float] = {}
     for name in MODULES:
         start = time.perf_counter()
@@ -50,8 +63,11 @@ def warm_up() -> dict[str, float]:
 
     start = time.perf_counter()
     spec = default_spec()
-    load_source(spec)
+    source = load_source(spec)
     timings["default model"] = time.perf_counter() - start
+    start = time.perf_counter()
+    default_record(source, spec)  # a new visitor's page reads it from the cache: its first run does no forward pass
+    timings["default record"] = time.perf_counter() - start
     from attnviz.core.device_speed import speedup
 
     start = time.perf_counter()
@@ -62,5 +78,8 @@ def warm_up() -> dict[str, float]:
     from streamlit.runtime.pages_manager import PagesManager
 
     PagesManager.uses_pages_directory = False
+    from attnviz.app.grid_canvas import wait_for_first_map
+
+    wait_for_first_map()  # this server's page asks for Plotly after the first map: its charts wait for that map
     print(f"attnviz: warmed up in {sum(timings.values()):.1f} s", file=sys.stderr)
     return timings

@@ -16,6 +16,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from attnviz.app import exports
+from attnviz.app.grid_canvas import charts_wait
 from attnviz.app.running import page_run
 from attnviz.app.state import valid_choice
 from attnviz.core.memory_errors import is_out_of_memory, one_line
@@ -97,12 +98,16 @@ def plotly(fig: go.Figure, key: str, *, tensors=None, **kwargs):
 
     A figure that sets its own width (a heatmap of tokens, built to fill the width its page or column gives:
     :func:`attnviz.figures.base.fit_token_axes`) is drawn that wide, or as wide as the column in a narrower window,
-    its cells kept square; any other fills the column. The modebar's camera saves an SVG at the figure's size,
+    its cells kept square; any other fills the column. While the session's first map is not drawn
+    (:func:`attnviz.app.grid_canvas.charts_after_map`) a line stands where the chart goes. The modebar's camera saves an SVG at the figure's size,
     named after ``key`` (the menu switches it to PNG);
     the menu also offers the figure as offline HTML and, given ``tensors`` (an
     :class:`attnviz.app.exports.TensorExport`), the tensors it draws. Chart and menu share a container, so a
     placeholder (``st.empty``) holding the chart holds both.
     """
+    if charts_wait():  # the session's first map is not drawn yet: the chart comes on the run it starts
+        st.caption(t("grid_canvas.chart_follows"))
+        return None
     fig = upright_axis_titles(fig)  # Chinese axis titles written across, not laid on their side
     fmt = st.session_state.get(f"{key}_image_format")
     config = exports.chart_config(fig, key, fmt if fmt in exports.IMAGE_FORMATS else "svg")

@@ -3,6 +3,8 @@ inputs, one query row, and a statistic per head."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
@@ -165,6 +167,102 @@ def _pool_keeping_masked(maps: Tensor, tile: int) -> Tensor:
     return pooled.masked_fill(pooled < 0, float("nan"))
 
 
+@dataclass(frozen=True, eq=False)
+class HeadGrid:
+    """The layer x head grid as drawn, whatever draws it (:func:`make_head_grid_figure`'s Plotly figure, or the
+    canvas of :mod:`attnviz.figures.grid_picture`): one uint8 mosaic of every tile and what each tile is.
+
+    ``levels`` is (n_layer * th, n_col * tw): tile (r, c) is ``levels[r*th:(r+1)*th, c*tw:(c+1)*tw]``, colour
+    levels 0..254 for weights (:func:`quantize_grid`) and :data:`MASKED_LEVEL` where no cell is visible.
+    ``heads[r][c]`` is the head drawn in column ``c`` of layer ``r`` ("mean" in the last column with the mean);
+    ``hover[r][c]`` its lines of hover text; ``dimmed[r, c]`` whether a filter dims it. ``cell_px`` is a tile's
+    side in pixels where the width allows, ``height`` the Plotly figure's height."""
+
+    levels: np.ndarray
+    th: int
+    tw: int
+    heads: list[list[Head]]
+    hover: list[list[list[str]]]
+    dimmed: np.ndarray
+    col_names: list[str]
+    cell_px: int
+    height: int
+
+    @property
+    def n_layer(self) -> int:
+        return len(self.heads)
+
+    @property
+    def n_col(self) -> int:
+        return len(self.heads[0]) if self.heads else 0
+
+
+def head_grid(
+    maps: Tensor,
+    *,
+    mean: Tensor | None = None,
+    gamma: float = 1.0,
+    with_mean: bool = True,
+    tile: int | None = None,
+    flags: np.ndarray | None = None,
+    order: np.ndarray | None = None,
+    shown: np.ndarray | None = None,
+    max_height: int | None = None,
+) -> HeadGrid:
+    """The layer x head grid of maps (n_layer, n_head, q, k) (arguments as :func:`make_head_grid_figure`)."""
+    if maps.ndim != 4:
+        raise ValueError(f"maps must be (n_layer, n_head, q_len, k_len), got {tuple(maps.shape)}")
+    n_layer, n_head, q_len, k_len = maps.shape
+    order = np.tile(np.arange(n_head), (n_layer, 1)) if order is None else np.asarray(order)  # (L, H)
+    if order.shape != (n_layer, n_head):
+        raise ValueError(f"order {order.shape} must be (n_layer, n_head) = ({n_layer}, {n_head})")
+    maps = maps[torch.arange(n_layer)[:, None], torch.as_tensor(order)]  # (L, H, q, k), heads in drawn order
+    if with_mean:
+        mean = maps.nanmean(dim=1) if mean is None else mean
+        maps = torch.cat([maps, mean[:, None]], dim=1)  # (L, H + 1, q, k)
+    n_col = maps.shape[1]
+    tile = tile or grid_tile_size(n_layer, n_col, max(q_len, k_len, 1))
+    tiles = _pool_keeping_masked(maps, tile)  # (L, n_col, th, tw)
+    th, tw = tiles.shape[-2:]
+    mosaic = tiles.permute(0, 2, 1, 3).reshape(n_layer * th, n_col * tw)  # (L * th, n_col * tw)
+    heads: list[list[Head]] = [
+        [int(h) for h in order[layer]] + (["mean"] if with_mean else []) for layer in range(n_layer)
+    ]
+    sorted_ = not np.array_equal(order, np.tile(np.arange(n_head), (n_layer, 1)))
+    col_names = [f"#{c + 1}" if sorted_ else head_label(c) for c in range(n_head)]
+    col_names += [head_label("mean", short=True)] if with_mean else []
+    dimmed = np.array(
+        [
+            [head != "mean" and shown is not None and not shown[layer][head] for head in row]
+            for layer, row in enumerate(heads)
+        ],
+        dtype=bool,
+    ).reshape(n_layer, n_col)
+
+    def hover(layer: int, head: Head) -> list[str]:
+        lines = [f"L{layer} {head_label(head)}"]
+        if head != "mean" and flags is not None and flags[layer][head]:
+            lines.append(flag_names(flags[layer][head]))
+        if head != "mean" and shown is not None and not shown[layer][head]:
+            lines.append(t("figures.dimmed"))
+        return lines
+
+    cell_px = max(18, min(90, 900 // max(n_col, 1)))
+    if max_height is not None:
+        cell_px = max(12, min(cell_px, (max_height - 80 - MODEBAR_PX) // max(n_layer, 1)))
+    return HeadGrid(
+        levels=quantize_grid(mosaic, gamma),
+        th=th,
+        tw=tw,
+        heads=heads,
+        hover=[[hover(layer, head) for head in heads[layer]] for layer in range(n_layer)],
+        dimmed=dimmed,
+        col_names=col_names,
+        cell_px=cell_px,
+        height=int(min(4000, 80 + MODEBAR_PX + n_layer * cell_px)),
+    )
+
+
 def make_head_grid_figure(
     maps: Tensor,
     *,
@@ -191,48 +289,29 @@ def make_head_grid_figure(
     head drawn in each column). Heads where ``shown`` is False are dimmed.
     ``max_height`` shrinks the tiles so that a tall grid fits that many pixels.
     """
-    if maps.ndim != 4:
-        raise ValueError(f"maps must be (n_layer, n_head, q_len, k_len), got {tuple(maps.shape)}")
-    n_layer, n_head, q_len, k_len = maps.shape
-    order = np.tile(np.arange(n_head), (n_layer, 1)) if order is None else np.asarray(order)  # (L, H)
-    if order.shape != (n_layer, n_head):
-        raise ValueError(f"order {order.shape} must be (n_layer, n_head) = ({n_layer}, {n_head})")
-    maps = maps[torch.arange(n_layer)[:, None], torch.as_tensor(order)]  # (L, H, q, k), heads in drawn order
-    if with_mean:
-        mean = maps.nanmean(dim=1) if mean is None else mean
-        maps = torch.cat([maps, mean[:, None]], dim=1)  # (L, H + 1, q, k)
-    n_col = maps.shape[1]
-    tile = tile or grid_tile_size(n_layer, n_col, max(q_len, k_len, 1))
-    tiles = _pool_keeping_masked(maps, tile)  # (L, n_col, th, tw)
-    th, tw = tiles.shape[-2:]
-    mosaic = tiles.permute(0, 2, 1, 3).reshape(n_layer * th, n_col * tw)  # (L * th, n_col * tw)
-    z = quantize_grid(mosaic, gamma)
-    heads: list[list[Head]] = [
-        [int(h) for h in order[layer]] + (["mean"] if with_mean else []) for layer in range(n_layer)
-    ]
-    sorted_ = not np.array_equal(order, np.tile(np.arange(n_head), (n_layer, 1)))
-    col_names = [f"#{c + 1}" if sorted_ else head_label(c) for c in range(n_head)]
-    col_names += [head_label("mean", short=True)] if with_mean else []
+    view = {"flags": flags, "order": order, "shown": shown, "max_height": max_height}
+    return head_grid_figure(head_grid(maps, mean=mean, gamma=gamma, with_mean=with_mean, tile=tile, **view))
 
-    dimmed = t("figures.dimmed")
 
-    def hover(layer: int, head: Head) -> str:
-        text = f"L{layer} {head_label(head)}"
-        if head != "mean" and flags is not None and flags[layer][head]:
-            text += f"<br>{flag_names(flags[layer][head])}"
-        if head != "mean" and shown is not None and not shown[layer][head]:
-            text += "<br>" + dimmed
-        return text
-
+def head_grid_figure(grid: HeadGrid) -> go.Figure:
+    """:class:`HeadGrid` as a Plotly figure (the grid's interactive HTML export, and its tests' reference)."""
+    n_layer, n_col, th, tw = grid.n_layer, grid.n_col, grid.th, grid.tw
     col_x = [c * tw + (tw - 1) / 2 for c in range(n_col)]
     fig = go.Figure(
         [
-            go.Heatmap(z=z, zmin=0, zmax=MASKED_LEVEL, colorscale=grid_colorscale(), showscale=False, hoverinfo="skip"),
+            go.Heatmap(
+                z=grid.levels,
+                zmin=0,
+                zmax=MASKED_LEVEL,
+                colorscale=grid_colorscale(),
+                showscale=False,
+                hoverinfo="skip",
+            ),
             go.Scatter(  # a scatter, not a heatmap: plotly selects scatter points on click, never heatmap cells
                 x=[col_x[c] for _ in range(n_layer) for c in range(n_col)],
                 y=[r * th + (th - 1) / 2 for r in range(n_layer) for _ in range(n_col)],
-                customdata=[[layer, head] for layer in range(n_layer) for head in heads[layer]],
-                text=[hover(layer, head) for layer in range(n_layer) for head in heads[layer]],
+                customdata=[[layer, head] for layer in range(n_layer) for head in grid.heads[layer]],
+                text=["<br>".join(lines) for row in grid.hover for lines in row],
                 hovertemplate="%{text}<extra></extra>",
                 mode="markers",
                 marker={"opacity": 0, "size": 1},
@@ -248,21 +327,17 @@ def make_head_grid_figure(
     paths += [f"M-0.5,{r * th - 0.5} H{n_col * tw - 0.5}" for r in range(1, n_layer)]
     if paths:
         fig.add_shape(type="path", path=" ".join(paths), line={"color": "white", "width": 2}, layer="above")
-    if shown is not None:
-        dim = [
-            f"M{c * tw - 0.5},{layer * th - 0.5} h{tw} v{th} h{-tw} Z"
-            for layer in range(n_layer)
-            for c in range(n_head)
-            if not shown[layer][heads[layer][c]]
-        ]
-        if dim:
-            fig.add_shape(type="path", path=" ".join(dim), fillcolor=DIM_COLOR, line={"width": 0}, layer="above")
-    cell_px = max(18, min(90, 900 // max(n_col, 1)))
-    if max_height is not None:
-        cell_px = max(12, min(cell_px, (max_height - 80 - MODEBAR_PX) // max(n_layer, 1)))
-    ticks = {"tickvals": col_x, "ticktext": col_names, "showgrid": False, "zeroline": False}
+    dim = [
+        f"M{c * tw - 0.5},{layer * th - 0.5} h{tw} v{th} h{-tw} Z"
+        for layer in range(n_layer)
+        for c in range(n_col)
+        if grid.dimmed[layer, c]
+    ]
+    if dim:
+        fig.add_shape(type="path", path=" ".join(dim), fillcolor=DIM_COLOR, line={"width": 0}, layer="above")
+    ticks = {"tickvals": col_x, "ticktext": grid.col_names, "showgrid": False, "zeroline": False}
     fig.update_layout(
-        height=int(min(4000, 80 + MODEBAR_PX + n_layer * cell_px)),
+        height=grid.height,
         margin={"l": 10, "r": 10, "t": 30 + MODEBAR_PX, "b": 30},  # the toolbar above the head labels, not on them
         hoverdistance=-1,  # the nearest tile centre answers anywhere on the tile (tiles are square)
         xaxis={**ticks, "side": "top", "constrain": "domain"},

@@ -14,30 +14,45 @@ from attnviz.app.state import valid_choice
 from attnviz.app.widgets import plotly
 from attnviz.core.head_stats import describe_flags
 from attnviz.figures.alignment import make_alignment_figure
-from attnviz.figures.heads import grid_view, make_head_grid_figure, make_head_stats_figure, stat_name, stats_in_words
+from attnviz.figures.heads import (
+    HeadGrid,
+    grid_view,
+    head_grid,
+    head_grid_figure,
+    make_head_stats_figure,
+    stat_name,
+    stats_in_words,
+)
 from attnviz.figures.lines import Lines, line_threshold, make_lines_figure
 from attnviz.i18n.translate import language, t
 from attnviz.labs.alignment import RANKED_HEADS, alignment, alignment_table, ranked_heads
 from attnviz.models.record import AttentionRecord, token_labels
 
 
-def grid_figure(
+def grid_of(
     record_key: tuple, gamma: float, _record: AttentionRecord, show: str = "all heads", compact: bool = False
-) -> go.Figure:
+) -> HeadGrid:
     """The layer x head grid of a record (keyed by what produced the record), flags on hover.
 
     ``show`` is one of :func:`attnviz.figures.heads.grid_show_options` (dim all but one flag, or sort each
     layer's heads by a statistic); ``compact`` fits the grid in about 900 px.
     """
-    return _grid_figure(record_key, gamma, _record, show, compact, language())
+    return _grid_of(record_key, gamma, _record, show, compact, language())
 
 
-@st.cache_data(max_entries=32, show_spinner=False)
-def _grid_figure(
-    record_key: tuple, gamma: float, _record: AttentionRecord, show: str, compact: bool, lang: str
+def grid_figure(
+    record_key: tuple, gamma: float, _record: AttentionRecord, show: str = "all heads", compact: bool = False
 ) -> go.Figure:
+    """:func:`grid_of` as the Plotly figure its Export menu saves."""
+    return head_grid_figure(grid_of(record_key, gamma, _record, show, compact))
+
+
+@st.cache_resource(max_entries=32, show_spinner=False)  # read-only: shared, not copied on every rerun
+def _grid_of(
+    record_key: tuple, gamma: float, _record: AttentionRecord, show: str, compact: bool, lang: str
+) -> HeadGrid:
     view = grid_view(_record.statistics, _record.n_layer, _record.n_head, show)
-    return make_head_grid_figure(
+    return head_grid(
         _record.pooled_grid("max"), mean=_record.mean_grid(), gamma=gamma, max_height=900 if compact else None, **view
     )
 

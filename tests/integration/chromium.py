@@ -1,6 +1,7 @@
 """Fixtures and checks shared by the real-browser tests: one Chromium per module (launching takes a second; its
-event loop ends with the module), one app server per test process (the browser folder runs as one xdist group, so
-on one worker), a fresh context, so a new user's session, per test."""
+event loop ends with the module), one app server per test process (each browser module is an xdist group of its
+own: a worker starts the server for the first it runs and keeps it for the others), a fresh context, so a new
+user's session, per test."""
 
 import pytest
 
@@ -15,8 +16,8 @@ def browser():
 
 @pytest.fixture(scope="session")
 def server(smollm2):
-    """One app server for the run's browser tests (each test is a new session of it). SmolLM2 is converted first
-    (same XDG cache), so the server starts on a ready model."""
+    """One app server for this worker's browser tests (each test is a new session of it). SmolLM2 is converted
+    first (same XDG cache), so the server starts on a ready model."""
     with streamlit_server() as url:
         yield url
 

@@ -6,9 +6,13 @@ from tests.schedule import group_of, order
 def test_an_integration_module_is_one_group_and_a_shared_folder_is_one_group():
     assert group_of("tests/integration/cli/test_cli.py::test_version") == "integration/cli/test_cli.py"
     assert group_of("tests/integration/cli/test_cli.py::test_heads[a-b]") == "integration/cli/test_cli.py"
-    assert group_of("tests/integration/browser/test_browser.py::test_x") == "integration/browser"
-    assert group_of("tests/integration/browser/test_browser_grid.py::test_y") == "integration/browser"
     assert group_of("tests/integration/zoo/test_zoo.py::test_z[llama]") == "integration/zoo"
+    assert group_of("tests/integration/zoo/test_zoo_logits.py::test_l[gpt2]") == "integration/zoo"
+    # the browser modules each a group (each worker its own server): no one of them the whole run's critical path
+    assert group_of("tests/integration/browser/test_browser.py::test_x") == "integration/browser/test_browser.py"
+    assert group_of("tests/integration/browser/test_browser_grid.py::test_y") == (
+        "integration/browser/test_browser_grid.py"
+    )
     assert group_of("tests/unit/test_cli.py::test_a") == "unit/test_cli.py::test_a"  # elsewhere, one test each
 
 

@@ -12,6 +12,7 @@ from tools.browser import (
     set_sidebar_value,
     streamlit_server,
     wait_for_charts,
+    wait_for_grid,
     wait_until_idle,
 )
 
@@ -44,21 +45,22 @@ def test_first_session_of_a_fresh_server_reaches_heads_with_its_sidebar(browser,
                 page.get_by_role("link", name="Heads: every head's pattern", exact=False).click()
             else:
                 choose_page(page, "Heads")  # the header's menu
-        wait_for_charts(page, 3)
+        wait_for_charts(page, 2)  # the large view and the statistics (the grid is the page's own canvas)
         wait_until_idle(page)
         assert "/heads" in page.url
         assert_no_exception(page)
         assert_sidebar_kept_its_defaults(page)
-        assert page.locator(".js-plotly-plot").count() == 3
+        assert page.locator(".js-plotly-plot").count() == 2
+        assert int(wait_for_grid(page).get_attribute("data-draws")) >= 1  # and the grid, drawn by its canvas
         assert page.get_by_text("The embedded model's weights are random").count() == 1
         context.close()
 
 
 def test_hover_on_the_large_head_shows_the_weight(server, page):
     page.goto(f"{server}/heads")
-    wait_for_charts(page, 3)
+    wait_for_charts(page, 2)
     wait_until_idle(page)
-    large = page.locator(".js-plotly-plot").nth(1)
+    large = page.locator(".js-plotly-plot").first
     large.scroll_into_view_if_needed()
     box = large.locator(".nsewdrag").first.bounding_box()
     page.mouse.move(box["x"] + box["width"] * 0.3, box["y"] + box["height"] * 0.3)
@@ -70,11 +72,11 @@ def test_hover_on_the_large_head_shows_the_weight(server, page):
 
 def test_a_long_token_is_cut_on_the_axis_and_whole_on_hover(server, page):
     page.goto(f"{server}/heads")
-    wait_for_charts(page, 3)
+    wait_for_charts(page, 2)
     set_sidebar_value(page, "Text to analyse", "short <b>" + "y" * 3000 + " end")  # tokens: short < b > yyy… end
-    wait_for_charts(page, 3)
+    wait_for_charts(page, 2)
     assert_no_exception(page)
-    large = page.locator(".js-plotly-plot").nth(1)
+    large = page.locator(".js-plotly-plot").first
     large.scroll_into_view_if_needed()
     ticks = large.locator(".xtick text").all_text_contents()
     assert ticks == ["0 short", "1 <", "2 b", "3 >", "4 " + "y" * 15 + "…", "5 end"]  # escaped text reads as typed
@@ -92,7 +94,7 @@ def test_overview_links_to_heads(server, page):
     wait_until_idle(page)
     assert_no_exception(page)
     page.get_by_role("link", name="Heads: every head's pattern", exact=False).click()
-    wait_for_charts(page, 3)
+    wait_for_charts(page, 2)
     assert "/heads" in page.url
 
 
@@ -100,7 +102,7 @@ def test_12_heads_of_512_tokens_stay_under_1_5mb_and_zoom_to_full_resolution(ser
     received = []
     page.on("websocket", lambda ws: ws.on("framereceived", lambda payload: received.append(len(payload))))
     page.goto(f"{server}/heads")
-    wait_for_charts(page, 3)
+    wait_for_charts(page, 2)
     wait_until_idle(page)
     for label, value in [("Max tokens", "512"), ("n_layer", "1"), ("n_head", "12"), ("d_model", "768")]:
         set_sidebar_value(page, label, value)
@@ -108,7 +110,7 @@ def test_12_heads_of_512_tokens_stay_under_1_5mb_and_zoom_to_full_resolution(ser
     received.clear()
     started = time.monotonic()
     set_sidebar_value(page, "Text to analyse", " ".join(f"word{i % 97}" for i in range(600)))
-    wait_for_charts(page, 5)  # grid, pooled head, full-resolution window, one row, statistics
+    wait_for_charts(page, 4)  # pooled head, full-resolution window, one row, statistics (the grid: a canvas)
     drawn_s = time.monotonic() - started
     payload = sum(received)
     assert_no_exception(page)
@@ -120,7 +122,7 @@ def test_12_heads_of_512_tokens_stay_under_1_5mb_and_zoom_to_full_resolution(ser
     # box-select a region of the pooled head: the full-resolution window moves there
     queries = page.get_by_label("Queries from", exact=True)
     assert queries.input_value() == "0"
-    pooled = page.locator(".js-plotly-plot").nth(1)
+    pooled = page.locator(".js-plotly-plot").first
     pooled.scroll_into_view_if_needed()
     box = pooled.locator(".nsewdrag").first.bounding_box()
     x0, y0 = box["x"] + box["width"] * 0.55, box["y"] + box["height"] * 0.6
@@ -132,7 +134,7 @@ def test_12_heads_of_512_tokens_stay_under_1_5mb_and_zoom_to_full_resolution(ser
         "() => document.querySelector('input[aria-label=\"Queries from\"]').value !== '0'", timeout=30_000
     )
     wait_until_idle(page)
-    wait_for_charts(page, 5)
+    wait_for_charts(page, 4)
     assert_no_exception(page)
     q0 = int(queries.input_value())
     k0 = int(page.get_by_label("Keys from", exact=True).input_value())
@@ -159,19 +161,19 @@ def test_8192_tokens_draw_pooled_in_the_browser(server, page):
     received = []
     page.on("websocket", lambda ws: ws.on("framereceived", lambda payload: received.append(len(payload))))
     page.goto(f"{server}/heads")
-    wait_for_charts(page, 3)
+    wait_for_charts(page, 2)
     wait_until_idle(page)
     set_sidebar_value(page, "Max tokens", "8192")
     received.clear()
     set_sidebar_value(page, "Text to analyse", " ".join(f"w{i % 500}" for i in range(8300)))
-    wait_for_charts(page, 5)
+    wait_for_charts(page, 4)
     wait_until_idle(page)
     assert_no_exception(page)
     assert page.get_by_text("The text has 8,300 tokens; only the first 8,192").count() == 1
     assert page.get_by_text("8,192 tokens are drawn as 256 × 256 cells", exact=False).count() == 1
     assert sum(received) < 1_500_000, f"{sum(received)} bytes"
     # hover on the full-resolution window gives an exact weight
-    window = page.locator(".js-plotly-plot").nth(2)
+    window = page.locator(".js-plotly-plot").nth(1)
     window.scroll_into_view_if_needed()
     box = window.locator(".nsewdrag").first.bounding_box()
     page.mouse.move(box["x"] + box["width"] * 0.2, box["y"] + box["height"] * 0.8)
@@ -218,7 +220,7 @@ def test_switching_the_language_keeps_a_translated_choice(server, page):
     Streamlit would reset the choice and the browser would go on showing the English label. The language switch
     decodes every choice first and sends it back in Chinese (pin_choices)."""
     page.goto(f"{server}/heads")
-    wait_for_charts(page, 3)
+    wait_for_charts(page, 2)
     wait_until_idle(page)
     show = page.locator('[data-testid="stMain"] [data-testid="stSelectbox"]').filter(has_text="Show").first
     show.click()
@@ -229,7 +231,7 @@ def test_switching_the_language_keeps_a_translated_choice(server, page):
     text.press("Control+Enter")
     wait_until_idle(page)
     choose_sidebar_option(page, "Language / 语言", "中文")
-    wait_for_charts(page, 3)
+    wait_for_charts(page, 2)
     assert_no_exception(page)
     shown = page.locator('[data-testid="stMain"] [data-testid="stSelectbox"]').filter(has_text="显示").first
     shown_value = shown.evaluate(

@@ -27,16 +27,16 @@ def open_export_menu(page, index: int):
 def test_the_camera_saves_svg_and_the_html_export_draws_offline(server, page, tmp_path):
     page.goto(f"{server}/heads")
     page.locator("h1").first.wait_for(state="visible")
-    wait_for_charts(page, 3)
+    wait_for_charts(page, 2)  # the large view and the statistics (the grid is the page's own canvas)
     wait_until_idle(page)
     assert_no_exception(page)
     options = page.evaluate(
         "() => [...document.querySelectorAll('.js-plotly-plot')].map(p => p._context.toImageButtonOptions)"
     )
-    assert options[0]["format"] == "svg" and options[0]["filename"] == "attnviz-heads_grid"
+    assert options[0]["format"] == "svg" and options[0]["filename"] == "attnviz-heads_large"
     assert {o["format"] for o in options} == {"svg"}
 
-    panel = open_export_menu(page, 0)  # the grid's
+    panel = open_export_menu(page, 0)  # the grid's: its interactive Plotly figure as HTML
     with page.expect_download() as info:
         panel.get_by_role("button", name="Chart as HTML (opens offline)").click()
     download = info.value
@@ -62,7 +62,7 @@ def test_the_camera_saves_svg_and_the_html_export_draws_offline(server, page, tm
 def test_the_open_heads_tensors_download_as_safetensors(server, page, tmp_path):
     page.goto(f"{server}/heads?layer=1&head=2")
     page.locator("h1").first.wait_for(state="visible")
-    wait_for_charts(page, 3)
+    wait_for_charts(page, 2)  # the large view and the statistics (the grid is the page's own canvas)
     wait_until_idle(page)
     n_menus = page.get_by_role("button", name=re.compile("Export")).count()
     panel = open_export_menu(page, n_menus - 3)  # grid, large view, the head's tensors, stats chart, stats table

@@ -4,35 +4,34 @@ and at 512 tokens the first draw and each update stay in the payload budget."""
 import pytest
 
 from tests.integration.chromium import assert_no_exception, websocket_bytes
-from tools.browser import set_sidebar_value, wait_for_charts, wait_until_idle
+from tools.browser import grid_tile_point, set_sidebar_value, wait_for_charts, wait_for_grid, wait_until_idle
 
 pytestmark = pytest.mark.browser
 
 
 def large_title(page) -> str:
-    return page.locator(".js-plotly-plot").nth(1).locator(".gtitle").first.text_content()
+    """The large view's title: the page's first Plotly chart (the grid above it is the page's own canvas)."""
+    return page.locator(".js-plotly-plot").first.locator(".gtitle").first.text_content()
+
+
+LARGE_TITLE_STARTS = (
+    "title => document.querySelector('.js-plotly-plot')?.querySelector('.gtitle')?.textContent.startsWith(title)"
+)
 
 
 def test_clicking_a_grid_tile_opens_that_head(server, page):
     page.goto(f"{server}/heads")
-    wait_for_charts(page, 3)
+    wait_for_charts(page, 2)  # the large view and the statistics
     wait_until_idle(page)
     assert_no_exception(page)
     assert large_title(page).startswith("L0 H0")
-    grid = page.locator(".js-plotly-plot").first
-    grid.scroll_into_view_if_needed()
-    box = grid.locator(".nsewdrag").first.bounding_box()
-    n_layer, n_col = 2, 5  # the embedded default: 2 layers x (4 heads + the mean)
-    x, y = box["x"] + box["width"] * 2.5 / n_col, box["y"] + box["height"] * 1.5 / n_layer  # L1 H2
+    x, y = grid_tile_point(page, 1, 2)  # the embedded default: 2 layers x (4 heads + the mean); L1 H2
     page.mouse.move(x, y)
-    hover = page.locator(".hoverlayer .hovertext").first
+    hover = page.locator(".attnviz-grid .tip")
     hover.wait_for(timeout=10_000)
     assert "L1 H2" in hover.text_content()
     page.mouse.click(x, y)
-    page.wait_for_function(
-        "() => document.querySelectorAll('.js-plotly-plot')[1]?.querySelector('.gtitle')?.textContent.startsWith('L1 H2')",
-        timeout=30_000,
-    )
+    page.wait_for_function(LARGE_TITLE_STARTS, arg="L1 H2", timeout=30_000)
     wait_until_idle(page)
     assert_no_exception(page)
     head = page.locator('[data-testid="stSelectbox"]').filter(has=page.get_by_text("Head", exact=True)).first
@@ -42,7 +41,7 @@ def test_clicking_a_grid_tile_opens_that_head(server, page):
 
 def test_a_link_opens_its_head(server, page):
     page.goto(f"{server}/heads?layer=1&head=3")
-    wait_for_charts(page, 3)
+    wait_for_charts(page, 2)
     wait_until_idle(page)
     assert_no_exception(page)
     assert large_title(page).startswith("L1 H3")
@@ -60,25 +59,22 @@ def test_512_tokens_and_12_heads_stay_under_1_5mb_for_the_first_draw_and_a_tile_
         set_sidebar_value(page, label, value)
     received.clear()
     set_sidebar_value(page, "Text to analyse", " ".join(f"word{i % 97}" for i in range(600)))
-    wait_for_charts(page, 5)  # the grid, the pooled head, its full-resolution window, one row, the statistics
+    wait_for_charts(
+        page, 4
+    )  # the pooled head, its full-resolution window, one row, the statistics (the grid: a canvas)
     wait_until_idle(page)
     assert_no_exception(page)
     assert page.get_by_text("Pooled: 512 tokens").count() > 0
     first = sum(received)
 
     received.clear()
-    grid = page.locator(".js-plotly-plot").first
-    grid.scroll_into_view_if_needed()
-    box = grid.locator(".nsewdrag").first.bounding_box()
-    n_layer, n_col = 2, 13  # 12 heads and the mean
-    x, y = box["x"] + box["width"] * 7.5 / n_col, box["y"] + box["height"] * 1.5 / n_layer  # L1 H7
+    assert wait_for_grid(page).get_attribute("data-tiles").count('"cols":13')  # 12 heads and the mean
+    x, y = grid_tile_point(page, 1, 7)  # L1 H7
     page.mouse.move(x, y)
-    page.locator(".hoverlayer .hovertext").first.wait_for(timeout=10_000)
+    page.locator(".attnviz-grid .tip").wait_for(timeout=10_000)
+    assert "L1 H7" in page.locator(".attnviz-grid .tip").text_content()
     page.mouse.click(x, y)
-    page.wait_for_function(
-        "() => document.querySelectorAll('.js-plotly-plot')[1]?.querySelector('.gtitle')?.textContent.startsWith('L1 H7')",
-        timeout=30_000,
-    )
+    page.wait_for_function(LARGE_TITLE_STARTS, arg="L1 H7", timeout=30_000)
     wait_until_idle(page)
     assert_no_exception(page)
     update = sum(received)

@@ -84,7 +84,7 @@ async def visit(browser, url: str, person: Person) -> dict:
         return {
             "captions": await page.locator('[data-testid="stCaptionContainer"]').all_inner_texts(),
             "ticks": await session.large_view_ticks(),
-            "title": await page.locator(".js-plotly-plot").nth(1).locator(".gtitle").text_content(),
+            "title": await page.locator(".js-plotly-plot").first.locator(".gtitle").text_content(),
             "url": page.url,
             "text_label": ENGLISH_TEXT_LABEL if await sidebar.get_by_label(ENGLISH_TEXT_LABEL).count() else "",
             "chinese_label": await sidebar.get_by_label(CHINESE_TEXT_LABEL).count() == 1,

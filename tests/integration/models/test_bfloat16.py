@@ -28,6 +28,7 @@ from attnviz.labs.kv.gqa import gqa_whatif
 from attnviz.labs.walkthrough.steps import walk
 from attnviz.models.hf.loading import load_hf_source
 from attnviz.models.record import PARITY_TOLERANCES
+from tests.grid_canvas import has_grid
 from tests.tolerances import MEASURED, tolerance
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -190,6 +191,7 @@ def _every_page(at: AppTest) -> dict[str, AppTest]:
         drawn[Path(page).stem] = (len(at.get("plotly_chart")), {m.label: m.value for m in at.metric})
         if Path(page).stem in ("heads", "walkthrough", "padding"):  # pages that load the model say what it runs in
             assert any("runs in **bfloat16**" in c.value for c in at.sidebar.caption), page
+        assert has_grid(at) or Path(page).stem != "heads"  # the Heads grid: its own canvas, no Plotly chart
     return drawn
 
 

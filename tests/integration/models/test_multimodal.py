@@ -24,6 +24,7 @@ from transformers import AutoConfig
 from attnviz.core.devices import Placement
 from attnviz.models.hf.loading import load_hf_source
 from tests.cli import attnviz
+from tests.grid_canvas import has_grid
 from tests.integration.tiny_models import tiny
 from tests.integration.zoo.build import build_multimodal, text_part
 from tests.tolerances import tolerance
@@ -139,4 +140,4 @@ def test_the_sidebar_says_it_loaded_the_text_model_alone(folders):
     assert not at.exception and not at.error
     shown = "\n".join(c.value for c in at.sidebar.caption)
     assert "the text model (**gemma3\\_text**) of a multimodal **gemma3** checkpoint; the rest (vision)" in shown
-    assert at.get("plotly_chart")
+    assert at.get("plotly_chart") and has_grid(at)

@@ -184,7 +184,7 @@ def test_every_page_opens_on_the_split_model_and_the_sidebar_says_where_each_par
     split = f"{cpu} → cpu, {disk} → disk"  # the runs as the sidebar's Markdown writes them
     said = [c.value for c in at.sidebar.caption]
     assert any("runs in **float32**" in c and split in c for c in said), said
-    large = decode(spec_of(at.get("plotly_chart")[1])["data"][0]["z"])
+    large = decode(spec_of(at.get("plotly_chart")[0])["data"][0]["z"])  # the large view (the grid is no Plotly chart)
     plain = load_hf_source(str(folder), "cpu", placement=Placement("float32"))
     expected = plain.run(TEXT, at.session_state["max_tokens"]).weights(0, 0).numpy()
     drawn = ~np.isnan(large)  # the cells above the diagonal are left blank

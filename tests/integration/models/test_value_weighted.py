@@ -175,12 +175,12 @@ def _colorbar_titles(at) -> list[str]:
 def test_the_switch_on_the_heads_page(model):
     at = _app(model, "pages/heads.py")
     assert "‖α·vW_O‖" not in _colorbar_titles(at)
-    before = spec_of(at.get("plotly_chart")[1])["data"][0]["z"]
+    before = spec_of(at.get("plotly_chart")[0])["data"][0]["z"]  # the large view (the grid is no Plotly chart)
     at.radio(key="heads_values").set_value("values").run()
     assert not at.exception, at.exception
     assert "‖α·vW_O‖" in _colorbar_titles(at)
     assert any("Kobayashi" in c.value for c in at.caption)
-    after = spec_of(at.get("plotly_chart")[1])["data"][0]["z"]
+    after = spec_of(at.get("plotly_chart")[0])["data"][0]["z"]
     assert json.dumps(after) != json.dumps(before)
 
 

@@ -10,6 +10,7 @@ from streamlit.testing.v1 import AppTest
 from attnviz.core.token_display import markdown_text
 from attnviz.models.embedded.config import EmbeddedConfig
 from attnviz.models.embedded.model import EmbeddedModel
+from tests.grid_canvas import grid_data, grid_levels, has_grid
 from tests.plotly_json import decode, spec_of
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -33,9 +34,11 @@ def test_heads_page_draws_grid_large_head_and_stats():
     at = app()
     at.switch_page("pages/heads.py").run()
     specs = [spec_of(c) for c in at.get("plotly_chart")]
-    assert len(specs) == 3
-    grid, large, stats = specs
-    assert grid["data"][0]["z"]["dtype"] == "u1"
+    assert len(specs) == 2  # the grid is the page's own canvas (attnviz.app.grid_canvas), no Plotly chart
+    large, stats = specs
+    grid = grid_data(at)
+    levels = grid_levels(grid)
+    assert levels.dtype == np.uint8 and levels.shape == (2 * grid["th"], 5 * grid["tw"])  # 2 layers x (4 heads + mean)
     # the large heatmap is exactly layer 0 head 0 of the default model's record
     record = EmbeddedModel(EmbeddedConfig()).run(at.session_state["text"], 256)
     z = decode(large["data"][0]["z"])
@@ -46,10 +49,10 @@ def test_heads_page_draws_grid_large_head_and_stats():
     # choose a real head: the big picture follows
     at.selectbox(key="heads_layer").set_value(1)
     at.selectbox(key="heads_head").set_value(2).run()
-    z = decode(spec_of(at.get("plotly_chart")[1])["data"][0]["z"])
+    z = decode(spec_of(at.get("plotly_chart")[0])["data"][0]["z"])
     assert np.allclose(z, record.weights(1, 2).numpy(), atol=1e-6)
     at.selectbox(key="heads_head").set_value("mean").run()
-    z = decode(spec_of(at.get("plotly_chart")[1])["data"][0]["z"])
+    z = decode(spec_of(at.get("plotly_chart")[0])["data"][0]["z"])
     assert np.allclose(z, record.weights(1, None).mean(0).numpy(), atol=1e-6)
     assert any("Full resolution: all 11 × 11 weights" in c.value for c in at.caption)
 
@@ -63,7 +66,7 @@ def test_text_survives_page_switches_and_examples_fill_it():
     at.selectbox(key="example").set_value("中文: 猫").run()
     assert at.text_area(key="text").value == "猫坐在垫子上，因为它累了。"
     at.switch_page("pages/heads.py").run()
-    assert spec_of(at.get("plotly_chart")[1])["data"][0]["x"][0] == "0 猫"
+    assert spec_of(at.get("plotly_chart")[0])["data"][0]["x"][0] == "0 猫"
 
 
 @pytest.mark.parametrize("text", ["", "   \n\t "])
@@ -73,7 +76,7 @@ def test_empty_text_shows_a_hint(text):
     at.switch_page("pages/heads.py").run()
     assert not at.exception
     assert any("Type some text" in i.value for i in at.info)
-    assert not at.get("plotly_chart")
+    assert not at.get("plotly_chart") and not has_grid(at)
 
 
 def test_long_text_is_truncated_with_a_notice():
@@ -82,7 +85,7 @@ def test_long_text_is_truncated_with_a_notice():
     at.text_area(key="text").input("one two three four five six seven").run()
     at.switch_page("pages/heads.py").run()
     assert any("7 tokens; only the first 5" in w.value for w in at.warning)
-    assert len(spec_of(at.get("plotly_chart")[1])["data"][0]["x"]) == 5
+    assert len(spec_of(at.get("plotly_chart")[0])["data"][0]["x"]) == 5
 
 
 def test_invalid_model_settings_show_the_reason():
@@ -101,7 +104,7 @@ def test_causal_setting_greys_the_future():
     at = app()
     at.checkbox(key="causal").check().run()
     at.switch_page("pages/heads.py").run()
-    z = decode(spec_of(at.get("plotly_chart")[1])["data"][0]["z"])
+    z = decode(spec_of(at.get("plotly_chart")[0])["data"][0]["z"])
     assert np.isnan(z[np.triu_indices(len(z), 1)]).all()
     assert not np.isnan(z[np.tril_indices(len(z))]).any()
 
@@ -150,7 +153,7 @@ def test_every_widget_has_a_key():
 # the pages that draw the same for every model, in menu order
 SAME_FOR_EVERY_MODEL = {
     "overview": 0,
-    "heads": 3,
+    "heads": 2,  # the large view and the statistics (the grid is the page's own canvas: has_grid below)
     "masks": 8,
     "tokens": 4,  # the running text, every head, across layers, lines
     "head_roles": 2,
@@ -187,6 +190,7 @@ def test_every_page_works_with_every_model(model):
             assert not charts and at.info, (model, page)
         else:
             assert len(charts) == expected, (model, page, len(charts))
+        assert has_grid(at) or page != "heads", model
         for key, tab, more in TABS.get(page, ()):  # each other tab draws its own charts, and only it
             at.radio(key=key).set_value(tab).run()
             assert not at.exception and not at.error, (model, page, tab)
@@ -200,7 +204,7 @@ def test_decoder_heads_page_greys_the_masked_triangle():
     at.switch_page("pages/heads.py").run()
     assert "LlamaAttention" in at.caption[0].value and "attnviz.capture" in at.caption[0].value
     assert "mask: causal" in at.caption[0].value
-    z = decode(spec_of(at.get("plotly_chart")[1])["data"][0]["z"])
+    z = decode(spec_of(at.get("plotly_chart")[0])["data"][0]["z"])
     assert np.isnan(z[np.triu_indices(len(z), 1)]).all() and not np.isnan(z[np.tril_indices(len(z))]).any()
 
 
@@ -297,8 +301,10 @@ def test_8192_tokens_draw_pooled_with_a_full_resolution_window():
     assert any("8,300 tokens; only the first 8,192" in w.value for w in at.warning)
     assert any("8,192 tokens are drawn as 256 × 256 cells, each the max" in c.value for c in at.caption)
     charts = [spec_of(c) for c in at.get("plotly_chart")]
-    assert len(charts) == 5  # grid, pooled head, full-resolution window, one row, statistics
-    pooled = charts[1]
+    assert len(charts) == 4  # pooled head, full-resolution window, one row, statistics (and the grid's canvas)
+    grid = grid_data(at)
+    assert (grid["n_layer"], grid["n_col"]) == (2, 5) and grid["th"] <= 256 and grid["tw"] <= 256  # pooled tiles
+    pooled = charts[0]
     record = EmbeddedModel(EmbeddedConfig(causal=True)).run(text, 8192)
     z = decode(pooled["data"][0]["z"])
     assert z.shape == (256, 256) and np.allclose(z, record.pooled(0, 0, "max").numpy(), atol=1e-6, equal_nan=True)
@@ -306,13 +312,13 @@ def test_8192_tokens_draw_pooled_with_a_full_resolution_window():
     # type a window: it comes back at full resolution, with the exact weights on hover
     at.number_input(key="heads_q0").set_value(4000)
     at.number_input(key="heads_k0").set_value(3900).run()
-    window = decode(spec_of(at.get("plotly_chart")[2])["data"][0]["z"])
+    window = decode(spec_of(at.get("plotly_chart")[1])["data"][0]["z"])
     expected = record.weights(0, 0, (4000, 4256), (3900, 4156)).masked_fill(
         ~record.mask(0, (4000, 4256), (3900, 4156)), float("nan")
     )
     assert window.shape == (256, 256) and np.allclose(window, expected.numpy(), atol=1e-6, equal_nan=True)
     at.number_input(key="heads_row").set_value(8191).run()
-    row = decode(spec_of(at.get("plotly_chart")[3])["data"][0]["y"])
+    row = decode(spec_of(at.get("plotly_chart")[2])["data"][0]["y"])
     assert row.shape == (8192,) and abs(float(np.nansum(row)) - 1.0) < 1e-4
 
 
@@ -331,7 +337,7 @@ def test_a_capture_over_the_servers_cache_bound_is_refused_with_what_to_do(monke
             "2,000 tokens of this model would hold 7 MB, more than this server keeps" in e.value for e in at.error
         )
         assert any("Lower **Max tokens** to 384 or fewer" in e.value for e in at.error)
-        assert not at.get("plotly_chart")
+        assert not at.get("plotly_chart") and not has_grid(at)
     finally:
         result_cache.clear()
 
@@ -341,7 +347,7 @@ def test_a_single_token_is_explained_and_minilm_warns_about_unknown_chinese():
     at.text_area(key="text").input("cat").run()
     at.switch_page("pages/heads.py").run()
     assert not at.exception and any("nothing to attend to but itself" in i.value for i in at.info)
-    assert not at.get("plotly_chart")
+    assert not at.get("plotly_chart") and not has_grid(at)
     at.selectbox(key="model").set_value("minilm").run()
     at.text_area(key="text").input("注意力机制让每个词都能看到句子里的其他词。").run()
     assert not at.exception and any("unknown token" in w.value and "SmolLM2" in w.value for w in at.warning)
@@ -356,7 +362,7 @@ def test_a_very_long_token_is_cut_in_the_labels_and_whole_on_hover():
     at.text_area(key="text").input("short <b>" + "x" * 3000 + " end").run()
     at.switch_page("pages/heads.py").run()
     assert not at.exception
-    large = spec_of(at.get("plotly_chart")[1])
+    large = spec_of(at.get("plotly_chart")[0])
     heatmap, row, column = large["data"]
     # the axis labels are cut to "i " + 16 characters, and escaped
     cut = "4 " + "x" * 15 + "…"

@@ -3,7 +3,8 @@
 What counts as English left: three or more English words in a row (a sentence or a label), outside code spans,
 model names and the technical names the Chinese text keeps as they are (softmax, RoPE, d_model …). Text the user
 typed is data and is not checked (the text here is Chinese). Widget labels, headings, captions, Markdown, alerts,
-table headers and the charts' titles and axis titles are all read.
+table headers, the charts' titles and axis titles, and the Heads grid's name, column names and hover text are all
+read.
 """
 
 import json
@@ -15,6 +16,7 @@ from streamlit.testing.v1 import AppTest
 
 from attnviz.i18n.translate import set_language
 from attnviz.models.hf.bundled import BUNDLED
+from tests.grid_canvas import grid_data, has_grid
 
 ROOT = Path(__file__).resolve().parents[3]
 PAGES = sorted(p.name for p in (ROOT / "pages").glob("*.py"))
@@ -56,6 +58,14 @@ def visible_texts(at: AppTest) -> list[str]:
                 texts.append(title.get("text", "") if isinstance(title, dict) else str(title))
     for frame in at.dataframe:
         texts += [str(c) for c in frame.value.columns]
+    if has_grid(at):  # the Heads page's grid, on its own canvas: its name, columns and every tile's hover lines
+        grid = grid_data(at)
+        texts += [
+            grid["label"],
+            grid["hint"],
+            *grid["cols"],
+            *(line for row in grid["hover"] for tile in row for line in tile),
+        ]
     return [t for t in texts if t]
 
 
@@ -108,6 +118,11 @@ def test_the_heads_page_in_chinese_names_its_statistics_and_flags_and_writes_chi
         assert list(frame.columns)[:4] == ["层", "头", "熵", "归一化熵"]
         shown = [*frame.columns, *(f for cell in frame["标记"] for f in str(cell).split(", ") if f)]
         shown += list(at.selectbox(key="heads_metric").options)  # the picker's labels, as the browser shows them
+        grid = grid_data(at)  # the grid's canvas: each tile's flags, one hover line under its head
+        shown += [
+            *grid["cols"],
+            *(f for row in grid["hover"] for tile in row for line in tile[1:] for f in line.split(", ")),
+        ]
         at.selectbox(key="heads_metric").set_value("entropy_norm").run()
         for chart in at.get("plotly_chart"):
             spec = json.loads(chart.proto.spec)

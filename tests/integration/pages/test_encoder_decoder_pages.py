@@ -9,6 +9,7 @@ from streamlit.testing.v1 import AppTest
 
 from attnviz.labs.alignment import ranked_heads
 from attnviz.models.registry import SourceSpec, open_source
+from tests.grid_canvas import grid_data
 from tests.integration.tiny_models import tiny_seq2seq
 from tests.plotly_json import spec_of
 
@@ -44,7 +45,9 @@ def test_the_heads_page_reads_each_kind_with_its_own_axes(t5):
     for kind, (rows, cols) in {"encoder": (9, 9), "decoder": (13, 13), "cross": (13, 9)}.items():
         at.radio(key="heads_kind").set_value(kind).run()
         assert not at.exception and not at.error
-        large = spec_of(at.get("plotly_chart")[1])  # the grid, then the head drawn large
+        large = spec_of(at.get("plotly_chart")[0])  # the head drawn large (the grid is the page's own canvas)
+        picture = grid_data(at)
+        assert (picture["th"], picture["tw"]) == (rows, cols)  # a tile a head: its queries by its keys
         heat = large["data"][0]
         assert (len(heat["y"]), len(heat["x"])) == (rows, cols)
         assert heat["x"][1] == ("1 The" if kind != "decoder" else "1 [CLS]")

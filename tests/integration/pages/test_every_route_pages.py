@@ -4,6 +4,7 @@ learned sinks (gpt-oss), as a user's local folders (tiny random models of the zo
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from tests.grid_canvas import has_grid
 from tests.integration.pages.test_app import ROOT
 from tests.integration.zoo.build import build_zoo, zoo_dir
 from tests.plotly_json import spec_of
@@ -43,7 +44,7 @@ def test_every_page_runs_on_the_eager_route_and_says_what_it_cannot_do(folders, 
     if page == "heads":
         assert any("its own eager attention (output_attentions=True)" in c.value for c in at.caption)
         assert any("at most" in text and "no q and k" in text for text in said)
-        assert at.get("plotly_chart")
+        assert at.get("plotly_chart") and has_grid(at)  # the grid is the page's own canvas
 
 
 def test_the_heads_page_shows_the_learned_sink_as_a_statistic_and_a_column(folders):

@@ -27,8 +27,7 @@ def test_every_heads_chart_saves_svg_and_the_head_and_statistics_export():
     at = page("pages/heads.py")
     assert not at.exception
     configs = [json.loads(c.proto.config)["toImageButtonOptions"] for c in at.get("plotly_chart")]
-    assert [c["filename"] for c in configs] == [
-        "attnviz-heads_grid",
+    assert [c["filename"] for c in configs] == [  # the grid is the page's own canvas: its Export menu saves HTML
         "attnviz-heads_large",
         "attnviz-heads_stats_chart",
     ]
@@ -37,9 +36,9 @@ def test_every_heads_chart_saves_svg_and_the_head_and_statistics_export():
     assert {"heads_grid_html", "heads_large_html", "heads_stats_export_csv"} <= set(files)
     assert files["heads_head_export_safetensors"] == "Tensors (.safetensors)"
     assert "heads_stats_export_npz" in files
-    at.get("button_group")[1].set_value("png").run()  # the large view's camera, switched to PNG
+    at.get("button_group")[0].set_value("png").run()  # the large view's camera, switched to PNG
     configs = [json.loads(c.proto.config)["toImageButtonOptions"] for c in at.get("plotly_chart")]
-    assert [c["format"] for c in configs] == ["svg", "png", "svg"] and configs[1]["scale"] == 2
+    assert [c["format"] for c in configs] == ["png", "svg"] and configs[0]["scale"] == 2
 
 
 def test_a_pooled_head_exports_and_the_token_view_and_walkthrough_offer_their_tensors():

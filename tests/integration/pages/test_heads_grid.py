@@ -1,4 +1,7 @@
-"""The Heads page's grid as navigation: hover flags, grey masked bins, filters and sorting, links and clicks."""
+"""The Heads page's grid as navigation: hover flags, grey masked bins, filters and sorting, links and clicks.
+
+The page draws the grid on its own canvas (attnviz.app.grid_canvas) from the picture its component is sent:
+read here from the component's data; the Plotly figure it exports is :func:`make_head_grid_figure`'s."""
 
 from pathlib import Path
 
@@ -6,7 +9,9 @@ import numpy as np
 import torch
 from streamlit.testing.v1 import AppTest
 
+from attnviz.app.grid_canvas import clicked_tile
 from attnviz.figures.heads import MASKED_LEVEL, grid_view, make_head_grid_figure, selected_tile
+from tests.grid_canvas import grid_data, grid_levels, grid_palette_of
 from tests.plotly_json import decode, spec_of
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -20,7 +25,8 @@ def heads_page(**query) -> AppTest:
     return at.run()
 
 
-def grid_spec(at: AppTest) -> dict:
+def large_view(at: AppTest) -> dict:
+    """The large view's figure: the page's first Plotly chart (the grid is no Plotly chart)."""
     return spec_of(at.get("plotly_chart")[0])
 
 
@@ -35,15 +41,37 @@ def tiles(spec: dict) -> dict:
 def test_the_grid_has_one_hover_text_per_tile_with_flags():
     at = heads_page()
     assert not at.exception
-    spec = grid_spec(at)
-    tile_trace = tiles(spec)
-    text = tile_trace["text"]
-    assert len(text) == 2 and len(text[0]) == 5  # the embedded default: 2 layers x (4 heads + mean)
-    assert text[1][2].startswith("L1 H2") and text[0][4] == "L0 mean over heads"
-    assert tile_trace["customdata"][1][2] == [1, 2]
+    data = grid_data(at)
+    hover = data["hover"]
+    assert len(hover) == 2 and len(hover[0]) == 5  # the embedded default: 2 layers x (4 heads + mean)
+    assert hover[1][2][0] == "L1 H2" and hover[0][4] == ["L0 mean over heads"]
+    assert data["heads"][1][2] == [1, 2] and data["heads"][0][4] == [0, "mean"]
+    assert data["hint"].startswith("Click")
     table = at.dataframe[0].value
     for row in table.itertuples():
-        assert text[row.layer][row.head] == f"L{row.layer} H{row.head}" + (f"<br>{row.flags}" if row.flags else "")
+        assert hover[row.layer][row.head] == [f"L{row.layer} H{row.head}"] + ([row.flags] if row.flags else [])
+    assert "L0 H0" in large_view(at)["layout"]["title"]["text"]  # AppTest has no browser: no chart waits
+    assert data["report_drawn"] is False
+
+
+def test_a_browsers_first_map_holds_the_charts_until_it_is_drawn(monkeypatch):
+    from attnviz.app import grid_canvas
+
+    monkeypatch.setattr(grid_canvas, "_in_a_browser", lambda: True)  # a session a browser runs
+    at = heads_page()
+    assert not at.exception and len(at.get("plotly_chart")) == 2  # `streamlit run app.py`: no chart waits
+    assert grid_data(at)["report_drawn"] is False
+    monkeypatch.setattr(grid_canvas, "_WAIT_FOR_MAP", True)  # serve.py's warm-up: wait_for_first_map()
+    at = heads_page()
+    assert not at.exception
+    assert grid_data(at)["report_drawn"] is True  # the canvas says when it has drawn: that run has the charts
+    assert not at.get("plotly_chart")  # no Plotly before the map: the large view and the statistics' chart wait
+    follows = [c for c in at.caption if c.value == "The chart follows the map above."]
+    assert len(follows) == 2
+    assert at.dataframe[0].value is not None  # what is no Plotly chart is drawn at once
+    at.session_state["_grid_canvas_drawn"] = True  # what the canvas's report sets (its browser test clicks it)
+    at.run()
+    assert grid_data(at)["report_drawn"] is False and len(at.get("plotly_chart")) == 2
 
 
 def test_hover_lists_each_heads_flags():
@@ -58,13 +86,14 @@ def test_masked_future_bins_get_the_grey_level_for_a_causal_model():
     at.checkbox(key="causal").check().run()
     at.switch_page("pages/heads.py").run()
     assert not at.exception
-    spec = grid_spec(at)
-    z = decode(spec["data"][0]["z"])
-    tile = len(z) // 2  # 2 layers of square tiles
+    data = grid_data(at)
+    z = grid_levels(data)
+    tile = data["th"]
+    assert z.shape == (2 * tile, 5 * data["tw"]) and tile == data["tw"]  # 2 layers of square tiles
     first = z[:tile, :tile]
     assert (first[np.triu_indices(tile, 1)] == MASKED_LEVEL).all()
     assert (first[np.tril_indices(tile)] < MASKED_LEVEL).all()
-    assert spec["data"][0]["colorscale"][-1][1] == "#d4d4d4"
+    assert tuple(grid_palette_of(data)[MASKED_LEVEL]) == (0xD4, 0xD4, 0xD4)  # drawn grey
 
 
 def test_filtering_to_sink_heads_leaves_only_flagged_heads():
@@ -84,6 +113,10 @@ def test_filtering_to_sink_heads_leaves_only_flagged_heads():
     text = tiles(spec)["text"]
     assert "dimmed" in text[0][1] and "dimmed" not in text[0][0]
     assert any("flagged sink:" in c.value for c in at.caption)
+    sinks = {(r.layer, r.head) for r in at.dataframe[0].value.itertuples() if "sink" in str(r.flags).split(", ")}
+    page_dimmed = grid_data(at)["dimmed"]
+    assert {(layer, head) for layer in range(2) for head in range(4) if not page_dimmed[layer][head]} == sinks
+    assert not any(row[4] for row in page_dimmed)  # the mean column is never dimmed
 
 
 def test_sorting_keeps_the_click_target_on_the_right_head():
@@ -103,13 +136,19 @@ def test_sorting_keeps_the_click_target_on_the_right_head():
     at = heads_page()
     at.selectbox(key="heads_grid_show").set_value("sorted by entropy").run()
     assert not at.exception
+    table = at.dataframe[0].value  # each layer's heads, highest entropy first: the click target follows the head
+    for layer, row in enumerate(grid_data(at)["heads"]):
+        entropy = table[table.layer == layer].set_index("head")["entropy"]
+        heads = [head for _, head in row[:-1]]
+        assert sorted(heads) == list(range(4)) and list(entropy[heads]) == sorted(entropy, reverse=True)
+    assert grid_data(at)["cols"][:4] == ["#1", "#2", "#3", "#4"]
 
 
 def test_a_link_opens_its_head_and_the_page_keeps_the_link_current():
     at = heads_page(layer="1", head="2")
     assert not at.exception
     assert at.selectbox(key="heads_layer").value == 1 and at.selectbox(key="heads_head").value == 2
-    assert "L1 H2" in spec_of(at.get("plotly_chart")[1])["layout"]["title"]["text"]
+    assert "L1 H2" in large_view(at)["layout"]["title"]["text"]
     at.selectbox(key="heads_head").set_value("mean").run()
     assert at.query_params["layer"] == "1" and at.query_params["head"] == "mean"
 
@@ -123,14 +162,10 @@ def test_bad_link_parameters_are_ignored_with_a_caption():
 
 
 def test_a_click_on_a_tile_opens_that_head():
-    at = heads_page()
-    at.session_state["heads_grid"] = {"selection": {"points": [{"customdata": [1, 3], "x": 0, "y": 0}]}}
-    at.run()
-    assert not at.exception
-    assert at.selectbox(key="heads_layer").value == 1 and at.selectbox(key="heads_head").value == 3
-    assert at.query_params["layer"] == "1" and at.query_params["head"] == "3"
-    at.selectbox(key="heads_head").set_value(0).run()  # the same selection does not take the picker back
-    assert at.selectbox(key="heads_head").value == 0
+    # the click itself happens in a browser (tests/integration/browser/test_browser_grid.py); here what it sends
+    assert clicked_tile([1, 3]) == (1, 3) and clicked_tile([2, "mean"]) == (2, "mean")
+    for value in (None, [], [1], "1,3", [1, 2, 3], ["x", 1]):
+        assert clicked_tile(value) is None, value
 
 
 def test_selected_tile_reads_customdata_and_ignores_anything_else():

@@ -7,6 +7,7 @@ import numpy as np
 from streamlit.testing.v1 import AppTest
 
 from attnviz.figures.lines import MIN_WEIGHT, most_tokens
+from tests.grid_canvas import has_grid
 from tests.plotly_json import decode, spec_of
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -37,7 +38,7 @@ def test_a_short_text_draws_every_head_as_lines_from_its_exact_weights():
     weights = [float(part.rsplit(": ", 1)[1]) for part in first.split(" | ", 1)[1].split(", ")]
     assert first.startswith("0 ") and len(weights) == 3 and weights == sorted(weights, reverse=True)
     assert 0 < sum(weights) <= 1 + 1e-5 and points["customdata"][0] == [0, 0]
-    assert not at.get("plotly_chart")[1:] or "tiles" not in str(spec_of(at.get("plotly_chart")[1]))  # no heat-map grid
+    assert not has_grid(at)  # no heat-map grid: the lines are drawn instead
 
 
 def test_a_click_on_a_query_opens_its_head():
@@ -57,4 +58,4 @@ def test_a_text_too_long_for_lines_says_so_in_one_line():
     (info,) = [i.value for i in at.info if "Lines are drawn for texts of at most" in i.value]
     n_layer, n_head = 2, 4  # the embedded model's default
     assert f"at most {most_tokens(n_layer, n_head)} tokens" in info
-    assert at.get("plotly_chart"), "the heat-map grid is drawn instead"
+    assert has_grid(at), "the heat-map grid is drawn instead"

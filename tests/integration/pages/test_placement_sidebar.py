@@ -7,6 +7,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 from transformers import LlamaConfig, LlamaForCausalLM
 
+from tests.grid_canvas import has_grid
 from tests.integration.tiny_models import tiny
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -33,7 +34,7 @@ def test_the_sidebar_says_what_dtype_auto_took_and_bfloat16_runs():
     at.selectbox(key="dtype").set_value("bfloat16").run()
     assert not at.exception and not at.error
     assert "The model runs in **bfloat16**" in captions(at)
-    assert at.get("plotly_chart"), "the Heads page draws its charts in bfloat16"
+    assert at.get("plotly_chart") and has_grid(at), "the Heads page draws its grid and charts in bfloat16"
 
 
 def test_a_device_map_with_an_offload_folder_shows_where_the_model_went(llama, tmp_path):
@@ -46,7 +47,7 @@ def test_a_device_map_with_an_offload_folder_shows_where_the_model_went(llama, t
     at.switch_page("pages/heads.py").run()
     assert not at.exception and not at.error
     assert "the whole model → disk" in captions(at)  # 1 MB of CPU holds no layer: everything went to disk
-    assert at.get("plotly_chart")
+    assert at.get("plotly_chart") and has_grid(at)
 
 
 def test_a_bad_memory_cap_is_one_line_in_the_sidebar(llama):
@@ -60,13 +61,14 @@ def test_a_bad_memory_cap_is_one_line_in_the_sidebar(llama):
 
 
 def charts_per_page(at: AppTest) -> dict[str, int | str]:
-    """Every page opened in turn: its number of charts, or the one line it says instead of failing."""
+    """Every page opened in turn: its number of charts (the Heads grid's canvas counted with the Plotly charts), or
+    the one line it says instead of failing."""
     found: dict[str, int | str] = {}
     for page in sorted(p.name for p in (ROOT / "pages").glob("*.py")):
         at.switch_page(f"pages/{page}").run()
         assert not at.exception, (page, at.exception)
         assert not at.error, (page, [e.value for e in at.error])
-        found[page] = len(at.get("plotly_chart"))
+        found[page] = len(at.get("plotly_chart")) + has_grid(at)
     return found
 
 
@@ -103,7 +105,7 @@ def test_out_of_memory_in_a_page_is_one_line_and_the_next_run_works(monkeypatch)
     assert len(errors) == 1 and errors[0].startswith("out of memory on cuda:0: 3.00 GiB asked"), errors
     monkeypatch.setattr(EmbeddedModel, "run", real_run)
     at.run()
-    assert not at.exception and not at.error and at.get("plotly_chart")
+    assert not at.exception and not at.error and at.get("plotly_chart") and has_grid(at)
 
 
 def test_a_model_offloaded_to_disk_keeps_value_norms_equal_to_the_plain_loads(llama, tmp_path):

@@ -1,10 +1,12 @@
 """The zoo: a tiny random model of every text architecture transformers has, enumerated from its auto mappings.
 
 Each model is built once (2 layers, 4 heads, hidden 32, MiniLM's 30,522-token
-tokenizer) into attnviz's cache folder, keyed by the transformers version, by
-a child process (``python -m tests.integration.zoo.build TYPE ...``): a default
-config of some architectures allocates gigabytes or loops in C code, which a
-child can be stopped for. A type that cannot be built gets a one-line reason
+tokenizer) into the test cache kept across runs (tests/persistent_cache.py), in
+a folder keyed by what the zoo is built from (:func:`zoo_inputs`: transformers'
+and torch's versions, this file, the text-model code it reads, the tokenizer's
+files), by a child process (``python -m tests.integration.zoo.build TYPE ...``):
+a default config of some architectures allocates gigabytes or loops in C code,
+which a child can be stopped for. A type that cannot be built gets a one-line reason
 instead of a folder, and the reason says whose limit it is (see :data:`REASONS`).
 
 The sizes come from one generic rule (:func:`tiny_kwargs`), not a list per
@@ -14,6 +16,7 @@ architecture: every size field of the default config is matched by name.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import re
@@ -26,9 +29,12 @@ from pathlib import Path
 
 from attnviz.core.files import file_lock
 from attnviz.models.hf.text_model import other_parts
+from tests import persistent_cache
 
 KINDS = ("causal", "masked", "seq2seq", "multimodal")
-VERSION = 7
+# what the zoo is built from besides the packages: this file and the code it reads to split a multimodal config
+BUILDER = (Path(__file__).resolve(), persistent_cache.REPO / "attnviz" / "models" / "hf" / "text_model.py")
+TOKENIZER_FILES = ("tokenizer", "vocab", "special_tokens")  # MiniLM's files copied beside each model
 BUILD_TIMEOUT_S = 120  # per child, for every type it still has to build; a busy machine, several times quiet
 MEMORY_LIMIT = 3 * 2**30  # address space of a building child: a config that needs more is not tiny
 
@@ -81,12 +87,21 @@ RULES = [  # a size field by its name, and the tiny size it gets when larger
 ]
 
 
-def zoo_dir() -> Path:
-    import transformers
+@functools.cache
+def zoo_inputs() -> dict:
+    """What the zoo is built from: its key in the test cache (once per process: nothing of it changes mid-run)."""
+    from attnviz.models.hf.bundled import minilm_dir
 
-    from attnviz.models.hf.bundled import cache_dir
+    tokenizer = [f for f in sorted(minilm_dir().iterdir()) if f.name.startswith(TOKENIZER_FILES)]
+    return {
+        **persistent_cache.versions("transformers", "torch", "safetensors"),
+        **persistent_cache.sources(*BUILDER, *tokenizer),
+    }
 
-    return cache_dir() / f"zoo-transformers-{transformers.__version__}-v{VERSION}"
+
+def zoo_dir(inputs: dict | None = None) -> Path:
+    """The zoo's folder in the test cache, for ``inputs`` (default: :func:`zoo_inputs`, this checkout's)."""
+    return persistent_cache.entry_dir("zoo", inputs or zoo_inputs())
 
 
 def architectures() -> dict[str, str]:
@@ -184,7 +199,7 @@ def _save(model, folder: Path) -> None:
 
     model.save_pretrained(folder)
     for file in minilm_dir().iterdir():
-        if file.name.startswith(("tokenizer", "vocab", "special_tokens")):
+        if file.name.startswith(TOKENIZER_FILES):
             shutil.copy(file, folder / file.name)
 
 
@@ -346,8 +361,15 @@ def build_one(model_type: str, kind: str, folder: Path) -> dict:
     return {"status": "refused", "reason": "no text input" if text_input else "does not build", "errors": errors}
 
 
-def _child(types: list[str]) -> None:
-    """Build each type not built yet, writing ``status.json`` in its folder (``.building`` while it builds)."""
+def _write_status(folder: Path, status: dict) -> None:
+    """A type's ``status.json``, its marker: written last (after its model's files) and whole, by a rename."""
+    (folder / ".status.json").write_text(json.dumps(status))
+    (folder / ".status.json").replace(folder / "status.json")
+
+
+def _child(root: Path, types: list[str]) -> None:
+    """Build each type not built yet under ``root``, writing ``status.json`` in its folder (``.building`` while it
+    builds)."""
     import warnings
 
     resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
@@ -357,7 +379,7 @@ def _child(types: list[str]) -> None:
 
     torch.set_num_threads(1)
     hf_logging.set_verbosity_error()
-    kinds, root = architectures(), zoo_dir()
+    kinds = architectures()
     for model_type in types:
         folder = root / model_type
         if (folder / "status.json").is_file():
@@ -368,16 +390,21 @@ def _child(types: list[str]) -> None:
         start = time.perf_counter()
         status = build_one(model_type, kinds[model_type], folder)
         status["build_s"] = round(time.perf_counter() - start, 2)
-        (folder / "status.json").write_text(json.dumps(status))
+        _write_status(folder, status)
         (folder / ".building").unlink()
 
 
-def build_zoo(types: list[str] | None = None) -> dict[str, dict]:
-    """Every zoo model built (once: kept in :func:`zoo_dir`), and each type's status."""
+def build_zoo(types: list[str] | None = None, root: Path | None = None) -> dict[str, dict]:
+    """Every zoo model of ``types`` built (once: kept in :func:`zoo_dir`, or ``root``), and each type's status. A
+    new zoo folder prunes the test cache's older ones (the last two used are kept)."""
     kinds = architectures()
     types = list(kinds) if types is None else types
-    root = zoo_dir()
+    root = root or zoo_dir()
+    new = not root.exists()
     root.mkdir(parents=True, exist_ok=True)
+    persistent_cache.mark_used(root)
+    if new:
+        persistent_cache.prune(root.parent)
     with file_lock(root / ".lock"):  # pytest-xdist workers share the cache: one builds, the others wait
         _build_missing(types, root)
     return {t: json.loads((root / t / "status.json").read_text()) for t in types}
@@ -400,7 +427,7 @@ def _build_missing(types: list[str], root: Path) -> None:
         fresh.add(todo[0])
         try:
             child = subprocess.run(
-                [sys.executable, "-m", "tests.integration.zoo.build", *todo],
+                [sys.executable, "-m", "tests.integration.zoo.build", "--into", str(root), *todo],
                 env=env,
                 timeout=BUILD_TIMEOUT_S,
                 capture_output=True,
@@ -420,7 +447,7 @@ def _build_missing(types: list[str], root: Path) -> None:
                 else:  # the time ran out on the types before it: the next child starts with it
                     status = None
                 if status is not None:
-                    (folder / "status.json").write_text(json.dumps(status))
+                    _write_status(folder, status)
                 (folder / ".building").unlink()
                 break
         else:
@@ -450,7 +477,7 @@ def _retry_alone(types: list[str], root: Path, env: dict[str, str]) -> None:
         status_file.unlink()
         with contextlib.suppress(subprocess.TimeoutExpired):
             subprocess.run(
-                [sys.executable, "-m", "tests.integration.zoo.build", model_type],
+                [sys.executable, "-m", "tests.integration.zoo.build", "--into", str(root), model_type],
                 env=env,
                 timeout=BUILD_TIMEOUT_S,
                 capture_output=True,
@@ -460,7 +487,7 @@ def _retry_alone(types: list[str], root: Path, env: dict[str, str]) -> None:
         if retried["status"] != "built":  # nothing half-saved from the retry for a loader to find
             _clear(root / model_type)
             (root / model_type / ".building").unlink(missing_ok=True)
-        status_file.write_text(json.dumps({**retried, "retried": True}))
+        _write_status(root / model_type, {**retried, "retried": True})
 
 
 DOCS_TABLE = Path(__file__).resolve().parents[3] / "docs" / "models.md"
@@ -543,5 +570,7 @@ def report() -> str:
 if __name__ == "__main__":
     if sys.argv[1:] == ["--report"]:
         print(report())
+    elif sys.argv[1:2] == ["--into"]:  # a building child (build_zoo's)
+        _child(Path(sys.argv[2]), sys.argv[3:])
     else:
-        _child(sys.argv[1:])
+        _child(zoo_dir(), sys.argv[1:])

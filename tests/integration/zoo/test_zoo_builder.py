@@ -32,7 +32,7 @@ def test_a_child_out_of_time_hands_its_type_on_and_a_dying_child_names_it(monkey
     calls = []
 
     def child(command, timeout, **_):
-        todo = command[3:]
+        todo = command[5:]
         calls.append(todo)
         if len(calls) == 1:  # builds a, runs out of time on b after a took most of it
             _finish(tmp_path, "a")
@@ -72,7 +72,7 @@ def test_a_type_refused_for_memory_after_others_is_built_again_alone_and_its_fre
     calls = []
 
     def child(command, timeout, **_):
-        todo = command[3:]
+        todo = command[5:]
         calls.append(todo)
         if len(calls) == 1:  # a fills the address space, b is refused for it
             _finish(tmp_path, "a")

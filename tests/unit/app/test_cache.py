@@ -125,6 +125,7 @@ print(before, rss_mb())
     assert before - after >= 150, (before, after)  # about 224 MB of holes handed back
 
 
+@pytest.mark.slow  # 1.35 s of computations and idle time, by the clock
 def test_a_long_computation_hands_free_pages_back_while_it_runs_and_an_idle_cache_does_not():
     """A capture in a server's thread peaked at about 2x its record until it ended (glibc keeps what each layer
     frees): while any computation runs, ``release`` runs every ``release_every_s``; once none runs, never."""

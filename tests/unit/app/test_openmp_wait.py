@@ -32,6 +32,7 @@ print(seen[0])
 """
 
 
+@pytest.mark.slow  # a fresh interpreter that imports the app and torch: 2-3 s each
 @pytest.mark.parametrize("entry", ["app.py", "serve.py", "pages/masks.py", "pages/cost.py"])
 def test_openmp_threads_sleep_before_torch_loads(entry):
     env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}

@@ -69,6 +69,7 @@ def styles_of(messages) -> list[str]:
     return [m.delta.new_element.html.body for m in messages if m.delta.new_element.WhichOneof("type") == "html"]
 
 
+@pytest.mark.slow  # the computation outlasts the banner's first second
 def test_a_slow_computation_is_named_in_a_banner_before_it_runs_and_the_old_error_is_hidden(sent):
     at = AppTest.from_function(script, default_timeout=30).run()
     assert [e.value for e in at.error] == ["the old result failed"]

@@ -1,6 +1,7 @@
 """Streamlit's files as serve.py sends them: gzip once, the ETags, and the page that asks for its chunks early."""
 
 import gzip
+import json
 import re
 
 import pytest
@@ -92,6 +93,12 @@ def test_an_elements_chunk_is_found_by_its_name_and_only_when_there_is_one(tmp_p
     assert chunk_file(tmp_path, "Missing") is None
 
 
+def once_js() -> str:
+    from attnviz.app.static_assets import PLOTLY_ONCE
+
+    return PLOTLY_ONCE.read_text(encoding="utf-8")
+
+
 def _fake_build(tmp_path):
     js = tmp_path / "static" / "js"
     js.mkdir(parents=True)
@@ -109,16 +116,25 @@ def test_the_page_preloads_each_elements_chunk_and_its_imports_once_after_stream
     js = _fake_build(tmp_path)
     page = with_early_modules(PAGE, js, ("Selectbox", "NoSuchElement", PLOTLY))
     hrefs = HREF.findall(page)
-    # Streamlit's own first, then in the elements' order; nothing the page already lists, nothing twice
-    assert hrefs == ["shared.abc.js", "Selectbox.s1.js", "menu.m1.js", f"{PLOTLY}.p1.js", "wrapper.w1.js"]
+    # Streamlit's own first, then in the elements' order; nothing the page already lists, nothing twice; Plotly's
+    # chunk and what it alone imports are not in the list: the page's script asks for them
+    assert hrefs == ["shared.abc.js", "Selectbox.s1.js", "menu.m1.js"]
     assert page.index("index.abc.css") < page.index("Selectbox.s1.js") < page.index("</head>")
-    # Plotly evaluated once the server runs the page, through the very URL Streamlit imports it by; on a page
-    # without charts (the root, the Overview) once that page is drawn
+    # Plotly fetched with the page and evaluated once the server runs it, through the very URL Streamlit imports
+    # it by; on a page without charts (the root, the Overview) once that page is drawn; on the Heads page, whose
+    # first map is attnviz's canvas, fetched and evaluated only after that map is drawn
     script = page[page.index('<script type="module">') : page.index("</head>")]
     assert f'import("./static/js/{PLOTLY}.p1.js")' in script and script.count("import(") == 1
+    assert f'const fetchPlotly = () => ["{PLOTLY}.p1.js", "wrapper.w1.js"].forEach(' in script
     assert '"running"' in script and '"notRunning"' in script and "requestIdleCallback" in script
     assert '["", "overview"].includes(' in script
-    assert page.replace(page[page.index("    <link rel", page.index("index.abc.css")) : page.index("</head>")], "") == (
+    assert '["heads"].includes(' in script and 'addEventListener("attnviz:first-map", start' in script
+    # Plotly drawing each chart once: a classic script, before Streamlit's modules, so it hears window.Plotly set
+    # (a classic script, unlike a module, runs as it is parsed: before any module Streamlit's page loads)
+    once = page.index("attnviz: each Plotly chart drawn once")
+    assert page.rindex("<script>", 0, once) < once < page.index("</head>") and "</script" not in once_js()
+    added = page.rindex("\n", 0, page.index("<script>\n")) + 1  # the first line added: the classic script's
+    assert page.replace(page[added : page.index("</head>")], "") == (
         PAGE.replace("  </head>", "</head>")
     )  # nothing else of Streamlit's page changed
     assert '["about", "home"].includes(' in with_early_modules(PAGE, js, (PLOTLY,), chartless=("home", "about"))
@@ -128,7 +144,7 @@ def test_without_plotly_among_the_elements_the_page_gets_no_script(tmp_path):
     js = _fake_build(tmp_path)
     page = with_early_modules(PAGE, js, ("Selectbox",))
     assert HREF.findall(page)[1:] == ["Selectbox.s1.js", "menu.m1.js"]
-    assert '<script type="module">' not in page
+    assert '<script type="module">' not in page and PLOTLY not in page
 
 
 def test_a_page_that_is_not_streamlits_is_left_as_it_is(tmp_path):
@@ -187,9 +203,13 @@ def test_streamlits_own_page_preloads_existing_chunks_of_the_first_screen_once_e
     assert len(hrefs) == len(set(hrefs))  # no module asked twice
     assert all((static / "static" / "js" / href).is_file() for href in hrefs)
     plotly = chunk_file(static / "static" / "js", PLOTLY)
-    assert plotly is not None and plotly in hrefs and f'import("./static/js/{plotly}")' in page
+    assert plotly is not None and plotly not in hrefs and f'import("./static/js/{plotly}")' in page
     for element in FIRST_SCREEN:
-        assert chunk_file(static / "static" / "js", element) in hrefs, element
+        if element != PLOTLY:
+            assert chunk_file(static / "static" / "js", element) in hrefs, element
+    # the Plotly chunk and what it alone imports: asked for by the page's script, never twice
+    closure = json.loads(re.search(r"const fetchPlotly = \(\) => (\[.*?\])\.forEach", page).group(1))
+    assert closure[0] == plotly and not set(closure) & set(hrefs)
     # what the chunks import is preloaded too: the Plotly chunk's own imports are all in the page
-    listed = set(hrefs) | set(re.findall(r'src="\./static/js/([^"]+)"', page))
+    listed = set(hrefs) | set(closure) | set(re.findall(r'src="\./static/js/([^"]+)"', page))
     assert {path.removeprefix("./") for path in static_imports((static / "static/js" / plotly).read_text())} <= listed

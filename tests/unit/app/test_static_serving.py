@@ -131,7 +131,7 @@ def test_streamlits_page_is_replaced_by_the_one_that_asks_for_plotly_early(asset
     status, headers, body = request(app, path, headers=[("Accept-Encoding", "gzip")])
     assert status == 200 and headers["content-encoding"] == ["gzip"] and headers["vary"] == ["Accept-Encoding"]
     page = gzip.decompress(body)
-    assert f'href="./static/js/{PLOTLY}.p1.js"'.encode() in page and page.endswith(PAGE[-30:])
+    assert f'import("./static/js/{PLOTLY}.p1.js")'.encode() in page and page.endswith(PAGE[-30:])  # the rewritten one
     assert headers["cache-control"] == ["no-cache"] and headers["content-length"] == [str(len(body))]
     status, plain, body = request(app, path)
     assert status == 200 and "content-encoding" not in plain and body == page

@@ -31,6 +31,7 @@ def test_the_whatif_of_an_empty_text_is_a_value_error_with_a_message(model):
     assert len(gqa_whatif(model.attention_layer("the cat", 32, 0))) == 2 * 4  # groups 1 and 2, four query heads
 
 
+@pytest.mark.slow  # 2 x 20,000 random vectors at each d_k up to 1,024, as test_scaling's variance test
 def test_the_random_variance_is_computed_once_and_handed_out_as_a_fresh_frame():
     first, second = scaling.random_variance(), scaling.random_variance()
     assert first is not second and first.equals(second)
