@@ -263,19 +263,10 @@ def head_grid(
     )
 
 
-def make_head_grid_figure(
-    maps: Tensor,
-    *,
-    mean: Tensor | None = None,
-    gamma: float = 1.0,
-    with_mean: bool = True,
-    tile: int | None = None,
-    flags: np.ndarray | None = None,
-    order: np.ndarray | None = None,
-    shown: np.ndarray | None = None,
-    max_height: int | None = None,
-) -> go.Figure:
-    """The layer x head grid: maps (n_layer, n_head, q, k) -> one mosaic heatmap, and one hover point per tile.
+def make_head_grid_figure(maps: Tensor, **options) -> go.Figure:
+    """The layer x head grid: maps (n_layer, n_head, q, k) -> one mosaic heatmap, and one hover point per tile
+    (``options`` as :func:`head_grid`: ``mean``, ``gamma``, ``with_mean``, ``tile``, ``flags``, ``order``,
+    ``shown``, ``max_height``).
 
     ``maps`` are full weights or a capture's pooled maps (NaN where masked, drawn
     grey). Each tile is one head, max-pooled to ``tile`` cells a side and sent as
@@ -289,8 +280,7 @@ def make_head_grid_figure(
     head drawn in each column). Heads where ``shown`` is False are dimmed.
     ``max_height`` shrinks the tiles so that a tall grid fits that many pixels.
     """
-    view = {"flags": flags, "order": order, "shown": shown, "max_height": max_height}
-    return head_grid_figure(head_grid(maps, mean=mean, gamma=gamma, with_mean=with_mean, tile=tile, **view))
+    return head_grid_figure(head_grid(maps, **options))
 
 
 def head_grid_figure(grid: HeadGrid) -> go.Figure:
