@@ -19,7 +19,6 @@ import zlib
 import numpy as np
 from plotly.colors import sample_colorscale, unlabel_rgb
 
-from attnviz.figures.base import MODEBAR_PX
 from attnviz.figures.heads import DIM_COLOR, MASKED_LEVEL, HeadGrid, grid_colorscale
 
 PNG_LEVEL = 6  # zlib level: 9 takes twice as long for a percent or two less
@@ -71,7 +70,7 @@ def grid_picture(grid: HeadGrid, label: str, hint: str) -> dict:
         "n_col": grid.n_col,
         # a tile's side where the width allows (the canvas shrinks it to fit a narrower column): the Plotly figure's
         # cell, within its height's cap
-        "tile_px": max(4, min(grid.cell_px, (grid.height - 80 - MODEBAR_PX) // max(grid.n_layer, 1))),
+        "tile_px": grid.tile_px,
         "heads": [[[layer, head] for head in row] for layer, row in enumerate(grid.heads)],
         "hover": grid.hover,
         "dimmed": grid.dimmed.tolist(),

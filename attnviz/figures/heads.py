@@ -196,6 +196,11 @@ class HeadGrid:
     def n_col(self) -> int:
         return len(self.heads[0]) if self.heads else 0
 
+    @property
+    def tile_px(self) -> int:
+        """A tile's side in the Plotly figure's plot: ``cell_px``, or less where the figure's height is capped."""
+        return max(4, min(self.cell_px, (self.height - 80 - MODEBAR_PX) // max(self.n_layer, 1)))
+
 
 def head_grid(
     maps: Tensor,
