@@ -76,3 +76,8 @@ class AttnvizBugError(Exception):
     is one line (what was raised and where); the original is chained, and its traceback goes to the server log
     (the app) or to stderr with ``ATTNVIZ_TRACEBACK=1`` (the CLI). Not a RuntimeError or a ValueError, so no page
     or command that catches the user's errors by kind takes it for one."""
+
+
+class AppStartError(RuntimeError):
+    """The app cannot be started from this process (:func:`attnviz.notebook.open_in_app`): its port is taken, its
+    script is not in this installation, its server did not answer. One line saying why and what to do."""

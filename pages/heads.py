@@ -17,12 +17,18 @@ from attnviz.app.weights_note import random_weights_note
 from attnviz.app.widgets import export_menu, layer_head_picker, plotly
 from attnviz.core.token_display import markdown_text
 from attnviz.figures.base import HEATMAP_SIDE_PX, PAGE_WIDTH_PX, column_width, head_label
-from attnviz.figures.heads import flag_names, grid_show_labels, grid_show_options, grid_view, selected_tile
+from attnviz.figures.heads import (
+    SQRT_BY_ITSELF_TOKENS,
+    flag_names,
+    grid_show_labels,
+    grid_show_options,
+    grid_view,
+    selected_tile,
+)
 from attnviz.figures.lines import MAX_POINTS, fits, most_tokens
 from attnviz.i18n.translate import language, t, tr
 from pages.widgets.heads import alignment_section, grid_of, lines, lines_figure, stats_section
 
-SQRT_BY_ITSELF_TOKENS = 128  # longer inputs are coloured by √weight unless the user turns it off
 TALL_GRID_LAYERS = 12  # above this many layers the grid is compact and the large view sits beside it
 BESIDE_GRID_SIDE = 480  # pixels a side of the large view beside the grid, at most
 BESIDE_GRID_WIDTH = column_width((2, 3), 1, gap_px=32)  # the width of its column: labels and colour bar included

@@ -23,7 +23,7 @@ from pathlib import Path
 from attnviz import settings
 from attnviz.errors import TrainingCapError
 from attnviz.i18n.translate import t, tr
-from attnviz.models.registry import CHOICES
+from attnviz.models.registry import CHOICES, lent_choices
 
 TRUE_WORDS = {"1", "true", "yes", "on"}
 
@@ -85,7 +85,7 @@ class TrainingLedger:
 def model_options() -> dict[str, str | None]:
     """The sidebar's models: the embedded and bundled ones, the operator's folders (``ATTNVIZ_MODELS``) and,
     except on a hosted server, a free path or hub id ("path")."""
-    offered = {**CHOICES, **operator_models()}
+    offered = {**CHOICES, **lent_choices(), **operator_models()}  # lent: a notebook's models (open_in_app)
     return offered if is_hosted() else {**offered, "path": None}
 
 

@@ -13,6 +13,7 @@ import streamlit as st
 from streamlit.errors import StreamlitAPIException
 
 from attnviz import settings
+from attnviz.app.in_process import opening
 from attnviz.i18n.message import Text
 from attnviz.models.registry import EMBEDDED, SourceSpec
 
@@ -70,7 +71,7 @@ def keep_shared_inputs() -> None:
 def init_state() -> None:
     for key, value in st.session_state.pop(_KEPT, {}).items():  # a switch made by the script: its inputs come back
         st.session_state[key] = value
-    for key, value in DEFAULTS.items():
+    for key, value in {**DEFAULTS, **opening()}.items():  # opening: a notebook's model and text (open_in_app)
         if key not in st.session_state:
             st.session_state[key] = value
 

@@ -31,6 +31,9 @@ from attnviz.i18n.catalogue import DEFAULT_LANGUAGE, catalogue
 from attnviz.i18n.translate import t, tr
 from attnviz.models.record import Head
 
+SQRT_BY_ITSELF_TOKENS = 128  # longer inputs are coloured by √weight unless the user turns it off (most weights are
+# tiny there, and a linear scale draws a dark square): the Heads page's toggle and the notebook's views
+
 
 def quantize_weights(weights: Tensor, gamma: float = 1.0) -> np.ndarray:
     """Weights in [0, 1] -> uint8 colour levels round(255 * w**gamma)."""

@@ -13,6 +13,7 @@ a family (an import-linter contract keeps ``attnviz.models.hf`` and
 from __future__ import annotations
 
 import dataclasses
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -140,6 +141,8 @@ def prepare_source(spec: SourceSpec, progress: Progress | None = None) -> None:
 
 def open_source(spec: SourceSpec, progress: Progress | None = None) -> AttentionSource:
     """Load the model ``spec`` names; ModelUnavailableError (with what to do) when it cannot be."""
+    if (source := lent(spec.source)) is not None:  # a notebook's model, lent to the app: where its user put it
+        return source
     if spec.source == EMBEDDED:
         from attnviz.models.embedded.model import EmbeddedModel  # here: a caller that only asks needs no model code
 
@@ -151,3 +154,49 @@ def open_source(spec: SourceSpec, progress: Progress | None = None) -> Attention
     return load_hf_source(
         spec.source, spec.device, allow_pickle=spec.allow_pickle, progress=progress, placement=spec.placement
     )
+
+
+def borrowed_source(model, tokenizer, name: str | None = None):
+    """A context manager: a transformers ``model`` object the caller holds in memory (any dtype, a device map, a
+    GPU) and its ``tokenizer`` as an :class:`AttentionSource` for the block, given back exactly as it was on exit
+    (attention implementation, training mode, ``requires_grad``, no hook left): :mod:`attnviz.models.hf.in_memory`.
+    Nothing is copied or written to disk."""
+    from attnviz.models.hf.in_memory import borrow
+
+    return borrow(model, tokenizer, name)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# models lent to the app by the process that runs it (a notebook's, :func:`attnviz.notebook.open_in_app`)
+
+_LENT: dict[str, tuple[AttentionSource, Text]] = {}  # key -> (the source, its label in the sidebar)
+_LENT_LOCK = threading.Lock()  # the notebook's thread lends, the app's script threads read
+
+
+def lend(key: str, source: AttentionSource) -> None:
+    """Offer ``source`` (a model held in this process's memory) under ``key``: a :class:`SourceSpec` whose
+    ``source`` is ``key`` opens it as it is, whatever its device and placement say, and the sidebar lists it.
+    ValueError for a key another model already holds (a cache keyed by the spec would hand out the other)."""
+    with _LENT_LOCK:
+        if key in _LENT or key in CHOICES:
+            raise ValueError(f"the model key {key!r} is taken")
+        _LENT[key] = (source, msg("open_in_app.lent_label", name=source.name))
+
+
+def lent(key: object) -> AttentionSource | None:
+    """The source lent under ``key``, or None."""
+    with _LENT_LOCK:
+        found = _LENT.get(key) if isinstance(key, str) else None
+    return None if found is None else found[0]
+
+
+def take_back(key: str) -> None:
+    """Stop offering the source lent under ``key`` (nothing when none is)."""
+    with _LENT_LOCK:
+        _LENT.pop(key, None)
+
+
+def lent_choices() -> dict[str, Text]:
+    """The lent models, {key: label}, in the order they were lent."""
+    with _LENT_LOCK:
+        return {key: label for key, (_, label) in _LENT.items()}

@@ -19,6 +19,8 @@ def test_the_runtime_dependencies_are_requirements_txt_with_its_pins():
     constraints = set(pins(ROOT / "constraints.txt"))
     assert set(PROJECT["project"]["dependencies"]) <= constraints
     assert set(PROJECT["build-system"]["requires"]) <= constraints
+    notebook = PROJECT["project"]["optional-dependencies"]["notebook"]  # `pip install attnviz[notebook]`
+    assert notebook and all("==" in pin for pin in notebook) and set(notebook) <= constraints
 
 
 def test_the_command_and_the_catalogues_are_declared():

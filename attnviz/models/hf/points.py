@@ -51,6 +51,9 @@ _current: ContextVar[Pass | None] = ContextVar("attnviz_pass", default=None)
 _owners: ContextVar[tuple[object, ...]] = ContextVar("attnviz_hook_owners", default=())
 _install_lock = threading.Lock()
 INSTALLED = "_attnviz_points"  # a module's attribute: the points its permanent hooks serve
+HANDLES = "_attnviz_hook_handles"  # a module's attribute: the handles of those hooks
+SKIPS = "_attnviz_skips"  # a layer's attribute: its forward is wrapped by _wrap_skipping
+ORIGINAL_FORWARD = "_attnviz_forward"  # the instance forward a wrapped layer had before, None for its class's
 
 
 @contextmanager
@@ -195,17 +198,51 @@ def _install(module: nn.Module, point: str, hook: Callable, *, pre: bool, with_k
             return
         served.add(point)
         if pre:
-            module.register_forward_pre_hook(hook, with_kwargs=with_kwargs)
+            handle = module.register_forward_pre_hook(hook, with_kwargs=with_kwargs)
         else:
-            module.register_forward_hook(hook)
+            handle = module.register_forward_hook(hook)
+        _handles(module).append(handle)
+
+
+def _handles(module: nn.Module) -> list:
+    """The handles of the hooks attnviz put on ``module`` (what :func:`uninstall` removes)."""
+    handles = module.__dict__.get(HANDLES)
+    if handles is None:
+        handles = []
+        object.__setattr__(module, HANDLES, handles)
+    return handles
+
+
+def uninstall(model: nn.Module) -> int:
+    """Take every permanent hook and skipping forward that hook maps put on ``model``'s modules off it again,
+    leaving each module as it was before (a model lent from a notebook goes back as the user had it); how many
+    modules were touched. A loaded model keeps its hooks for its whole life and never calls this."""
+    touched = 0
+    with _install_lock:
+        for module in model.modules():
+            state = module.__dict__
+            if HANDLES not in state and INSTALLED not in state and SKIPS not in state:
+                continue
+            touched += 1
+            for handle in state.pop(HANDLES, ()):
+                handle.remove()
+            state.pop(INSTALLED, None)
+            if state.pop(SKIPS, False):
+                original = state.pop(ORIGINAL_FORWARD)
+                if original is None:
+                    state.pop("forward", None)  # the class's own forward again
+                else:
+                    module.forward = original  # an instance forward it had before (accelerate's device-map hook)
+    return touched
 
 
 def _wrap_skipping(layer: nn.Module) -> None:
     """Give ``layer`` a forward that returns the pass's cached output when the pass skips it (once per layer)."""
     with _install_lock:
-        if getattr(layer, "_attnviz_skips", False):
+        if getattr(layer, SKIPS, False):
             return
         forward = layer.forward
+        object.__setattr__(layer, ORIGINAL_FORWARD, layer.__dict__.get("forward"))  # None: the class's own
 
         def skipping(*args, **kwargs):
             run = _current.get()
@@ -216,7 +253,7 @@ def _wrap_skipping(layer: nn.Module) -> None:
             return forward(*args, **kwargs)
 
         layer.forward = skipping
-        object.__setattr__(layer, "_attnviz_skips", True)
+        object.__setattr__(layer, SKIPS, True)
 
 
 @dataclass(eq=False)
