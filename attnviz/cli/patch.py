@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 
 from attnviz import settings
 from attnviz.cli.ablate import SWEEP_BUDGET_S
@@ -107,9 +106,10 @@ def patch_command(args: argparse.Namespace) -> int:
         raise CommandError("the corrupted text is empty; give the text to patch into")
     metric = check_metric(args.metric)
     from attnviz.cli.loading import load_cli_source
-    from attnviz.labs.heads_matter import attribution, patching
+    from attnviz.labs.heads_matter import patching
     from attnviz.labs.heads_matter.common import token_limit
     from attnviz.labs.heads_matter.head_specs import parse_heads, read_heads
+    from attnviz.labs.heads_matter.patch_run import finish_patching, patch_json, start_patching
 
     sweep_all = args.heads.strip().lower() == "all"
     try:
@@ -127,54 +127,28 @@ def patch_command(args: argparse.Namespace) -> int:
             if sweep_all
             else parse_heads(args.heads, pair.n_layer, pair.n_head)
         )
-        estimate, confirmed = None, []
-        if args.estimate:
-            estimate = attribution.estimate_patching(source, pair, args.text, args.corrupt)
-            confirmed = patching.confirm(estimate)
-            heads = heads + [head for head in confirmed if head not in heads]
-        start = time.perf_counter()
-        values: dict = {}
-        pieces = patching.patch_pieces(heads, patching.patch_rows(pair))
-        values.update(patching.patch_piece(source, pair, pieces[0]))  # timed: the rest predicted from it
-        seconds = (time.perf_counter() - start) * len(pieces)
-        positions_head, at_positions, more = None, {}, ""
-        if args.positions is not None:  # its first pass timed too: the rest predicted from it
+        positions_head = None
+        if args.positions is not None:
             (positions_head,) = parse_heads(args.positions, pair.n_layer, pair.n_head)
-            rows = patching.patch_rows(pair)
-            timed = time.perf_counter()
-            first = list(range(min(rows, pair.n_tokens)))
-            at_positions.update(
-                zip(
-                    first, patching.patch_position_sets(source, pair, positions_head, [[p] for p in first]), strict=True
-                )
-            )
-            seconds += (time.perf_counter() - timed) * patching.position_passes(pair)
-            more = f" and head {args.positions.strip()} at each of its positions"
+        estimate_texts = (args.text, args.corrupt) if args.estimate else None
+        started = start_patching(source, pair, heads, estimate_texts=estimate_texts, positions_head=positions_head)
+        more = "" if positions_head is None else f" and head {args.positions.strip()} at each of its positions"
+        seconds, heads, confirmed = started.seconds, started.heads, started.confirmed
         if seconds > SWEEP_BUDGET_S and not args.over_budget:
             raise CommandError(
                 f"patching {len(heads):,} heads{more} on {pair.n_tokens:,} tokens takes about {seconds:,.0f} s here, "
                 f"over the budget of {SWEEP_BUDGET_S:,.0f} s; give fewer --heads or --max-tokens, or pass --over-budget"
             )
-        if not args.quiet and (len(pieces) > 1 or (more and patching.position_passes(pair) > 1)):
+        if not args.quiet and (started.pieces > 1 or (more and started.position_passes > 1)):
             print(f"patching {len(heads):,} heads{more}, about {seconds:,.0f} s here", file=sys.stderr)
-        patching.patch_heads(source, pair, heads, stderr_progress("head", args.quiet), done=values)
-        result = patching.patch_result(pair, values, time.perf_counter() - start, estimate)
-        by_position = None
-        if positions_head is not None:
-            by_position = patching.patch_positions(source, pair, positions_head, done=at_positions)
+        result, by_position = finish_patching(source, pair, started, stderr_progress("head", args.quiet))
     except (ValueError, ModelUnavailableError) as err:
         raise CommandError(str(err)) from err
     from attnviz.core.token_display import read_texts
 
     tokens = read_texts(args.text, pair.clean_encoding.tokens)  # " Mary", its leading space kept
     if args.json:
-        value = result.to_json()
-        value["tokens"] = tokens
-        if value["estimate"] is not None:
-            value["estimate"]["confirmed"] = [f"{layer}.{head}" for layer, head in confirmed]
-        if by_position is not None:
-            value["positions"] = by_position.to_json()
-        out.json(value, indent=2)
+        out.json(patch_json(result, tokens, confirmed, by_position), indent=2)
         return 0
     lines = patch_report(result, confirmed)
     if by_position is not None:

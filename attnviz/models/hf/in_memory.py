@@ -100,27 +100,14 @@ def _source(model: torch.nn.Module, tokenizer: object, name: str) -> HFSource:
     device = main_device(model, "cpu")
     if getattr(config, "is_encoder_decoder", False):
         from attnviz.models.hf.loading import _stacks
-        from attnviz.models.hf.seq2seq import Seq2SeqSource, seq2seq_shapes, stack_config
+        from attnviz.models.hf.seq2seq import seq2seq_source
 
         for stack in _stacks(config):
             check_config(stack, name)
         if not _switch(model, "eager") and config._attn_implementation != "eager":
             raise ModelUnavailableError(msg("in_memory.no_eager", name=name, kind=type(model).__name__))
         check_tokenizer(tokenizer, model, name)
-        vocab = getattr(config, "vocab_size", None) or stack_config(config, "encoder").vocab_size
-        shapes = seq2seq_shapes(model, int(vocab), name)
-        return Seq2SeqSource(
-            name=name,
-            source="",
-            model=model.get_encoder(),
-            tokenizer=tokenizer,
-            device=device,
-            causal=False,
-            can_generate=False,
-            route="eager",
-            whole=model,
-            shapes=shapes,
-        )
+        return seq2seq_source(model, tokenizer, name, "", device)
     check_config(config, name)
     check_tokenizer(tokenizer, model, name)
     route, causal = _route(model, int(config.vocab_size), name)

@@ -317,7 +317,7 @@ def _load_seq2seq(where, name: str, config, device: str, placement: Placement, s
     """An encoder-decoder, on its own eager attention (:mod:`attnviz.models.hf.seq2seq`)."""
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-    from attnviz.models.hf.seq2seq import Seq2SeqSource, seq2seq_shapes, stack_config
+    from attnviz.models.hf.seq2seq import seq2seq_source
 
     loader = _model_class(AutoModelForSeq2SeqLM, config)
     dtype = chosen_dtype(placement, device, config, where)
@@ -337,8 +337,7 @@ def _load_seq2seq(where, name: str, config, device: str, placement: Placement, s
     model.eval().requires_grad_(False)
     device = main_device(model, device)
     try:
-        vocab = getattr(config, "vocab_size", None) or stack_config(config, "encoder").vocab_size  # EncoderDecoder's
-        shapes = seq2seq_shapes(model, int(vocab), name)
+        source = seq2seq_source(model, tokenizer, name, where, device)
     except ModelUnavailableError:
         raise
     except Exception as err:
@@ -349,18 +348,7 @@ def _load_seq2seq(where, name: str, config, device: str, placement: Placement, s
         ) from err
     report(1.0, msg("model_errors.loaded", name=name))
     report_disk(model, name, report)
-    return Seq2SeqSource(
-        name=name,
-        source=where,
-        model=model.get_encoder(),
-        tokenizer=tokenizer,
-        device=device,
-        causal=False,
-        can_generate=False,
-        route="eager",
-        whole=model,
-        shapes=shapes,
-    )
+    return source
 
 
 def load_hf_source(

@@ -561,3 +561,22 @@ def seq2seq_shapes(model: torch.nn.Module, vocab_size: int, name: str, n_probe: 
             )
         shapes.append((kind, len(weights), int(weights[0].shape[1])))
     return tuple(shapes)
+
+
+def seq2seq_source(model: torch.nn.Module, tokenizer, name: str, where: str, device: str) -> Seq2SeqSource:
+    """An encoder-decoder ``model`` running its own eager attention, as a source (loaded from ``where``, or "" for
+    one lent from memory): its kinds' shapes read by a probe pass (:func:`seq2seq_shapes`)."""
+    config = model.config
+    vocab = getattr(config, "vocab_size", None) or stack_config(config, "encoder").vocab_size  # EncoderDecoder's
+    return Seq2SeqSource(
+        name=name,
+        source=where,
+        model=model.get_encoder(),
+        tokenizer=tokenizer,
+        device=device,
+        causal=False,
+        can_generate=False,
+        route="eager",
+        whole=model,
+        shapes=seq2seq_shapes(model, int(vocab), name),
+    )

@@ -8,7 +8,6 @@ limits and the same time budget, and draws the Patching page's figures.
 from __future__ import annotations
 
 import math
-import time
 from typing import Any
 
 import pandas as pd
@@ -98,10 +97,10 @@ def patching(
     :class:`~attnviz.labs.heads_matter.patching.PatchResult`, ``extra["positions"]`` the positions' result."""
     from attnviz.cli.ablate import SWEEP_BUDGET_S
     from attnviz.core.token_display import read_texts
-    from attnviz.labs.heads_matter import attribution
     from attnviz.labs.heads_matter import patching as lab
     from attnviz.labs.heads_matter.common import token_limit
     from attnviz.labs.heads_matter.head_specs import check_heads, parse_heads
+    from attnviz.labs.heads_matter.patch_run import finish_patching, patch_json, start_patching
     from attnviz.models.source import Capability
     from attnviz.settings import PATCH_TOKENS
 
@@ -125,39 +124,17 @@ def patching(
             chosen = parse_heads(spec, pair.n_layer, pair.n_head)
         else:
             chosen = check_heads(spec, pair.n_layer, pair.n_head)
-        found_estimate, confirmed = None, []
-        if estimate:
-            found_estimate = attribution.estimate_patching(source, pair, text, corrupt)
-            confirmed = lab.confirm(found_estimate)
-            chosen = chosen + [head for head in confirmed if head not in chosen]
-        start = time.perf_counter()
-        values: dict = {}
-        pieces = lab.patch_pieces(chosen, lab.patch_rows(pair))
-        values.update(lab.patch_piece(source, pair, pieces[0]))  # timed: the rest predicted from it
-        seconds = (time.perf_counter() - start) * len(pieces)
-        positions_head, at_positions, more = None, {}, ""
-        if positions is not None:  # its first pass timed too
+        positions_head, more = None, ""
+        if positions is not None:
             (positions_head,) = parse_heads(positions, pair.n_layer, pair.n_head)
-            timed = time.perf_counter()
-            first = list(range(min(lab.patch_rows(pair), pair.n_tokens)))
-            found_first = lab.patch_position_sets(source, pair, positions_head, [[p] for p in first])
-            at_positions.update(zip(first, found_first, strict=True))
-            seconds += (time.perf_counter() - timed) * lab.position_passes(pair)
             more = msg("notebook_labs.patch_positions_more", head=positions)
-        if seconds > SWEEP_BUDGET_S and not over_budget:
-            raise over_budget_error(len(chosen), pair.n_tokens, seconds, more)
-        lab.patch_heads(source, pair, chosen, None, done=values)
-        result = lab.patch_result(pair, values, time.perf_counter() - start, found_estimate)
-        by_position = None
-        if positions_head is not None:
-            by_position = lab.patch_positions(source, pair, positions_head, done=at_positions)
+        estimate_texts = (text, corrupt) if estimate else None
+        started = start_patching(source, pair, chosen, estimate_texts=estimate_texts, positions_head=positions_head)
+        if started.seconds > SWEEP_BUDGET_S and not over_budget:
+            raise over_budget_error(len(started.heads), pair.n_tokens, started.seconds, more)
+        result, by_position = finish_patching(source, pair, started)
     tokens = read_texts(text, pair.clean_encoding.tokens)  # " Mary", its leading space kept
-    value = result.to_json()
-    value["tokens"] = tokens
-    if value["estimate"] is not None:
-        value["estimate"]["confirmed"] = [f"{layer}.{head}" for layer, head in confirmed]
-    if by_position is not None:
-        value["positions"] = by_position.to_json()
+    value = patch_json(result, tokens, started.confirmed, by_position)
     return in_language(lang, lambda: _patching_result(result, pair, by_position, value))
 
 
