@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from attnviz.core.token_display import SPACE_MARKERS
 from attnviz.i18n.translate import t
 from attnviz.models.given import GivenWeightsError, given_record, layer_weights
 from attnviz.models.record import AttentionRecord
@@ -37,7 +38,10 @@ from attnviz.notebook.payload import Kind, view_payload
 def prettified(tokens: Sequence[str]) -> list[str]:
     """BertViz's ``format_special_chars``: byte-level BPE's ``Ġ`` and SentencePiece's ``▁`` as a space, ``</w>``
     dropped."""
-    return [str(tok).replace("Ġ", " ").replace("▁", " ").replace("</w>", "") for tok in tokens]
+    cleaned = [str(tok).replace("</w>", "") for tok in tokens]
+    for marker in SPACE_MARKERS:
+        cleaned = [tok.replace(marker, " ") for tok in cleaned]
+    return cleaned
 
 
 def _tokens(tokens: object, name: str, prettify: bool) -> list[str]:

@@ -13,6 +13,7 @@ earlier output cleared).
 
 from __future__ import annotations
 
+import html
 import json
 import sys
 import uuid
@@ -30,10 +31,6 @@ def _json_in_html(value: object) -> str:
     return text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
 
 
-def _escaped(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
-
-
 def view_html(payload: dict, *, with_script: bool) -> str:
     """The HTML of one view: its element, its payload and (``with_script``) the viewer's style and script."""
     from attnviz.notebook.assets import viewer_css, viewer_script
@@ -43,8 +40,8 @@ def view_html(payload: dict, *, with_script: bool) -> str:
     if with_script:
         parts.append(f"<style>{viewer_css()}</style>")
     parts.append(
-        f'<div class="attnviz-nb" id="{element}" data-drawn="0" data-theme="{_escaped(payload["theme"])}">'
-        f"{_escaped(t('notebook.no_script'))}</div>"
+        f'<div class="attnviz-nb" id="{element}" data-drawn="0" data-theme="{html.escape(payload["theme"])}">'
+        f"{html.escape(t('notebook.no_script'))}</div>"
     )
     parts.append(f'<script type="application/json" id="{element}-data">{_json_in_html(payload)}</script>')
     parts.append(

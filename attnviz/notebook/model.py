@@ -96,12 +96,11 @@ def _statistics(record: AttentionRecord | EncoderDecoderRecord) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
-def _check_price(source, text: str, max_tokens: int, over_budget: bool) -> None:
+def _check_price(source, n_tokens: int, over_budget: bool) -> None:
     from attnviz.cli.checks import over_budget_line
     from attnviz.core.budget import request_cost
     from attnviz.core.device_speed import device_of
 
-    n_tokens = len(source.encode(text, max_tokens).tokens)
     cost = request_cost(
         source.n_layer, source.n_head, source.n_kv_head, source.head_dim, n_tokens, device=device_of(source)
     )
@@ -136,9 +135,10 @@ def _run(
         return source.run_pair(text, target or "", max_tokens, n_generate=generate)
     if target is not None or n_generate is not None:
         raise ValueError(f"target and n_generate are for encoder-decoders; {source.name} reads one text")
-    _check_price(source, text, max_tokens, over_budget)
+    n_tokens = len(source.encode(text, max_tokens).tokens)  # what the capture will read, priced before it runs
+    _check_price(source, n_tokens, over_budget)
     if keep_qk is None:  # q and k let a record give any window of weights exactly: a short text's whole heads
-        keep_qk = len(source.encode(text, max_tokens).tokens) <= FULL_VIEW_TOKENS
+        keep_qk = n_tokens <= FULL_VIEW_TOKENS
     return source.run(text, max_tokens, keep_qk=keep_qk)
 
 
