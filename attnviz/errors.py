@@ -81,3 +81,9 @@ class AttnvizBugError(Exception):
 class AppStartError(RuntimeError):
     """The app cannot be started from this process (:func:`attnviz.notebook.open_in_app`): its port is taken, its
     script is not in this installation, its server did not answer. One line saying why and what to do."""
+
+
+class ClusterUnavailableError(ValueError):
+    """A corpus run cannot reach the cluster it was sent to (``corpus --ray``): Ray is not installed (the message
+    says ``pip install attnviz[ray]``), or no Ray cluster answers at the address. One line; a ValueError, so a
+    command reports it as bad input (exit 2)."""

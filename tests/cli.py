@@ -18,6 +18,7 @@ SUBCOMMANDS = [  # every subcommand, in --help's order
     "mask-doctor",
     "kv-cache",
     "bench",
+    "corpus",
 ]
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -16,6 +16,7 @@ SECTIONS = {
         "heads": "🧠",
         "tokens": "🔤",
         "head_roles": "🧩",
+        "corpus": "📚",
         "generation": "✍️",
         "padding": "🧱",
         "ablation": "✂️",

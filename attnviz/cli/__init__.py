@@ -1,7 +1,7 @@
 """The command line: ``python -m attnviz <subcommand>``.
 
 One module per subcommand (``heads``, ``compare``, ``scaling``, ``ablate``, ``patch``, ``logits``, ``train_scale``,
-``mask_doctor``, ``kv_cache``, ``bench``) holds its arguments (``add_command``) and the function that runs it. Beside them is what
+``mask_doctor``, ``kv_cache``, ``bench``, ``corpus``) holds its arguments (``add_command``) and the function that runs it. Beside them is what
 they share: ``output`` (every line a command prints), ``checks`` (bad input, bounds and budgets) and ``loading``
 (the model a per-text command reads). Here are the parser and :func:`main`. Bad input exits non-zero with a
 one-line reason on stderr, never a traceback; so does a bug of attnviz's own (exit 70, its traceback on stderr
@@ -23,7 +23,19 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from attnviz import __version__, settings
-from attnviz.cli import ablate, bench, compare, heads, kv_cache, logits, mask_doctor, patch, scaling, train_scale
+from attnviz.cli import (
+    ablate,
+    bench,
+    compare,
+    corpus,
+    heads,
+    kv_cache,
+    logits,
+    mask_doctor,
+    patch,
+    scaling,
+    train_scale,
+)
 from attnviz.cli.checks import CheckFailedError, CommandError, check_typed_strings
 from attnviz.cli.output import out, stdout_is_unicode
 from attnviz.core.files import printable
@@ -42,6 +54,7 @@ COMMANDS = (
     mask_doctor,
     kv_cache,
     bench,
+    corpus,
 )  # in --help's order
 BUG_EXIT = 70  # sysexits' EX_SOFTWARE: attnviz's own error, told apart from bad input (2) and a failed check (1)
 

@@ -76,10 +76,8 @@ def add_placement_arguments(command: argparse.ArgumentParser) -> None:
     )
 
 
-def add_text_and_model_arguments(command: argparse.ArgumentParser) -> None:
-    """The text, the model and the embedded model's sizes: what every per-text command reads."""
-    command.add_argument("text", help="the text to analyse")
-    command.add_argument("--json", action="store_true", help="print a JSON object")
+def add_model_arguments(command: argparse.ArgumentParser, quiet: str = "no loading progress on stderr") -> None:
+    """Which model: --model, --allow-pickle, and --quiet (``quiet``: what it silences)."""
     command.add_argument(
         "--model", default="default", help="default (embedded), minilm, smollm2, or a local model folder / hub id"
     )
@@ -88,14 +86,11 @@ def add_text_and_model_arguments(command: argparse.ArgumentParser) -> None:
         action="store_true",
         help="allow a local model whose weights are pickled (*.bin); trust it first",
     )
-    command.add_argument("--quiet", action="store_true", help="no loading progress on stderr")
-    command.add_argument(
-        "--over-budget",
-        action="store_true",
-        help="run a request over the request budget (tokens x layers x heads > "
-        f"{settings.REQUEST_HEAD_TOKENS:,}, SmolLM2 at 8,192 tokens) instead of exiting 2 with its cost",
-    )
-    command.add_argument("--max-tokens", type=integer, default=settings.MAX_TOKENS.default)
+    command.add_argument("--quiet", action="store_true", help=quiet)
+
+
+def add_model_sizes(command: argparse.ArgumentParser) -> None:
+    """Where the model runs (:func:`add_placement_arguments`) and the embedded model's sizes."""
     add_placement_arguments(command)
     command.add_argument("--d-model", type=integer, default=settings.D_MODEL.default)
     command.add_argument("--n-head", type=integer, default=settings.N_HEAD.default)
@@ -103,3 +98,18 @@ def add_text_and_model_arguments(command: argparse.ArgumentParser) -> None:
     command.add_argument("--n-layer", type=integer, default=settings.N_LAYER.default)
     command.add_argument("--seed", type=integer, default=settings.SEED.default)
     command.add_argument("--causal", action="store_true", help="decoder-style causal mask")
+
+
+def add_text_and_model_arguments(command: argparse.ArgumentParser) -> None:
+    """The text, the model and the embedded model's sizes: what every per-text command reads."""
+    command.add_argument("text", help="the text to analyse")
+    command.add_argument("--json", action="store_true", help="print a JSON object")
+    add_model_arguments(command)
+    command.add_argument(
+        "--over-budget",
+        action="store_true",
+        help="run a request over the request budget (tokens x layers x heads > "
+        f"{settings.REQUEST_HEAD_TOKENS:,}, SmolLM2 at 8,192 tokens) instead of exiting 2 with its cost",
+    )
+    command.add_argument("--max-tokens", type=integer, default=settings.MAX_TOKENS.default)
+    add_model_sizes(command)

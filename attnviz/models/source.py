@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from attnviz.i18n.message import Text
     from attnviz.models.record import AttentionRecord, BatchRecord, EncoderDecoderRecord, GenerationRecord, Parity
     from attnviz.models.resume import CachedLayers
+    from attnviz.models.statistics import TextStatistics
 
 
 @contextmanager
@@ -313,6 +314,11 @@ class AttentionSource(Protocol):
 
     def run_batch(self, texts: list[str], max_tokens: int, side: str = "right") -> BatchRecord:
         """Several texts padded to one length on ``side``, captured as one batch."""
+        ...
+
+    def run_statistics(self, texts: list[str], max_tokens: int) -> list[TextStatistics]:
+        """Every head's statistics for each of ``texts`` (attnviz.models.statistics), in as few passes as the
+        source can: each text's equal ``heads --json``'s "stats" for it alone, pads never counted."""
         ...
 
     def reference_weights(self, text: str, max_tokens: int) -> Tensor:

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 TESTS = Path(__file__).resolve().parents[1]
 HEAVY = ("streamlit", "torch", "transformers", "pandas", "plotly")
 
@@ -28,3 +30,15 @@ def test_every_module_that_drives_the_app_imports_apptest_at_its_top():
             using.append(path)
             assert re.search(r"^from streamlit\.testing\.v1 import AppTest$", text, re.M), path.relative_to(TESTS)
     assert len(using) >= 10, using  # the search found the app's tests (tests/unit/app, integration/pages)
+
+
+@pytest.mark.slow  # a fresh interpreter importing torch and pandas: 3 s
+def test_ray_is_imported_only_when_a_corpus_runs_on_it():
+    """Ray is an optional extra (issue 41): the CLI, the corpus run and its Ray executor's module import without
+    it, so a machine without it runs every command but ``corpus --ray`` (pyproject's import-linter contract says
+    which module may import it; this says that even that one waits until it is used)."""
+    modules = ["attnviz.cli", "attnviz.cli.corpus", "attnviz.labs.corpus.run", "attnviz.labs.corpus.ray_run"]
+    check = f"import importlib, sys\nfor m in {modules!r}: importlib.import_module(m)\nprint('ray' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", check], cwd=TESTS.parent, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.splitlines()[-1] == "False", done.stdout

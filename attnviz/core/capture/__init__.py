@@ -33,12 +33,16 @@ The package, one idea a module, each importing only those above it:
   and the bytes a model's captures will hold before it runs;
 - :mod:`~attnviz.core.capture.kernel`: computing a capture, chunk by chunk (:func:`capture_attention`), or
   from the full weights of a model's eager attention (:func:`capture_weights`);
+- :mod:`~attnviz.core.capture.fused`: a statistics pass's route (:func:`fused_attention`): every row statistic and
+  the output from torch's fused kernel's log-sum-exp with augmented values, no pooled maps, where a layer's mask
+  allows it;
 - :mod:`~attnviz.core.capture.reading`: reading a capture back at full resolution (:func:`weights_window`,
   :func:`head_scores`);
 - :mod:`~attnviz.core.capture.session`: one forward pass captured layer by layer, for each sequence of a batch
   (:class:`CaptureSession`).
 """
 
+from attnviz.core.capture.fused import fused_attention, fused_route
 from attnviz.core.capture.kernel import capture_attention, capture_weights
 from attnviz.core.capture.layer import (
     FULL_VIEW_TOKENS,
@@ -61,6 +65,8 @@ __all__ = [
     "LayerCapture",
     "capture_attention",
     "capture_weights",
+    "fused_attention",
+    "fused_route",
     "head_scores",
     "pool_bin",
     "pooled_counts",

@@ -99,6 +99,9 @@ class LayerCapture:
     value_norms: (n_head, k_len), ‖v_j W_O^h‖ of every key for every query head
     (attnviz.core.value_norms), when the capture was given the layer's output
     projection; its rows then include ``low_norm_weight``.
+    route: how the layer was captured: "reference" (:func:`capture_attention`, chunk by chunk), "eager" (from
+    the full weights a model's own attention returned, :func:`capture_weights`) or "fused" (statistics only,
+    from a fused kernel's log-sum-exp, :mod:`attnviz.core.capture.fused`: its pooled maps are left empty).
     """
 
     rows: dict[str, Tensor]
@@ -114,6 +117,7 @@ class LayerCapture:
     weights: Tensor | None = None
     sinks: Tensor | None = None
     value_norms: Tensor | None = None
+    route: str = "reference"
     nbytes: int = field(init=False)
 
     def __post_init__(self) -> None:

@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping
 import torch
 from torch import Tensor
 
+from attnviz.core.capture import fused
 from attnviz.core.capture.kernel import capture_attention
 from attnviz.core.capture.layer import LayerCapture, pool_bin
 from attnviz.core.masks import KeyRanges
@@ -17,6 +18,11 @@ class CaptureSession:
 
     A model's attention calls :meth:`attend` once per layer, in order, with its
     q, k and v; each sequence gets its own list of :class:`LayerCapture`.
+    ``statistics_only``: a pass that reads only the row statistics (a corpus's): no pooled maps are made, a key's
+    value norm is small against the keys its sequence's queries see, so a padded batch's pads never count; and where
+    :data:`attnviz.core.capture.fused.STATISTICS_ROUTE` is "fused", a layer whose mask the fused kernel applies
+    takes that route (statistics and output, no pooled maps, no q or k; ``LayerCapture.route`` says which route
+    each layer took). It is "reference" by default: measured slower on the CPU (see that module).
     """
 
     def __init__(
@@ -27,9 +33,11 @@ class CaptureSession:
         keep_qk: bool = True,
         on_layer: Callable[[], None] | None = None,
         out_factors: Mapping[object, Tensor] | None = None,
+        statistics_only: bool = False,
     ) -> None:
         self.bin_size = pool_bin(q_len, n_heads_total)
         self.keep_qk = keep_qk
+        self.statistics_only = statistics_only  # a statistics pass (a corpus): pads never count, nothing else read
         self.out_factors = out_factors or {}  # attention module -> its output projection's factors (value norms)
         self.layers: list[list[LayerCapture]] = [[] for _ in range(batch)]
         self._last: tuple[object, Tensor] | None = None
@@ -65,6 +73,17 @@ class CaptureSession:
             raise ValueError(f"{len(keys)} masks and {len(self.layers)} sequences for a batch of {q.shape[0]}")
         outputs = []
         for b, sequence in enumerate(self.layers):
+            if (
+                self.statistics_only
+                and fused.STATISTICS_ROUTE == "fused"
+                and fused.fused_route(keys[b], softcap, q.device)
+            ):
+                out, capture = fused.fused_attention(
+                    q[b], k[b], v[b], keys[b], scale=scale, sinks=sinks, out_factors=factors, seen_keys_only=True
+                )
+                sequence.append(capture)
+                outputs.append(out)
+                continue
             out, capture = capture_attention(
                 q[b],
                 k[b],
@@ -76,6 +95,8 @@ class CaptureSession:
                 keep_qk=self.keep_qk,
                 sinks=sinks,
                 out_factors=factors,
+                seen_keys_only=self.statistics_only,
+                pooled=not self.statistics_only,
             )
             sequence.append(capture)
             outputs.append(out)

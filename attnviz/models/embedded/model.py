@@ -50,6 +50,7 @@ from attnviz.models.source import (
     one_stack,
     tiled,
 )
+from attnviz.models.statistics import TextStatistics, record_statistics
 
 QK_GAIN = 1.4
 READOUT_VOCAB = 512  # made-up tokens the embedded model "generates" from (the KV cache page times decoding)
@@ -321,6 +322,10 @@ class EmbeddedModel(nn.Module):
             for tokens, layers, encoding, hidden in zip(token_rows, session.layers, encodings, x, strict=True)
         ]
         return BatchRecord(records=records, key_mask=key_mask, side=side)
+
+    def run_statistics(self, texts: list[str], max_tokens: int) -> list[TextStatistics]:
+        """Each text's per-head statistics, text by text (the model is small: a batch would save little)."""
+        return [record_statistics(self.run(text, max_tokens, keep_qk=False)) for text in texts]
 
     def generate(
         self, prompt: str, n_new: int, max_tokens: int, *, progress: Progress | None = None

@@ -52,6 +52,7 @@ from attnviz.models.source import (
     Stack,
     running,
 )
+from attnviz.models.statistics import TextStatistics, pair_statistics
 
 MAX_GENERATE = settings.MAX_TARGET_GENERATED
 CROSS_MODULE = re.compile(r"encoder_attn|encdecattention|cross|src_attn", re.IGNORECASE)  # a decoder's cross-attention
@@ -495,6 +496,13 @@ class Seq2SeqSource(HFSource):
             generated=bool(n_generate),
             target_text=self.tokenizer.decode(target_ids, skip_special_tokens=True),
         )
+
+    def run_statistics(self, texts: list[str], max_tokens: int) -> list[TextStatistics]:
+        """Each text's per-head statistics, text by text: the text the source, the model writing
+        TARGET_GENERATED tokens of target, as ``attnviz heads`` reads an encoder-decoder (each kind's rows)."""
+        return [
+            pair_statistics(self.run_pair(text, "", max_tokens, n_generate=settings.TARGET_GENERATED)) for text in texts
+        ]
 
     def _capture_hook(self, n_source: int, n_decoder: int, step) -> tuple:
         """The capture of a pair pass on a source of ``n_source`` and a decoder input of ``n_decoder`` tokens: an

@@ -34,10 +34,9 @@ from torch import Tensor
 
 from attnviz import settings
 from attnviz.core.capture import CaptureSession
-from attnviz.core.masks import pad_row, padding_mask, positions_from_mask
+from attnviz.core.masks import pad_row
 from attnviz.core.progress import Progress, or_none
 from attnviz.core.token_display import display_tokens, generated_tokens, markdown_text
-from attnviz.core.tokenizer import Token
 from attnviz.core.value_norms import projection_factors
 from attnviz.errors import GenerationUnsupportedError, ModelUnavailableError
 from attnviz.i18n.message import Text, msg
@@ -46,6 +45,7 @@ from attnviz.models.hf import eager
 from attnviz.models.hf.ablated import ablated_outputs, decoder_layers, head_pass, layer_cache
 from attnviz.models.hf.ablated import unembedding as head_unembedding
 from attnviz.models.hf.attention import IMPLEMENTATION, MaskOverride, ReferenceRun
+from attnviz.models.hf.batch_statistics import padded_batch, run_statistics
 from attnviz.models.hf.kv import HFDecoder, prefill_kv
 from attnviz.models.hf.parity import available_bugs, bug_title, layer_inputs, real_layers, reproduce, supports
 from attnviz.models.hf.placement import checkpoint_dtype, placement_runs
@@ -364,18 +364,25 @@ class HFSource:
         position_ids: Tensor | None,
         keep_qk: bool,
         progress: Progress | None = None,
+        statistics_only: bool = False,
     ) -> tuple[CaptureSession, Tensor, Tensor | None]:
         """Run and capture a (batch, T) pass -> the session, last hidden (B, T, d_model), next-token logits (B, V).
 
         ``progress`` gets a stage of n_layer steps, one as each layer is captured (a hybrid's fewer attention layers
-        end it early)."""
+        end it early); ``statistics_only``: a statistics pass (:class:`CaptureSession`'s)."""
         batch, T = input_ids.shape
         progress = or_none(progress)
         progress.stage("progress.layer", self.n_layer)
         if self.route == "eager":
             return eager.capture(self, input_ids, attention_mask, position_ids, progress)
         session = CaptureSession(
-            batch, T, self.n_layer * self.n_head, keep_qk, on_layer=progress.step, out_factors=self._out_factors
+            batch,
+            T,
+            self.n_layer * self.n_head,
+            keep_qk,
+            on_layer=progress.step,
+            out_factors=self._out_factors,
+            statistics_only=statistics_only,
         )
         result = self.run_hooked(
             input_ids,
@@ -437,22 +444,16 @@ class HFSource:
     @torch.no_grad()
     def run_batch(self, texts: list[str], max_tokens: int, side: str = "right") -> BatchRecord:
         """Several texts padded to one length on ``side``; the model's own padding mask keeps pads out."""
-        encodings = [self.encode(t, max_tokens) for t in texts]
-        length = max(len(e.ids) for e in encodings)
-        pad_id = self.tokenizer.pad_token_id
-        if pad_id is None:
-            pad_id = self.tokenizer.eos_token_id or 0
-        pad_text = self.tokenizer.pad_token or "[PAD]"
-        pad = Token(pad_text, 0, 0, special=True, pad=True, raw=pad_text)
-        input_ids = torch.tensor([pad_row(e.ids, length, pad_id, side) for e in encodings], device=self.device)
-        key_mask = padding_mask([len(e.ids) for e in encodings], length, side=side)[:, 0, 0]  # (B, T)
-        position_ids = positions_from_mask(key_mask).to(self.device)
-        session, hidden, _ = self._capture(input_ids, key_mask.long().to(self.device), position_ids, True)
+        batch = padded_batch(self, texts, max_tokens, side)
+        mask = batch.key_mask.long().to(self.device)
+        session, hidden, _ = self._capture(batch.input_ids, mask, batch.position_ids, True)
         records = [
-            self._record(e, layers, hidden[b], None, tokens=pad_row(e.tokens, length, pad, side))
-            for b, (e, layers) in enumerate(zip(encodings, session.layers, strict=True))
+            self._record(e, layers, hidden[b], None, tokens=pad_row(e.tokens, batch.length, batch.pad, side))
+            for b, (e, layers) in enumerate(zip(batch.encodings, session.layers, strict=True))
         ]
-        return BatchRecord(records=records, key_mask=key_mask, side=side)
+        return BatchRecord(records=records, key_mask=batch.key_mask, side=side)
+
+    run_statistics = run_statistics  # attnviz.models.hf.batch_statistics: one padded pass, each text's statistics
 
     @torch.no_grad()
     def generate(
