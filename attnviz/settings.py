@@ -20,6 +20,7 @@ EXAMPLES = {
 }
 DEFAULT_EXAMPLE = "English: the cat"
 CHINESE_EXAMPLES = ("中文: 猫", "中文: 注意力")
+STAT_DIGITS = 6  # a per-head statistic as `heads --json` prints it and a corpus run stores it: rounded to 6 places
 UNKNOWN_SHARE_WARNING = 0.2  # warn when this share of a text's tokens or more are the tokenizer's unknown token
 DEFAULT_TEXT = EXAMPLES[DEFAULT_EXAMPLE]
 

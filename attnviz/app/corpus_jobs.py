@@ -18,6 +18,9 @@ from pathlib import Path
 
 import streamlit as st
 
+from attnviz import settings
+from attnviz.core.admission import Admission, Need
+
 RUNS_FOLDER = Path(tempfile.gettempdir()) / "attnviz-corpus"  # where the app's runs write (their DIR)
 MAX_RUNS_KEPT = 16  # finished runs listed at most; the oldest finished is dropped from the list (its folder stays)
 
@@ -69,9 +72,15 @@ def new_run_folder(name: str) -> Path:
     return Path(tempfile.mkdtemp(prefix=f"{time.strftime('%Y%m%d-%H%M%S')}-{stem}-", dir=RUNS_FOLDER))
 
 
-def start_run(source, path: Path, out_dir: Path, *, max_tokens: int, limit: int, model: str) -> CorpusJob:
+def start_run(
+    source, path: Path, out_dir: Path, *, max_tokens: int, limit: int, model: str, need: Need, gate: Admission
+) -> CorpusJob:
     """Start :func:`attnviz.labs.corpus.run_corpus` of ``source`` on the texts of ``path`` (the first ``limit``),
-    writing to ``out_dir``, on a thread; returns its job, already listed in :func:`started_runs`."""
+    writing to ``out_dir``, on a thread; returns its job, already listed in :func:`started_runs`.
+
+    The run is one request of the server's admission (``gate``, the pages' own queue) for as long as it goes:
+    ``need``, one batch's capture and the run's price, waits its turn like a page's capture, and a Stop while it
+    waits takes it out of the queue."""
     from attnviz.labs.corpus import run_corpus  # the corpus machinery: only when a run starts
 
     job = CorpusJob(out_dir=Path(out_dir), model=model, total=limit)
@@ -80,7 +89,11 @@ def start_run(source, path: Path, out_dir: Path, *, max_tokens: int, limit: int,
         job.state = state
 
     def work() -> None:
+        ticket = gate.enter(need)
         try:
+            while not gate.wait(ticket, timeout=settings.ADMISSION_POLL_S):
+                if job.stop.is_set():  # stopped while it waited: nothing ran, the folder stays empty
+                    return
             job.report = run_corpus(
                 source,
                 path,
@@ -93,6 +106,7 @@ def start_run(source, path: Path, out_dir: Path, *, max_tokens: int, limit: int,
         except Exception as err:  # the page says what stopped the run: the thread must not die silently
             job.error = f"{type(err).__name__}: {err}"
         finally:
+            gate.release(ticket)
             job.ended = time.monotonic()
 
     runs = started_runs()

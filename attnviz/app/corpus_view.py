@@ -7,6 +7,7 @@ from :mod:`attnviz.figures.corpus`; a run started here goes on its own thread (:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import time
@@ -20,10 +21,12 @@ from attnviz.app import corpus_jobs
 from attnviz.app.head_links import open_in_heads_page
 from attnviz.app.head_view import head_view
 from attnviz.app.hosted import is_hosted
-from attnviz.app.loading import cached, cached_job, capture_need, current_source
+from attnviz.app.loading import cached, cached_job, capture_need, current_source, shape_need
 from attnviz.app.progress import duration_text, price_note, probed, quote
+from attnviz.app.queue_view import admission
 from attnviz.app.state import Settings, valid_choice
 from attnviz.app.widgets import plotly, show_error, show_info, table
+from attnviz.core.device_speed import device_of
 from attnviz.core.token_display import markdown_text
 from attnviz.errors import ModelUnavailableError
 from attnviz.figures.corpus import (
@@ -38,9 +41,10 @@ from attnviz.figures.corpus import (
 from attnviz.figures.heads import GRID_FLAGS, flag_names
 from attnviz.i18n.message import msg
 from attnviz.i18n.translate import t
-from attnviz.labs.corpus import CorpusRun, read_texts
+from attnviz.labs.corpus import DEFAULT_BATCH_TOKENS, CorpusRun, read_texts
 from attnviz.labs.corpus.run import route_runs
 from attnviz.models.record import AttentionRecord
+from attnviz.models.source import Capability
 
 SAMPLES = Path(__file__).resolve().parent.parent / "labs" / "corpus" / "samples"
 SAMPLE_FILES = {"sample_en": "classics_en.txt", "sample_zh": "classics_zh.txt"}
@@ -154,7 +158,13 @@ def start_section(settings: Settings) -> None:
         if path is None:  # an upload: written beside the run's folder (a run starts in an empty one), read from there
             path = out_dir.with_name(f"{out_dir.name}-input{Path(name).suffix.lower()}")
             path.write_bytes(upload.getvalue())
-        corpus_jobs.start_run(source, path, out_dir, max_tokens=max_tokens, limit=limit, model=source.name)
+        shape = (source.n_layer, source.n_head, source.n_kv_head, source.head_dim, DEFAULT_BATCH_TOKENS)
+        eager = Capability.KEEP_QK not in source.capabilities
+        need = shape_need(*shape, device=device_of(source), all_weights=eager)  # a batch's capture at most
+        need = dataclasses.replace(need, seconds=price.seconds)  # for as long as the run was priced
+        corpus_jobs.start_run(
+            source, path, out_dir, max_tokens=max_tokens, limit=limit, model=source.name, need=need, gate=admission()
+        )
         st.session_state["corpus_started"] = str(out_dir)
         st.session_state["corpus_dir"] = ""
 

@@ -6,6 +6,8 @@ import json
 import math
 import sys
 
+from attnviz import settings
+
 
 def stdout_is_unicode() -> bool:
     """Whether stdout can write any character (UTF-8/16/32); ``PYTHONIOENCODING=ascii`` or a latin-1 pipe cannot."""
@@ -51,4 +53,4 @@ out = Output()
 
 def json_number(value: float) -> float | None:
     """A statistic as the JSON prints it: rounded to 6 places, None for NaN (JSON has none)."""
-    return None if math.isnan(value) else round(float(value), 6)
+    return None if math.isnan(value) else round(float(value), settings.STAT_DIGITS)

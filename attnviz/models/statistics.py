@@ -13,12 +13,12 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from attnviz import settings
 from attnviz.core.masks import KeyRanges
 from attnviz.models.record import AttentionRecord, EncoderDecoderRecord
 
 # an encoder-decoder's parts, and the (stack, kind) each one's rows carry, in ``heads --json``'s order
 PAIR_PARTS = {"encoder": ("encoder", "self"), "decoder": ("decoder", "causal"), "cross": ("decoder", "cross")}
-STAT_DIGITS = 6  # what ``heads --json`` rounds a statistic to (attnviz.cli.output.json_number)
 
 
 @dataclass(frozen=True, eq=False)
@@ -38,7 +38,7 @@ class TextStatistics:
 
 
 def _rounded(value: float) -> float:
-    return math.nan if math.isnan(value) else round(float(value), STAT_DIGITS)
+    return math.nan if math.isnan(value) else round(float(value), settings.STAT_DIGITS)
 
 
 def statistics_frame(record: AttentionRecord) -> pd.DataFrame:
