@@ -227,3 +227,14 @@ TRAIN_SESSION_SECONDS = 120
 TRAIN_SESSION_WINDOW_S = 10 * 60
 # the Training page's time estimate before it starts: 4 T multiply-adds took 43-47 s on 2 cores
 TRAIN_SECONDS_PER_TMAC = 12.0
+
+# the guided tour (attnviz.app.tour): the model every step runs (a pretrained one: the claims are about trained
+# attention, and its byte-level vocabulary reads Chinese), the examples computed when a server starts (the reader's
+# language picks one), and the most tokens of the reader's own text a step captures (a few seconds a pass here)
+TOUR_MODEL = "smollm2"
+TOUR_EXAMPLES = {"en": "English: the cat", "zh": "中文: 注意力"}
+TOUR_TOKENS = 64
+# "0" in this variable: a server does not compute the tour at start (a replica whose operator wants its CPU free
+# for visitors at once; a test server whose timings the tour's minute of trainings would skew). Its steps then
+# compute on a reader's first visit, each saying its price first.
+TOUR_WARM_ENV = "ATTNVIZ_TOUR_WARM"

@@ -6,7 +6,7 @@ from attnviz import settings as limits
 from attnviz.app.navigation import frame_settings
 from attnviz.app.widgets import plotly, table
 from attnviz.core.token_display import markdown_text
-from attnviz.figures.kv import make_engine_figure, make_head_grouping_figure, make_kv_length_figure
+from attnviz.figures.kv import length_curves, make_engine_figure, make_head_grouping_figure, make_kv_length_figure
 from attnviz.i18n.translate import t, tr
 from attnviz.labs.kv.agreement import transformers_agreement
 from attnviz.labs.kv.config import KV_DTYPES
@@ -18,8 +18,6 @@ from attnviz.labs.kv.memory import (
     human_bytes,
     kind_table,
     max_fit,
-    memory_curve,
-    variants,
     weight_bytes,
 )
 from attnviz.labs.kv.report import describe_agreement, describe_engines, describe_fit
@@ -86,19 +84,12 @@ with right:
 
 st.subheader(t("kv_cache.curves"))
 lengths = curve_lengths(max(seq_len, longest, 4 * (cfg.window or 0)))  # past a window, to show its plateau
-curves = {}
-for name, variant in variants(cfg).items():
-    if name == "mla":
-        label = t("kv_cache.curve_mla", name=name, rank=variant.kv_lora_rank, rope=variant.qk_rope_head_dim)
-    else:
-        label = t("kv_cache.curve_heads", name=name, n_kv_head=variant.n_kv_head)
-    curves[label] = memory_curve(variant, lengths, batch, dtype, group, block)
-curves["as configured"] = memory_curve(cfg, lengths, batch, dtype, group, block)  # drawn last, on top
+curves = length_curves(cfg, lengths, batch, dtype, group, block)
 gpu_gb = gpu_memory_input()
 fit = max_fit(cfg, round(gpu_gb * 10**9), dtype, seq_len=seq_len, group_size=group, block_size=block)
 free = fit["free_bytes"]
 plotly(
-    make_kv_length_figure({k: (lengths, v) for k, v in curves.items()}, gpu_bytes=free if free > 0 else None),
+    make_kv_length_figure(curves, gpu_bytes=free if free > 0 else None),
     "kv_lengths",
 )
 st.caption(tr(describe_fit(fit, gpu_gb)))

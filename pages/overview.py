@@ -10,6 +10,9 @@ from attnviz.i18n.translate import t
 TOKENS_SHOWN = 64  # the caption lists this many tokens, then "…"
 
 st.title(t("overview.title"))
+st.page_link(
+    "pages/tour.py", label=t("overview.link_tour"), icon=SECTIONS["attention"]["tour"]
+)  # a first visit's way in
 st.markdown(t("overview.intro"))
 st.latex(r"\operatorname{Attention}(Q, K, V) = \operatorname{softmax}\!\left(\frac{QK^\top}{\sqrt{d_k}} + M\right) V")
 st.markdown(t("overview.formula", sqrt_dk=r"$\sqrt{d_k}$", d_model=r"$d_{\text{model}}$"))
@@ -37,5 +40,5 @@ st.subheader(t("overview.pages"))
 for section, section_pages in SECTIONS.items():  # the menu's sections, each page with what it shows
     st.markdown(f"**{t(f'nav_sections.{section}')}**")
     for name, icon in section_pages.items():
-        if name != "overview":
+        if name not in ("overview", "tour"):  # the tour's link is the page's first line
             st.page_link(f"pages/{name}.py", label=t(f"overview.link_{name}"), icon=icon)

@@ -13,6 +13,7 @@ from attnviz.i18n.translate import t
 SECTIONS = {
     "attention": {
         "overview": "🏠",
+        "tour": "🧭",
         "heads": "🧠",
         "tokens": "🔤",
         "head_roles": "🧩",

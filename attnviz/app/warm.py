@@ -13,8 +13,11 @@ arrives. ``streamlit run app.py`` still works, and pays this on its first visit.
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 import time
+
+from attnviz import settings
 
 # what the Heads page (where a visitor lands) and the sidebar import, heaviest first
 MODULES = (
@@ -81,5 +84,13 @@ def warm_up() -> dict[str, float]:
     from attnviz.app.grid_canvas import wait_for_first_map
 
     wait_for_first_map()  # this server's page asks for Plotly after the first map: its charts wait for that map
+    if os.environ.get(settings.TOUR_WARM_ENV, "1").strip() != "0":
+        from attnviz.app.tour.cache import warm_tour_in_background
+
+        start = time.perf_counter()
+        # every tour step on both examples (tens of seconds, its trainings most): in a thread of its own, the
+        # server answering meanwhile; a reader asking for a step still warming waits on that same computation
+        warm_tour_in_background()
+        timings["tour (started)"] = time.perf_counter() - start
     print(f"attnviz: warmed up in {sum(timings.values()):.1f} s", file=sys.stderr)
     return timings

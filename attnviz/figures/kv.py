@@ -8,11 +8,35 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from attnviz import settings
 from attnviz.i18n.translate import t, tr
-from attnviz.labs.kv.memory import human_bytes
+from attnviz.labs.kv.config import KVConfig
+from attnviz.labs.kv.memory import human_bytes, memory_curve, variants
 
 GIB = 2**30
 VARIANT_COLORS = {"as configured": "#000000", "mha": "#d62728", "gqa": "#1f77b4", "mqa": "#2ca02c", "mla": "#9467bd"}
+
+
+def length_curves(
+    cfg: KVConfig,
+    lengths: Sequence[int],
+    batch: int = 1,
+    dtype: str = "bf16",
+    group_size: int = settings.KV_GROUP_SIZE,
+    block_size: int | None = None,
+) -> dict[str, tuple[Sequence[int], list[int]]]:
+    """Every variant's cache bytes at ``lengths`` (MHA, GQA, MQA, and MLA where the model has it), named as the
+    KV cache page names them, then the model as configured (drawn last, on top): what
+    :func:`make_kv_length_figure` draws."""
+    curves: dict[str, tuple[Sequence[int], list[int]]] = {}
+    for name, variant in variants(cfg).items():
+        if name == "mla":
+            label = t("kv_cache.curve_mla", name=name, rank=variant.kv_lora_rank, rope=variant.qk_rope_head_dim)
+        else:
+            label = t("kv_cache.curve_heads", name=name, n_kv_head=variant.n_kv_head)
+        curves[label] = (lengths, memory_curve(variant, lengths, batch, dtype, group_size, block_size))
+    curves["as configured"] = (lengths, memory_curve(cfg, lengths, batch, dtype, group_size, block_size))
+    return curves
 
 
 def make_kv_length_figure(

@@ -9,9 +9,9 @@ import streamlit as st
 
 from attnviz import settings
 from attnviz.app import hosted
-from attnviz.app.cache import BoundedCache
 from attnviz.app.progress import progress_text
 from attnviz.app.queue_view import admitted, request_id
+from attnviz.app.training_cache import finished_trainings  # noqa: F401  (the page's import; shared with the warm-up)
 from attnviz.app.widgets import plotly
 from attnviz.core.progress import Progress, ProgressState
 from attnviz.errors import TrainingCapError
@@ -23,12 +23,6 @@ from attnviz.labs.training.runs import RunResult, TrainingConfig
 
 TRAINING_LIVE = "training_live"  # the curves of the training in progress, which a stop leaves behind
 TRAINING_DRAW_EVERY_S = 1.0  # redraw the live chart at most this often; the progress bar, every 0.1 s
-
-
-@st.cache_resource(show_spinner=False)
-def finished_trainings() -> BoundedCache:
-    """Finished trainings by config, shared read-only by every session; a stopped training is never stored."""
-    return BoundedCache(max_bytes=2**20, max_entries=settings.TRAIN_CACHE_ENTRIES)
 
 
 def train_live(config: TrainingConfig) -> list[RunResult]:

@@ -5,7 +5,12 @@ user's session, per test."""
 
 import pytest
 
+from attnviz import settings
 from tools.browser import chromium_browser, streamlit_server
+
+# a serve.py under test that is not the tour's: without the tour's background warm-up, whose minute of trainings
+# would share the 2 cores with the page loads these tests time (the tour's own browser test keeps it)
+NO_TOUR_WARM = {settings.TOUR_WARM_ENV: "0"}
 
 
 @pytest.fixture(scope="module")

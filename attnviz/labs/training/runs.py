@@ -35,7 +35,10 @@ what the scale does to the gradient, where Adam hides most of it.
 Losses and accuracies are recorded once per step, on that step's fresh batch
 and before the update, so every value is measured on data the model has not
 trained on. The final loss and accuracy are measured after the last step on a
-held-out set of ``settings.TRAIN_EVAL_SEQUENCES`` sequences.
+held-out set of ``settings.TRAIN_EVAL_SEQUENCES`` sequences. With
+``TrainingConfig.train_sequences`` set (small data: the tour's heads sweep) the
+steps draw from that many fixed sequences instead, and from the second epoch on a
+step's values are on sequences trained on before; the held-out set is the same.
 
 The runs train on ``TrainingConfig.device`` (the CPU by default). The weights
 and the batches are drawn on the host, from the seed, then moved, so every
@@ -104,6 +107,9 @@ class TrainingConfig:
     values: int = settings.TRAIN_VALUES.default
     batch: int = settings.TRAIN_BATCH.default
     device: str = "cpu"  # where the runs train: part of the config, so a cached result names its device
+    # None: every step draws a fresh batch (unlimited data, the Training page's runs); a number: the runs train on
+    # that many sequences, drawn once from the seed and shuffled each epoch (small data: the tour's heads sweep)
+    train_sequences: int | None = None
 
     def __post_init__(self) -> None:
         try:
@@ -120,6 +126,8 @@ class TrainingConfig:
         settings.TRAIN_BATCH.check(self.batch)
         if self.keys < self.pairs:
             raise ValueError(msg("training_lib.keys_pairs", keys=self.keys, pairs=self.pairs))
+        if self.train_sequences is not None and self.train_sequences < 1:
+            raise ValueError(f"train_sequences ({self.train_sequences}) must be at least 1, or None for fresh batches")
         if self.optimiser not in settings.TRAIN_OPTIMISERS:
             raise ValueError(
                 msg(
@@ -163,11 +171,16 @@ def _forward_macs(config: TrainingConfig, batch: int) -> int:
     return batch * per_sequence
 
 
-def training_macs(config: TrainingConfig, steps: int | None = None) -> int:
-    """Multiply-adds of all three runs: forward and backward (3 forwards) per step, and two held-out evaluations."""
+def variant_macs(config: TrainingConfig, steps: int | None = None) -> int:
+    """Multiply-adds of one run (:func:`train_variant`): forward and backward (3 forwards) per step, and two
+    held-out evaluations."""
     steps = config.steps if steps is None else steps
-    per_run = 3 * _forward_macs(config, config.batch) * steps + 2 * _forward_macs(config, settings.TRAIN_EVAL_SEQUENCES)
-    return len(SCALE_KINDS) * per_run
+    return 3 * _forward_macs(config, config.batch) * steps + 2 * _forward_macs(config, settings.TRAIN_EVAL_SEQUENCES)
+
+
+def training_macs(config: TrainingConfig, steps: int | None = None) -> int:
+    """Multiply-adds of all three runs (:func:`train_scale`)."""
+    return len(SCALE_KINDS) * variant_macs(config, steps)
 
 
 def parameter_count(config: TrainingConfig) -> int:
@@ -402,14 +415,34 @@ class _Run:
         # every variant draws the same held-out set and then the same batches, in the same order
         self.data = torch.Generator().manual_seed(c.seed)
         self.held_out = retrieval_batch(settings.TRAIN_EVAL_SEQUENCES, c.pairs, c.keys, c.values, self.data)
+        # a fixed training set is drawn after the held-out one (so it never is the held-out set), from the same seed
+        self.training_set = (
+            None
+            if c.train_sequences is None
+            else retrieval_batch(c.train_sequences, c.pairs, c.keys, c.values, self.data)
+        )
+        self.queue: list[int] = []  # the training set's sequences still to be seen this epoch, in order
         self.start = evaluate(self.model, self.held_out, self.scale)
         self.seconds += time.perf_counter() - started
 
+    def next_batch(self) -> RetrievalBatch:
+        """A fresh batch; or, on a fixed training set, its next ``batch`` sequences: each epoch is the whole set in
+        a new seeded order, and a batch that runs past an epoch's end takes the rest from the next one."""
+        c = self.config
+        if self.training_set is None:
+            return retrieval_batch(c.batch, c.pairs, c.keys, c.values, self.data)
+        while len(self.queue) < c.batch:
+            self.queue += torch.randperm(len(self.training_set), generator=self.data).tolist()
+        picked, self.queue = torch.tensor(self.queue[: c.batch]), self.queue[c.batch :]
+        s = self.training_set
+        return RetrievalBatch(*(t[picked] for t in (s.keys, s.values, s.query, s.answer, s.answer_position)))
+
     def step(self) -> tuple[float, float]:
-        """One SGD/Adam step on a fresh batch; returns its loss and accuracy, measured before the update."""
+        """One SGD/Adam step on the next batch; returns its loss and accuracy, measured before the update (on data
+        not trained on yet, unless the training set is fixed and this is its second epoch or later)."""
         started = time.perf_counter()
         c = self.config
-        batch = retrieval_batch(c.batch, c.pairs, c.keys, c.values, self.data).to(c.device)  # drawn on the host
+        batch = self.next_batch().to(c.device)  # drawn on the host
         logits, _ = self.model(batch, self.scale)  # (batch, values)
         loss = F.cross_entropy(logits, batch.answer)
         accuracy = (logits.detach().argmax(dim=-1) == batch.answer).float().mean()
@@ -440,6 +473,29 @@ class _Run:
         )
 
 
+@dataclass(frozen=True)
+class TrainedRun:
+    """A run with what it leaves besides its numbers: the trained ``model`` (its weights, to look inside) and the
+    ``held_out`` sequences its final numbers were measured on (on the host)."""
+
+    result: RunResult
+    model: RetrievalModel
+    held_out: RetrievalBatch
+
+
+def _trained(
+    config: TrainingConfig, scale_kind: str, on_step: StepCallback | None, should_stop: Callable[[], bool] | None
+) -> _Run:
+    run = _Run(config, scale_kind)
+    for step in range(1, config.steps + 1):
+        if should_stop is not None and should_stop():
+            break
+        loss, accuracy = run.step()
+        if on_step is not None:
+            on_step(step, loss, accuracy)
+    return run
+
+
 def train_variant(
     config: TrainingConfig,
     scale_kind: str,
@@ -451,14 +507,13 @@ def train_variant(
     ``on_step(step, loss, accuracy)`` is called after each step, step counting from 1.
     The same config and kind always give the same result.
     """
-    run = _Run(config, scale_kind)
-    for step in range(1, config.steps + 1):
-        if should_stop is not None and should_stop():
-            break
-        loss, accuracy = run.step()
-        if on_step is not None:
-            on_step(step, loss, accuracy)
-    return run.result()
+    return _trained(config, scale_kind, on_step, should_stop).result()
+
+
+def train_kept(config: TrainingConfig, scale_kind: str, should_stop: Callable[[], bool] | None = None) -> TrainedRun:
+    """:func:`train_variant`, keeping the trained model and the held-out set (the same result, number for number)."""
+    run = _trained(config, scale_kind, None, should_stop)
+    return TrainedRun(run.result(), run.model, run.held_out)
 
 
 def train_scale(

@@ -14,7 +14,7 @@ from attnviz import settings
 from attnviz.app.static_assets import PLOTLY
 from attnviz.figures.grid_picture import grid_palette
 from attnviz.i18n.catalogue import catalogue
-from tests.integration.chromium import assert_no_exception
+from tests.integration.chromium import NO_TOUR_WARM, assert_no_exception
 from tools.browser import (
     GRID_CANVAS,
     grid_tile_point,
@@ -272,7 +272,7 @@ FIRST_MAP_AND_PLOTLY = f"""() => ({{
 
 @pytest.fixture(scope="module")
 def served():
-    with streamlit_server(timeout=300.0, script="serve.py") as url:
+    with streamlit_server(timeout=300.0, script="serve.py", env=NO_TOUR_WARM) as url:
         yield url
 
 

@@ -29,6 +29,7 @@ from attnviz.models.embedded.config import EmbeddedConfig
 from attnviz.models.embedded.model import EmbeddedModel
 from attnviz.models.record import token_labels
 from benchmarks.concurrency import ROOT_TIMEOUT_MS, Session
+from tests.integration.chromium import NO_TOUR_WARM
 from tools.browser import CHROMIUM_FLAGS, ROOT, chromium_path, free_port
 
 pytestmark = pytest.mark.browser
@@ -72,7 +73,7 @@ def replicas():
     cmd = [sys.executable, str(ROOT / "deploy" / "replicas.py"), "--port", str(port),
            "--ports", ",".join(map(str, ports)), "--run-dir", str(run_dir)]  # fmt: skip
     log = open(run_dir / "replicas.out", "w")  # noqa: SIM115 (closed below)
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **NO_TOUR_WARM})
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + START_TIMEOUT_S

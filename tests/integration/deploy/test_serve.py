@@ -10,7 +10,7 @@ import pytest
 
 from attnviz.app.static_assets import FIRST_SCREEN, INDEX, MIN_BYTES, PLOTLY, chunk_file, streamlit_static_dir
 from tests.integration.browser.test_browser import assert_sidebar_kept_its_defaults
-from tests.integration.chromium import assert_no_exception
+from tests.integration.chromium import NO_TOUR_WARM, assert_no_exception
 from tools.browser import ROOT, choose_page, streamlit_server, wait_for_charts, wait_for_grid, wait_until_idle
 
 pytestmark = pytest.mark.browser
@@ -22,7 +22,7 @@ def _log(url: str) -> str:
 
 
 def test_a_warmed_server_has_loaded_the_default_model_before_its_first_visitor(browser):
-    with streamlit_server(timeout=300.0, script="serve.py") as url:
+    with streamlit_server(timeout=300.0, script="serve.py", env=NO_TOUR_WARM) as url:
         before = _log(url)
         assert "attnviz: warmed up in" in before
         assert len(re.findall(r"attnviz: loaded .*\[embedded", before)) == 1, before
@@ -45,7 +45,7 @@ def test_a_warmed_server_has_loaded_the_default_model_before_its_first_visitor(b
 
 @pytest.fixture(scope="module")
 def served():
-    with streamlit_server(timeout=300.0, script="serve.py") as url:
+    with streamlit_server(timeout=300.0, script="serve.py", env=NO_TOUR_WARM) as url:
         yield url
 
 
