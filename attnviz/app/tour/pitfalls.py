@@ -320,7 +320,10 @@ def draw_collapse(ctx: TourContext) -> None:
         title = t("tour_step.pitfall_collapse.fig_weights", layer=layer, head=head, multiple=multiple)
         figs = [make_head_heatmap_figure(weights, labels, labels, title=title, mask=mask, max_width=width)]
         if record.has_value_norms:
-            moved = record.value_weighted(layer, head, (0, side), (0, side))
+            # in typical values: what each key adds over the median key's value norm (the lab's `written`), so
+            # a sink's column reads 0.07 where its weight reads 1: it takes the weight and adds almost nothing
+            typical = record.value_norms(layer, head).median().clamp_min(1e-30)
+            moved = record.value_weighted(layer, head, (0, side), (0, side)) / typical
             title = t("tour_step.pitfall_collapse.fig_moved", layer=layer, head=head)
             figs.append(make_head_heatmap_figure(moved, labels, labels, title=title, mask=mask, max_width=width))
         with chart:
