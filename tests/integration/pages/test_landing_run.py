@@ -6,6 +6,7 @@ from pathlib import Path
 from streamlit.testing.v1 import AppTest
 
 from attnviz.app import loading, warm
+from tests.integration.pages.passes import count_passes
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -16,19 +17,9 @@ def test_the_landing_run_reads_the_warm_ups_capture_and_a_new_text_computes(monk
     source = loading.load_source(spec)
     record = warm.default_record(source, spec)
     assert record.tokens and record.model_name == source.name
-    passes = []
-
-    def counting(entry: str):
-        real = getattr(source, entry)
-
-        def counted(*args, **kwargs):
-            passes.append(entry)
-            return real(*args, **kwargs)
-
-        return counted
-
-    for entry in ("run", "run_hooked", "run_batch"):  # every way the source runs its model
-        monkeypatch.setattr(source, entry, counting(entry))
+    passes = count_passes(
+        monkeypatch, source, ("run", "run_hooked", "run_batch")
+    )  # every way the source runs its model
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
     at.switch_page("pages/heads.py").run()
     assert not at.exception

@@ -10,6 +10,7 @@ from attnviz.app.tour import cache
 from attnviz.i18n.catalogue import catalogue
 from attnviz.i18n.translate import set_language
 from attnviz.labs.tour.steps import SECTIONS, STEPS
+from tests.integration.pages.passes import count_passes
 from tests.integration.pages.tour.apptest import small_trainings, tour_app
 
 
@@ -143,21 +144,9 @@ def test_a_warmed_process_walks_the_whole_tour_with_no_forward_pass(monkeypatch)
     loading.result_cache.clear()
     cache.warm_tour(examples=[limits.TOUR_EXAMPLES["en"]])
     source = loading.load_source(cache.tour_spec())
-    passes = []
-
-    def counting(entry: str):
-        real = getattr(source, entry)
-
-        def counted(*args, **kwargs):
-            passes.append(entry)
-            return real(*args, **kwargs)
-
-        return counted
-
     entries = ("run", "run_hooked", "run_batch", "attention_layer", "attention_layers", "states_under_mask")
     entries += ("prefill_kv", "head_pass", "layer_cache", "generate", "greedy_decoder", "check_parity")
-    for entry in entries:  # every way a step's view could run the model
-        monkeypatch.setattr(source, entry, counting(entry))
+    passes = count_passes(monkeypatch, source, entries)  # every way a step's view could run the model
     at = tour_app(STEPS[0].key)
     for step in STEPS[1:]:
         at.button(key="tour_next").click().run()
